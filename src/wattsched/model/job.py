@@ -1,0 +1,109 @@
+"""Jobs as a live system sees them, and power estimates.
+
+A :class:`Job` holds only what Slurm would know about a job: who submitted it,
+when, what it asked for. Ground truth (its real runtime and power) never lives
+here: the simulator keeps it in its own records so that a policy cannot read it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class JobState(str, enum.Enum):
+    """Final or current state of a job, named as Slurm names them."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    TIMEOUT = "TIMEOUT"  # killed at its requested time
+    CANCELLED = "CANCELLED"  # evicted with cancel
+    PREEMPTED = "PREEMPTED"  # evicted and requeued (transient)
+
+
+@dataclass(frozen=True, slots=True)
+class PowerEstimate:
+    """Per-node power of a job, in watts: mean, maximum and standard deviation.
+
+    >>> PowerEstimate(300.0, 350.0, 20.0).total_mean_w(4)
+    1200.0
+    """
+
+    mean_w: float
+    max_w: float
+    std_w: float = 0.0
+
+    def total_mean_w(self, nodes: int) -> float:
+        return self.mean_w * nodes
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job as submitted.
+
+    Parameters
+    ----------
+    id
+        Job id, unique within a run.
+    submit_s
+        Submission time (trace-relative seconds in the simulator, epoch live).
+    walltime_s
+        Requested time limit. Slurm kills the job when it is reached.
+    nodes
+        Number of whole nodes requested.
+    procs
+        Processors requested in the original record (informational).
+    min_nodes, max_nodes
+        Range a moldable or malleable job accepts; both default to ``nodes``.
+    malleable
+        Whether the job may be reshaped while it runs (simulator only).
+    app_class
+        Application class (``cpu``, ``memory``, ``mixed`` or a site class); it
+        selects the job's response model, i.e. how its runtime and power change
+        with a frequency or power cap.
+    """
+
+    id: int
+    submit_s: float
+    walltime_s: float
+    nodes: int
+    user: str = ""
+    group: str = ""
+    account: str = ""
+    partition: str = ""
+    qos: str = ""
+    procs: int = 0
+    cores_per_node: int = 1
+    gpus_per_node: int = 0
+    mem_per_node_mb: int = 0
+    min_nodes: int = 0
+    max_nodes: int = 0
+    malleable: bool = False
+    exclusive: bool = True
+    priority: float = 0.0
+    app_class: str = ""
+    features: tuple[str, ...] = field(default=())
+
+    @property
+    def area(self) -> float:
+        """Requested node-seconds, the key of Smallest Area First ordering."""
+        return self.walltime_s * self.nodes
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A running job as a live system knows it.
+
+    ``expected_end_s`` is ``start_s + walltime_s``: the latest the job can end
+    if the cluster kills jobs at their requested time. ``power_w`` is the
+    measured power of the whole job (all its nodes); ``speed`` is its current
+    speed relative to nominal (below 1 under a cap or a lower frequency).
+    """
+
+    job: Job
+    start_s: float
+    nodes: tuple[int, ...]
+    expected_end_s: float
+    power_w: float = 0.0
+    speed: float = 1.0

@@ -1,0 +1,89 @@
+"""Plans: what a policy wants done, as plain values. Applying them is someone else's job."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Start pending job ``job_id`` on nodes ``nodes`` (platform indices), optionally capped or slowed."""
+
+    job_id: int
+    nodes: tuple[int, ...]
+    freq_hz: float | None = None
+    cap_w: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Evict:
+    """Stop running job ``job_id``; ``requeue`` puts it back in the queue, otherwise it is cancelled."""
+
+    job_id: int
+    requeue: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SetNodeCap:
+    """Set the power cap of node ``node`` to ``cap_w`` watts (``None`` removes the cap)."""
+
+    node: int
+    cap_w: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SetNodeFreq:
+    """Set the maximum CPU frequency of node ``node`` (``None`` restores the nominal one)."""
+
+    node: int
+    freq_hz: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class PowerDown:
+    node: int
+
+
+@dataclass(frozen=True, slots=True)
+class PowerUp:
+    node: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reshape:
+    """Move malleable running job ``job_id`` onto ``nodes`` (simulator only)."""
+
+    job_id: int
+    nodes: tuple[int, ...]
+
+
+Action = Start | Evict | SetNodeCap | SetNodeFreq | PowerDown | PowerUp | Reshape
+
+
+@dataclass(slots=True)
+class Plan:
+    """The outcome of one policy decision.
+
+    ``reasons`` explains why given pending jobs keep waiting; ``default_reason``
+    covers every other pending job not started (computing a reason for each of
+    thousands of queued jobs at every event would cost more than the decision).
+    ``power_estimate_w`` is the platform power the policy expects once the plan
+    is applied; when set, the guard checks it against the cap in force.
+    """
+
+    actions: list[Action] = field(default_factory=list)
+    reasons: dict[int, str] = field(default_factory=dict)
+    default_reason: str = ""
+    power_estimate_w: float | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.actions)
+
+    def starts(self) -> list[Start]:
+        return [a for a in self.actions if type(a) is Start]
+
+    def reason_for(self, job_id: int) -> str:
+        return self.reasons.get(job_id, self.default_reason)
+
+
+EMPTY_PLAN_REASON = "no resources"

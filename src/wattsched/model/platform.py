@@ -1,0 +1,144 @@
+"""Nodes, their power model, and the platform they form."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class NodeState(enum.IntEnum):
+    """Power and allocation state of a node."""
+
+    IDLE = 0
+    BUSY = 1
+    OFF = 2
+    SWITCHING_ON = 3
+    SWITCHING_OFF = 4
+    DRAINED = 5
+    DOWN = 6
+
+
+@dataclass(frozen=True, slots=True)
+class NodePowerModel:
+    """Power of one node in each state, and its control range.
+
+    The default values are the Grid'5000 *taurus* node measured with NAS EP
+    class C (batsim's ``cluster_energy_128.xml``): 9.75 W off, 95 W idle,
+    190.738 W at full load at 2.301 GHz, 125.88 W at 1.2 GHz; switching off
+    takes 6.1 s at 101 W, switching on 151.52 s at 125.17 W.
+
+    ``busy_w`` is the node power of a running job that brings no power of its
+    own (a trace without power data and no augmentation); ``busy_min_w`` is
+    the low end of the busy range used by the power augmentation.
+    """
+
+    off_w: float = 9.75
+    idle_w: float = 95.0
+    busy_w: float = 190.738
+    busy_min_w: float = 125.88
+    gpu_tdp_w: float = 0.0
+    switch_on_s: float = 151.52
+    switch_on_w: float = 125.1743848996832
+    switch_off_s: float = 6.1
+    switch_off_w: float = 100.99672131147543
+    freq_levels_hz: tuple[float, ...] = (
+        1.2e9, 1.3e9, 1.4e9, 1.5e9, 1.6e9, 1.7e9, 1.8e9, 1.9e9, 2.0e9, 2.1e9, 2.2e9, 2.3e9, 2.301e9,
+    )
+    cap_min_w: float = 100.0
+    cap_max_w: float = 190.738
+
+    @property
+    def max_freq_hz(self) -> float:
+        return max(self.freq_levels_hz) if self.freq_levels_hz else 0.0
+
+    @property
+    def min_freq_hz(self) -> float:
+        return min(self.freq_levels_hz) if self.freq_levels_hz else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One compute node. ``index`` is its position in :attr:`Platform.nodes`."""
+
+    index: int
+    name: str
+    cores: int = 1
+    gpus: int = 0
+    mem_mb: int = 0
+    features: tuple[str, ...] = ()
+    group: str = "default"
+    power: NodePowerModel = field(default_factory=NodePowerModel)
+
+
+class Platform:
+    """A set of nodes. Nodes are addressed by index in plans; names are for humans and Slurm.
+
+    Parameters
+    ----------
+    nodes
+        The nodes, ``nodes[i].index == i``.
+    name
+        A label used in reports.
+    """
+
+    def __init__(self, nodes: list[Node], name: str = "platform"):
+        for i, node in enumerate(nodes):
+            if node.index != i:
+                raise ValueError(f"node {node.name!r} has index {node.index}, expected {i}")
+        if not nodes:
+            raise ValueError("a platform needs at least one node")
+        self.nodes = nodes
+        self.name = name
+        self._by_name = {n.name: n.index for n in nodes}
+        self.homogeneous = len({(n.power, n.cores, n.gpus) for n in nodes}) == 1
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __repr__(self) -> str:
+        return f"Platform({self.name!r}, {len(self.nodes)} nodes)"
+
+    def index_of(self, name: str) -> int:
+        return self._by_name[name]
+
+    @property
+    def total_cores(self) -> int:
+        return sum(n.cores for n in self.nodes)
+
+    @property
+    def max_power_w(self) -> float:
+        """Power with every node busy at its ``busy_w`` (plus GPUs at TDP)."""
+        return sum(n.power.busy_w + n.gpus * n.power.gpu_tdp_w for n in self.nodes)
+
+    @property
+    def idle_power_w(self) -> float:
+        return sum(n.power.idle_w for n in self.nodes)
+
+    @property
+    def max_dynamic_power_w(self) -> float:
+        """Maximum power above idle, the reference for caps given as a fraction."""
+        return self.max_power_w - self.idle_power_w
+
+    @classmethod
+    def homogeneous_cluster(
+        cls,
+        count: int,
+        cores: int = 1,
+        power: NodePowerModel | None = None,
+        name: str = "cluster",
+        prefix: str = "node",
+        gpus: int = 0,
+        mem_mb: int = 0,
+    ) -> Platform:
+        """Build ``count`` identical nodes named ``{prefix}{i:04d}``.
+
+        >>> Platform.homogeneous_cluster(3).nodes[2].name
+        'node0002'
+        """
+        power = power or NodePowerModel()
+        width = max(4, len(str(count - 1)))
+        nodes = [
+            Node(i, f"{prefix}{i:0{width}d}", cores=cores, gpus=gpus, mem_mb=mem_mb, power=power)
+            for i in range(count)
+        ]
+        return cls(nodes, name=name)

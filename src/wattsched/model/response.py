@@ -1,0 +1,176 @@
+"""Response models: how a job's runtime and power change with a cap or a frequency.
+
+A response model answers two questions for one job:
+
+* :meth:`ResponseModel.under_power_ratio` -- the job's nominal node power is
+  multiplied by ``m`` (a RAPL cap below its draw): what power ratio does the job
+  really reach (it cannot go below its floor of non-reducible power) and by how
+  much is its duration multiplied?
+* :meth:`ResponseModel.at_frequency_ratio` -- the CPU frequency is set to
+  ``r`` times the nominal (maximum) one: what are the power ratio and the
+  duration multiplier?
+
+Models
+------
+``linear`` (Borghesi et al. 2018, §5.1.1)
+    ``D' = F · D / M`` where ``M`` is the power multiplier and ``0 < F <= 1``.
+    The paper's formula can give ``D' < D`` for ``F < 1`` and small reductions;
+    a power reduction never speeds a job up, so the multiplier is clamped at 1.
+    The frequency multiplier is assumed equal to the power multiplier, as in
+    the paper.
+``cpi`` (Borghesi et al. 2018, Eq. 4)
+    ``D' = D (1 - 1/CPI + 1/(CPI · M))``, CPI below 1 counted as 1.
+``poly`` (Ahmed, Liu, Wu 2017, Eqs. 1-2)
+    ``p(f) = a + b f + c f² + d f³`` and ``t(f) = α + β f + γ f²`` with ``f``
+    in GHz; ratios are taken against ``f_max``. Under a power cap the model
+    finds the frequency whose power meets the cap (bisection, ``p`` is
+    increasing over the frequency range).
+
+Every model carries ``floor``: the fraction of the nominal power that a cap
+cannot remove (static and uncore power).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class ResponseModel(Protocol):
+    floor: float
+
+    def under_power_ratio(self, m: float) -> tuple[float, float]:
+        """Return ``(power_ratio, duration_multiplier)`` for a power multiplier ``m``."""
+        ...
+
+    def at_frequency_ratio(self, r: float) -> tuple[float, float]:
+        """Return ``(power_ratio, duration_multiplier)`` at frequency ratio ``r``."""
+        ...
+
+
+def _clamp_ratio(m: float, floor: float) -> float:
+    if m != m:  # NaN
+        raise ValueError("power ratio is NaN")
+    return min(1.0, max(m, floor, 1e-9))
+
+
+@dataclass(frozen=True, slots=True)
+class LinearResponse:
+    """Borghesi's linear model ``D' = max(D, F·D/M)``.
+
+    >>> LinearResponse(f=1.0).under_power_ratio(0.5)
+    (0.5, 2.0)
+    >>> LinearResponse(f=0.5).under_power_ratio(0.5)
+    (0.5, 1.0)
+    """
+
+    f: float = 0.5
+    floor: float = 0.0
+
+    def under_power_ratio(self, m: float) -> tuple[float, float]:
+        m = _clamp_ratio(m, self.floor)
+        return m, max(1.0, self.f / m)
+
+    def at_frequency_ratio(self, r: float) -> tuple[float, float]:
+        return self.under_power_ratio(r)
+
+
+@dataclass(frozen=True, slots=True)
+class CpiResponse:
+    """Borghesi's CPI model ``D' = D(1 - 1/CPI + 1/(CPI·M))``.
+
+    >>> CpiResponse(cpi=1.0).under_power_ratio(0.5)
+    (0.5, 2.0)
+    >>> round(CpiResponse(cpi=5.0).under_power_ratio(0.5)[1], 3)
+    1.2
+    """
+
+    cpi: float = 1.0
+    floor: float = 0.0
+
+    def under_power_ratio(self, m: float) -> tuple[float, float]:
+        m = _clamp_ratio(m, self.floor)
+        cpi = max(self.cpi, 1.0)
+        return m, 1.0 - 1.0 / cpi + 1.0 / (cpi * m)
+
+    def at_frequency_ratio(self, r: float) -> tuple[float, float]:
+        return self.under_power_ratio(r)
+
+
+@dataclass(frozen=True, slots=True)
+class PolynomialResponse:
+    """Ahmed/Liu polynomial model. Coefficients take the frequency in GHz.
+
+    >>> m = PolynomialResponse(a=50, b=0, c=0, d=10, alpha=10, beta=-2, gamma=0, f_min_ghz=1.0, f_max_ghz=2.0)
+    >>> m.at_frequency_ratio(1.0)
+    (1.0, 1.0)
+    >>> p, t = m.at_frequency_ratio(0.5)
+    >>> round(p, 4), round(t, 4)
+    (0.4615, 1.3333)
+    """
+
+    a: float
+    b: float
+    c: float
+    d: float
+    alpha: float
+    beta: float
+    gamma: float
+    f_min_ghz: float
+    f_max_ghz: float
+    floor: float = 0.0
+
+    def power(self, f_ghz: float) -> float:
+        return self.a + f_ghz * (self.b + f_ghz * (self.c + f_ghz * self.d))
+
+    def time(self, f_ghz: float) -> float:
+        return self.alpha + f_ghz * (self.beta + f_ghz * self.gamma)
+
+    def at_frequency_ratio(self, r: float) -> tuple[float, float]:
+        f = min(self.f_max_ghz, max(self.f_min_ghz, r * self.f_max_ghz))
+        p_ratio = self.power(f) / self.power(self.f_max_ghz)
+        return max(p_ratio, self.floor), self.time(f) / self.time(self.f_max_ghz)
+
+    def under_power_ratio(self, m: float) -> tuple[float, float]:
+        m = _clamp_ratio(m, self.floor)
+        target = m * self.power(self.f_max_ghz)
+        lo, hi = self.f_min_ghz, self.f_max_ghz
+        if self.power(lo) >= target:
+            # below the lowest frequency: run at f_min, power cannot go lower
+            return self.at_frequency_ratio(lo / self.f_max_ghz)
+        for _ in range(50):
+            mid = 0.5 * (lo + hi)
+            if self.power(mid) > target:
+                hi = mid
+            else:
+                lo = mid
+        return m, self.time(lo) / self.time(self.f_max_ghz)
+
+
+IDENTITY = LinearResponse(f=0.0)
+"""A job that is not slowed by caps (``F = 0``): duration multiplier is always 1."""
+
+
+def response_from_spec(spec: dict) -> ResponseModel:
+    """Build a response model from a config mapping such as ``{"model": "cpi", "cpi": 3}``.
+
+    >>> response_from_spec({"model": "linear", "f": 0.75})
+    LinearResponse(f=0.75, floor=0.0)
+    """
+    spec = dict(spec)
+    kind = spec.pop("model", "linear")
+    classes = {"linear": LinearResponse, "cpi": CpiResponse, "poly": PolynomialResponse}
+    if kind not in classes:
+        raise ValueError(f"unknown response model {kind!r}; choose one of {sorted(classes)}")
+    return classes[kind](**spec)
+
+
+# Default classes used by the power augmentation: CPU-bound jobs slow down in
+# proportion to the power taken away, memory-bound ones barely (CPI 5, the
+# paper's memory-bound threshold), mixed ones in between (F = 0.5, the middle of
+# the factors 0.25/0.5/0.75 Borghesi et al. tried).
+DEFAULT_CLASSES: dict[str, ResponseModel] = {
+    "cpu": LinearResponse(f=1.0, floor=0.3),
+    "memory": CpiResponse(cpi=5.0, floor=0.3),
+    "mixed": LinearResponse(f=0.5, floor=0.3),
+}

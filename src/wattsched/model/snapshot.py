@@ -1,0 +1,105 @@
+"""The snapshot: everything a policy may know at one instant.
+
+The simulator hands policies a snapshot that is a read-only *view* of its own
+state (copying a queue of thousands of jobs at every event would dominate the
+run time); the daemon builds a fresh one each cycle. Either way a policy must
+not modify it: the conformance suite checks this for every policy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from wattsched.model.constraints import BudgetState, CapSchedule
+from wattsched.model.job import Job, PowerEstimate, RunningJob
+from wattsched.model.platform import NodeState, Platform
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """State of the cluster at ``now_s``.
+
+    Attributes
+    ----------
+    pending
+        Pending jobs by id, in queue (submission) order.
+    running
+        Running jobs by id.
+    free_nodes
+        Indices of nodes that are idle, powered on and usable, in the order a
+        policy should prefer them.
+    node_state
+        State of every node, by index.
+    cap
+        The power-cap schedule; :attr:`cap_w` is the cap in force now.
+    platform_power_w
+        Measured platform power.
+    epoch
+        Changes whenever anything but the arrival of new jobs at the end of
+        ``pending`` (or the passing of time) changed since the previous
+        snapshot of the same source. Policies may use it to reuse work from
+        their previous call; a source that cannot tell just increments it
+        every time.
+    estimator
+        Returns a power estimate for a pending job (a predictor, or the
+        platform's nominal busy power when no predictor is configured).
+    """
+
+    now_s: float
+    platform: Platform
+    pending: Mapping[int, Job]
+    running: Mapping[int, RunningJob]
+    free_nodes: Sequence[int]
+    node_state: Sequence[int]
+    cap: CapSchedule = field(default_factory=CapSchedule)
+    budgets: Sequence[BudgetState] = ()
+    platform_power_w: float = 0.0
+    epoch: int = 0
+    estimator: Callable[[Job], PowerEstimate] | None = None
+    node_cap_w: Mapping[int, float] = field(default_factory=dict)
+    node_freq_hz: Mapping[int, float] = field(default_factory=dict)
+    _ends: list | None = None
+
+    @property
+    def cap_w(self) -> float:
+        return self.cap.cap_at(self.now_s)
+
+    def estimate(self, job: Job) -> PowerEstimate:
+        """Power estimate for a job (per node)."""
+        if self.estimator is not None:
+            return self.estimator(job)
+        node = self.platform.nodes[0].power
+        busy = node.busy_w + job.gpus_per_node * node.gpu_tdp_w
+        return PowerEstimate(busy, busy, 0.0)
+
+    def running_by_end(self) -> list[tuple[float, int, int]]:
+        """Running jobs as ``(expected_end_s, node_count, job_id)``, soonest end first.
+
+        A job already past its expected end (a cluster that lets jobs overrun)
+        is expected to end now.
+        """
+        if self._ends is None:
+            now = self.now_s
+            self._ends = sorted(
+                (max(r.expected_end_s, now), len(r.nodes), jid) for jid, r in self.running.items()
+            )
+        return self._ends
+
+    def usable_node_count(self) -> int:
+        """Nodes that can run jobs now or later (not drained or down)."""
+        return sum(1 for s in self.node_state if s < NodeState.DRAINED)
+
+
+def fraction_cap(platform: Platform, fraction: float) -> float:
+    """A cap given as a fraction of the platform's maximum dynamic power, in watts, idle power included.
+
+    >>> from wattsched.model.platform import Platform, NodePowerModel
+    >>> p = Platform.homogeneous_cluster(10, power=NodePowerModel(idle_w=100, busy_w=300))
+    >>> fraction_cap(p, 0.5)
+    2000.0
+    """
+    if not 0 < fraction <= 1 or math.isnan(fraction):
+        raise ValueError(f"cap fraction must be in (0, 1], got {fraction}")
+    return platform.idle_power_w + fraction * platform.max_dynamic_power_w

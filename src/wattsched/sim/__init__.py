@@ -1,0 +1,1 @@
+"""The trace-replay simulator: workloads, platforms, the event engine, metrics and reports."""

@@ -1,0 +1,43 @@
+"""What a simulation run produces: a per-job table, a power timeline and run information."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from wattsched.model.platform import Platform
+
+JOB_COLUMNS = (
+    "id", "user", "submit_s", "start_s", "end_s", "wait_s", "runtime_s", "walltime_s",
+    "nodes", "energy_j", "wasted_j", "wasted_node_s", "evictions", "state",
+)
+"""Columns of :attr:`SimResult.jobs`.
+
+``start_s`` and ``end_s`` are those of the last attempt (a requeued job runs
+again); ``wait_s = start_s - submit_s``; ``runtime_s = end_s - start_s``;
+``energy_j`` counts every attempt; ``wasted_j`` and ``wasted_node_s`` count
+the energy and node-seconds of evicted attempts; ``state`` is the final
+:class:`~wattsched.model.job.JobState` value (``COMPLETED``, ``TIMEOUT``,
+``CANCELLED``). Jobs still pending or running when the run stops (a time
+limit) have ``NaN`` start or end and state ``PENDING`` or ``RUNNING``.
+"""
+
+TIMELINE_COLUMNS = ("t_s", "power_w", "cap_w", "busy_nodes", "off_nodes", "pending_jobs")
+"""Columns of :attr:`SimResult.timeline`.
+
+Row ``i`` holds from ``t_s[i]`` until ``t_s[i+1]`` (piecewise constant); the last
+row marks the end of the run. ``cap_w`` is ``inf`` where no cap applies.
+"""
+
+
+@dataclass
+class SimResult:
+    jobs: dict[str, np.ndarray]
+    timeline: dict[str, np.ndarray]
+    platform: Platform
+    info: dict = field(default_factory=dict)
+
+    @property
+    def n_jobs(self) -> int:
+        return len(self.jobs["id"])

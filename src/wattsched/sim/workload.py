@@ -1,0 +1,91 @@
+"""Workload records: what a trace says about a job, ground truth included.
+
+A :class:`TraceJob` is what the simulator replays. It carries the truth a
+policy must never see (real runtime, real power); the engine turns it into a
+:class:`~wattsched.model.job.Job` at submission.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class TraceJob:
+    """One job of a workload.
+
+    Times are seconds relative to the trace's origin (see ``docs/simulator.md``).
+    ``runtime_s`` is the real run time at nominal speed; ``walltime_s`` the
+    requested time. Power fields are per node, in watts; ``None`` means the
+    trace has no power for this job (the platform's busy power is used then).
+    ``power_series`` optionally gives a measured per-node power profile as
+    ``(offset_s, watts)`` steps from the job's start.
+    """
+
+    id: int
+    submit_s: float
+    runtime_s: float
+    walltime_s: float
+    procs: int
+    nodes: int
+    user: str = ""
+    group: str = ""
+    partition: str = ""
+    status: int = 1
+    mean_w: float | None = None
+    max_w: float | None = None
+    std_w: float | None = None
+    app_class: str = ""
+    power_series: tuple[tuple[float, float], ...] | None = None
+    gpus_per_node: int = 0
+    min_nodes: int = 0
+    max_nodes: int = 0
+    malleable: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class CleaningReport:
+    """Counts of jobs dropped or changed by each cleaning rule, and lines skipped."""
+
+    read: int = 0
+    kept: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    adjusted: dict[str, int] = field(default_factory=dict)
+    skipped_lines: int = 0
+
+    def drop(self, rule: str) -> None:
+        self.dropped[rule] = self.dropped.get(rule, 0) + 1
+
+    def adjust(self, rule: str) -> None:
+        self.adjusted[rule] = self.adjusted.get(rule, 0) + 1
+
+    def as_dict(self) -> dict:
+        return {
+            "read": self.read,
+            "kept": self.kept,
+            "dropped": dict(self.dropped),
+            "adjusted": dict(self.adjusted),
+            "skipped_lines": self.skipped_lines,
+        }
+
+
+@dataclass
+class Workload:
+    """A stream of jobs in submission order plus what the source says about the machine.
+
+    ``jobs`` is an iterator: large traces are read as the simulation goes.
+    ``report`` fills in as the stream is consumed. ``origin_unix_s`` is the
+    epoch time of ``t = 0`` when the source knows it.
+    """
+
+    name: str
+    jobs: Iterator[TraceJob]
+    max_procs: int | None = None
+    max_nodes: int | None = None
+    origin_unix_s: float | None = None
+    header: dict[str, str] = field(default_factory=dict)
+    report: CleaningReport = field(default_factory=CleaningReport)
+    notes: list[str] = field(default_factory=list)
+    has_power: bool = False
