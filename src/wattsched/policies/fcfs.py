@@ -1,0 +1,30 @@
+"""First come, first served: start jobs in queue order, stop at the first that does not fit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wattsched.model.plan import Plan, Start
+from wattsched.model.snapshot import Snapshot
+from wattsched.policies.base import BasePolicy
+
+
+class FcfsPolicy(BasePolicy):
+    """Strict FCFS, no backfilling: a job never starts before one submitted earlier."""
+
+    name = "fcfs"
+
+    def decide(self, snapshot: Snapshot, state: dict[str, Any] | None = None) -> Plan:
+        free = snapshot.free_nodes
+        end = len(free)
+        actions = []
+        plan = Plan(actions)
+        for job in snapshot.pending.values():
+            k = job.nodes
+            if k > end:
+                plan.reasons[job.id] = f"waiting for {k} nodes ({end} free)"
+                plan.default_reason = "behind an earlier job (strict FCFS)"
+                break
+            actions.append(Start(job.id, tuple(free[end - k : end])))
+            end -= k
+        return plan

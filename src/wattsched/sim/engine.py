@@ -1,0 +1,786 @@
+"""The discrete-event engine: replays a workload through a policy, under power constraints.
+
+Events sit on a heap ordered by ``(time, priority, sequence)``: job ends, node
+switch completions, job power-profile steps, cap-schedule changes, budget
+window edges, monitoring ticks. Submissions are streamed from the workload
+alongside the heap (so a 450,000-job trace is never all in memory) and come
+after heap events of the same time. After each batch of same-time events the
+policy is called once; its plan goes through the guard and is applied at the
+same instant. Everything is deterministic for a given workload, policy and
+seed.
+
+Ground truth (real runtimes and power) stays in the engine's run records; the
+policy sees a :class:`~wattsched.model.snapshot.Snapshot` with what a live
+system would know. The snapshot is a view of the engine's state, valid only
+during the policy call.
+
+Energy is integrated exactly: platform power is piecewise constant between
+events (a job's power changes only at events: start, end, a cap or frequency
+change, a step of its measured power profile).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+import time as _time
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from wattsched.errors import PlanViolation, WattschedError
+from wattsched.model.constraints import BudgetState, CapSchedule, EnergyBudget
+from wattsched.model.guard import plan_problems
+from wattsched.model.job import Job, JobState, RunningJob
+from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, SetNodeFreq, Start
+from wattsched.model.platform import NodeState, Platform
+from wattsched.model.response import DEFAULT_CLASSES, LinearResponse, ResponseModel
+from wattsched.model.snapshot import Snapshot
+from wattsched.policies.base import Policy
+from wattsched.sim.result import JOB_COLUMNS, TIMELINE_COLUMNS, SimResult
+from wattsched.sim.workload import TraceJob, Workload
+
+# Event kinds, in the order they are processed at equal times.
+_END, _SWITCH, _STEP, _CAP, _BUDGET, _TICK = range(6)
+
+_IDLE = int(NodeState.IDLE)
+_BUSY = int(NodeState.BUSY)
+_OFF = int(NodeState.OFF)
+_SW_ON = int(NodeState.SWITCHING_ON)
+_SW_OFF = int(NodeState.SWITCHING_OFF)
+
+_EPS = 1e-9
+DEFAULT_RESPONSE: ResponseModel = LinearResponse(f=1.0, floor=0.3)
+"""Response of jobs with no application class: CPU-bound (the conservative choice)."""
+
+
+@dataclass
+class EngineOptions:
+    """How the engine replays a workload.
+
+    Attributes
+    ----------
+    kill_at_walltime
+        Kill a job at its requested time, as Slurm does (default); otherwise
+        let it run to its real end.
+    tick_s
+        Period of monitoring ticks (the policy is called at each), or ``None``.
+    strict
+        A plan the guard rejects raises :class:`~wattsched.errors.PlanViolation`
+        (tests, default); otherwise it is dropped and counted.
+    time_limit_s
+        Stop the run at this simulated time.
+    progress
+        Show a progress bar when the run takes more than two seconds.
+    """
+
+    kill_at_walltime: bool = True
+    tick_s: float | None = None
+    strict: bool = True
+    time_limit_s: float | None = None
+    progress: bool = False
+    reshape_overhead: Callable[[Job, int, int], float] | None = None
+    response_classes: Mapping[str, ResponseModel] = field(default_factory=lambda: dict(DEFAULT_CLASSES))
+
+
+class _Run:
+    """Engine-private record of a job attempt. Holds the ground truth."""
+
+    __slots__ = (
+        "energy_j",
+        "job",
+        "job_settings",
+        "last_s",
+        "node_power_w",
+        "nodes",
+        "power_w",
+        "response",
+        "speed",
+        "start_s",
+        "step_index",
+        "truth",
+        "version",
+        "view",
+        "work_done_s",
+        "work_left_s",
+    )
+
+    def __init__(self, job: Job, truth: TraceJob, response: ResponseModel):
+        self.job = job
+        self.truth = truth
+        self.response = response
+        self.version = 0
+        self.energy_j = 0.0
+        self.step_index = 0
+
+
+class _JobAccount:
+    """What the engine remembers of a job across attempts."""
+
+    __slots__ = ("energy_j", "evictions", "wasted_j", "wasted_node_s")
+
+    def __init__(self):
+        self.evictions = 0
+        self.wasted_j = 0.0
+        self.wasted_node_s = 0.0
+        self.energy_j = 0.0
+
+
+class Engine:
+    """Replay ``workload`` on ``platform`` through ``policy``.
+
+    Parameters
+    ----------
+    platform
+        The simulated machine.
+    workload
+        Jobs in submission order (an iterable of :class:`TraceJob` or a
+        :class:`Workload`).
+    policy
+        Any registered policy.
+    cap
+        Power-cap schedule (default: uncapped).
+    budgets
+        Energy-budget windows, exposed to the policy with their consumption.
+    options
+        See :class:`EngineOptions`.
+    estimator
+        Power estimator handed to the policy through the snapshot.
+    """
+
+    def __init__(
+        self,
+        platform: Platform,
+        workload: Workload | Iterable[TraceJob],
+        policy: Policy,
+        *,
+        cap: CapSchedule | None = None,
+        budgets: Iterable[EnergyBudget] = (),
+        options: EngineOptions | None = None,
+        estimator=None,
+        seed: int = 0,
+    ):
+        self.platform = platform
+        self.workload = workload if isinstance(workload, Workload) else None
+        self._jobs: Iterator[TraceJob] = iter(workload.jobs if isinstance(workload, Workload) else workload)
+        self.policy = policy
+        self.policy_state: dict[str, Any] = policy.init_state()
+        self.cap = cap or CapSchedule()
+        self.budgets = list(budgets)
+        self.options = options or EngineOptions()
+        self.seed = seed
+        n = len(platform.nodes)
+        self.now = 0.0
+        self._heap: list = []
+        self._seq = 0
+        self.state = [_IDLE] * n
+        self.free: list[int] = list(range(n - 1, -1, -1))  # policies take from the end: lowest index first
+        self._pos = [0] * n
+        for i, node in enumerate(self.free):
+            self._pos[node] = i
+        self.node_job = [-1] * n
+        self.node_cap_w: dict[int, float] = {}
+        self.node_freq_hz: dict[int, float] = {}
+        self._idle_w = [node.power.idle_w for node in platform.nodes]
+        self._busy_w = [node.power.busy_w for node in platform.nodes]
+        self._gpu_w = [node.power.gpu_tdp_w * node.gpus for node in platform.nodes]
+        self.power_w = float(sum(self._idle_w))
+        self.energy_j = 0.0
+        self.pending: dict[int, Job] = {}
+        self.running: dict[int, RunningJob] = {}
+        self._runs: dict[int, _Run] = {}
+        self._truth: dict[int, TraceJob] = {}
+        self._accounts: dict[int, _JobAccount] = {}
+        self._ends: list[tuple[float, int, int]] = []
+        self.epoch = 0
+        self.busy_nodes = 0
+        self.off_nodes = 0
+        # per-state node-seconds and energy
+        self.state_node_s = [0.0] * 7
+        self.state_energy_j = [0.0] * 7
+        self._state_count = [0] * 7
+        self._state_count[_IDLE] = n
+        self._state_power = [0.0] * 7
+        self._state_power[_IDLE] = self.power_w
+        self._budget_start_energy: dict[int, float] = {}
+        self._records: dict[str, list] = {c: [] for c in JOB_COLUMNS}
+        self._timeline = {k: array("d") for k in TIMELINE_COLUMNS}
+        self.stats = {"policy_calls": 0, "events": 0, "plans_rejected": 0, "actions": 0, "submitted": 0}
+        self.rejections: list[str] = []
+        self._snapshot = Snapshot(
+            now_s=0.0,
+            platform=platform,
+            pending=self.pending,
+            running=self.running,
+            free_nodes=self.free,
+            node_state=self.state,
+            cap=self.cap,
+            estimator=estimator,
+            node_cap_w=self.node_cap_w,
+            node_freq_hz=self.node_freq_hz,
+        )
+        self._snapshot._ends = self._ends
+
+    # ------------------------------------------------------------------ events
+    def _push(self, t: float, kind: int, obj: Any = None, version: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, kind, self._seq, obj, version))
+
+    def _advance(self, t: float) -> None:
+        dt = t - self.now
+        if dt > 0:
+            self.energy_j += self.power_w * dt
+            sp, sc, se, sn = self._state_power, self._state_count, self.state_energy_j, self.state_node_s
+            for s in (_IDLE, _BUSY, _OFF, _SW_ON, _SW_OFF):
+                if sc[s]:
+                    se[s] += sp[s] * dt
+                    sn[s] += sc[s] * dt
+            self.now = t
+
+    def _set_power(self, state: int, delta: float) -> None:
+        self.power_w += delta
+        self._state_power[state] += delta
+
+    def _move_nodes(self, old: int, new: int, count: int) -> None:
+        self._state_count[old] -= count
+        self._state_count[new] += count
+
+    # ------------------------------------------------------------ free nodes
+    def _take(self, node: int) -> None:
+        free, pos = self.free, self._pos
+        i = pos[node]
+        last = free.pop()
+        if last != node:
+            free[i] = last
+            pos[last] = i
+
+    def _give(self, node: int) -> None:
+        self._pos[node] = len(self.free)
+        self.free.append(node)
+
+    # ------------------------------------------------------------ the run
+    def run(self) -> SimResult:
+        """Run to the end of the workload (or the time limit) and return the result."""
+        wall0 = _time.perf_counter()
+        opts = self.options
+        for t in self.cap.change_times():
+            self._push(t, _CAP)
+        for i, b in enumerate(self.budgets):
+            self._push(b.start_s, _BUDGET, i)
+            self._push(b.end_s, _BUDGET, i)
+        nxt = next(self._jobs, None)
+        if nxt is not None:
+            self.now = nxt.submit_s
+            if opts.tick_s:
+                self._push(self.now + opts.tick_s, _TICK)
+        limit = opts.time_limit_s if opts.time_limit_s is not None else math.inf
+        bar = self._progress_bar()
+        heap = self._heap
+        heappop = heapq.heappop
+        pending = self.pending
+        truth = self._truth
+        decide = self.policy.decide
+        snap = self._snapshot
+        state = self.policy_state
+        tl = self._timeline
+        tl_t, tl_p, tl_c, tl_b, tl_o, tl_q = (tl[k] for k in TIMELINE_COLUMNS)
+        cap_at = self.cap.cap_at
+        stats = self.stats
+        submitted = 0
+        calls = 0
+        events = 0
+        while True:
+            t = heap[0][0] if heap else math.inf
+            if nxt is not None and nxt.submit_s < t:
+                t = nxt.submit_s
+            if t == math.inf or t > limit:
+                break
+            if t > self.now:
+                self._advance(t)
+            # heap events at t
+            while heap and heap[0][0] <= t:
+                _, kind, _, obj, version = heappop(heap)
+                events += 1
+                if kind == _END:
+                    run = self._runs.get(obj)
+                    if run is not None and run.version == version:
+                        self._end(run)
+                elif kind == _STEP:
+                    run = self._runs.get(obj)
+                    if run is not None and run.version == version:
+                        self._power_step(run)
+                elif kind == _SWITCH:
+                    self._switch_done(obj, version)
+                elif kind == _CAP:
+                    self.epoch += 1
+                elif kind == _BUDGET:
+                    b = self.budgets[obj]
+                    if t == b.start_s:
+                        self._budget_start_energy[obj] = self.energy_j
+                    self.epoch += 1
+                elif kind == _TICK:
+                    if nxt is not None or pending or self.running:
+                        self._push(t + opts.tick_s, _TICK)
+            # submissions at t
+            while nxt is not None and nxt.submit_s <= t:
+                job = self._make_job(nxt)
+                if job.id in truth or job.id in self._accounts:
+                    raise WattschedError(f"job id {job.id} appears twice in the workload")
+                truth[job.id] = nxt
+                pending[job.id] = job
+                submitted += 1
+                events += 1
+                nxt = next(self._jobs, None)
+                if bar is not None and not submitted & 1023:
+                    bar.update(1024)
+            # decide
+            if pending or opts.tick_s or self._needs_policy_without_queue():
+                snap.now_s = t
+                snap.epoch = self.epoch
+                snap.platform_power_w = self.power_w
+                if self.budgets:
+                    snap.budgets = self._budget_states()
+                calls += 1
+                plan = decide(snap, state)
+                if plan.actions or plan.power_estimate_w is not None:
+                    self._apply(plan)
+            tl_t.append(t)
+            tl_p.append(self.power_w)
+            tl_c.append(cap_at(t))
+            tl_b.append(self.busy_nodes)
+            tl_o.append(self.off_nodes)
+            tl_q.append(len(pending))
+        end_t = min(self.now, limit) if math.isfinite(limit) else self.now
+        if math.isfinite(limit) and limit > self.now and (heap or nxt is not None):
+            self._advance(limit)
+            end_t = limit
+        if bar is not None:
+            bar.update(submitted & 1023)
+            bar.close()
+        stats["policy_calls"] = calls
+        stats["events"] = events
+        stats["submitted"] = submitted
+        for jid in list(self._runs):
+            self._finalize_unfinished_run(self._runs[jid])
+        for jid in list(pending):
+            self._record(pending[jid], JobState.PENDING, math.nan, math.nan)
+        if nxt is not None:
+            stats["not_submitted"] = 1 + sum(1 for _ in self._jobs)
+        tl_t.append(end_t)
+        tl_p.append(self.power_w)
+        tl_c.append(cap_at(end_t))
+        tl_b.append(self.busy_nodes)
+        tl_o.append(self.off_nodes)
+        tl_q.append(len(pending))
+        return self._result(_time.perf_counter() - wall0)
+
+    def _needs_policy_without_queue(self) -> bool:
+        # Policies that act on nodes (caps, shutdown) want to be called even with an empty queue.
+        return getattr(self.policy, "wants_empty_queue_calls", False)
+
+    def _progress_bar(self):
+        if not self.options.progress:
+            return None
+        from tqdm import tqdm
+
+        total = None
+        if self.workload is not None:
+            raw = self.workload.header.get("MaxJobs")
+            if raw and raw.strip().isdigit():
+                total = int(raw.strip())
+        return tqdm(total=total, unit=" jobs", delay=2.0, mininterval=0.5, leave=False, desc="simulating")
+
+    # ------------------------------------------------------------ jobs
+    def _make_job(self, tj: TraceJob) -> Job:
+        return Job(
+            id=tj.id,
+            submit_s=tj.submit_s,
+            walltime_s=tj.walltime_s,
+            nodes=tj.nodes,
+            user=tj.user,
+            group=tj.group,
+            partition=tj.partition,
+            procs=tj.procs,
+            gpus_per_node=tj.gpus_per_node,
+            min_nodes=tj.min_nodes,
+            max_nodes=tj.max_nodes,
+            malleable=tj.malleable,
+            app_class=tj.app_class,
+        )
+
+    def _nominal_node_power(self, run: _Run, node: int) -> float:
+        tj = run.truth
+        if tj.power_series is not None:
+            return tj.power_series[run.step_index][1]
+        if tj.mean_w is not None:
+            return tj.mean_w
+        return self._busy_w[node] + self._gpu_w[node]
+
+    def _node_factor(self, run: _Run, node: int, nominal_w: float) -> tuple[float, float]:
+        """(power ratio, duration multiplier) of ``run`` on ``node`` under its cap and frequency."""
+        ratio, mult = 1.0, 1.0
+        cap = self.node_cap_w.get(node)
+        if cap is not None and cap < nominal_w:
+            ratio, mult = run.response.under_power_ratio(cap / nominal_w)
+        freq = self.node_freq_hz.get(node)
+        if freq is not None:
+            fmax = self.platform.nodes[node].power.max_freq_hz
+            if fmax and freq < fmax:
+                r2, m2 = run.response.at_frequency_ratio(freq / fmax)
+                ratio, mult = min(ratio, r2), max(mult, m2)
+        return ratio, mult
+
+    def _rate(self, run: _Run) -> None:
+        """Recompute the job's speed and power from its nodes' settings."""
+        total = 0.0
+        mult = 1.0
+        controlled = self.node_cap_w or self.node_freq_hz
+        for node in run.nodes:
+            p = self._nominal_node_power(run, node)
+            if controlled and (node in self.node_cap_w or node in self.node_freq_hz):
+                r, m = self._node_factor(run, node, p)
+                p *= r
+                if m > mult:
+                    mult = m
+            total += p
+        run.speed = 1.0 / mult
+        run.power_w = total
+        run.node_power_w = total / len(run.nodes) if run.nodes else 0.0
+
+    def _settle(self, run: _Run) -> None:
+        """Account the work and energy of ``run`` up to now."""
+        dt = self.now - run.last_s
+        if dt > 0:
+            done = dt * run.speed
+            run.work_left_s -= done
+            run.work_done_s += done
+            run.energy_j += run.power_w * dt
+            run.last_s = self.now
+
+    def _schedule_end(self, run: _Run) -> None:
+        run.version += 1
+        now = self.now
+        finish = now + max(run.work_left_s, 0.0) / run.speed
+        if self.options.kill_at_walltime:
+            kill = run.start_s + run.job.walltime_s
+            if kill < finish:
+                finish = max(kill, now)
+        self._push(finish, _END, run.job.id, run.version)
+        series = run.truth.power_series
+        if series is not None and run.step_index + 1 < len(series):
+            offset = series[run.step_index + 1][0]
+            at = now + max(offset - run.work_done_s, 0.0) / run.speed
+            if at < finish:
+                self._push(at, _STEP, run.job.id, run.version)
+
+    def _start(self, action: Start) -> None:
+        jid = action.job_id
+        job = self.pending.pop(jid)
+        truth = self._truth[jid]
+        nodes = action.nodes
+        response = self.options.response_classes.get(job.app_class, DEFAULT_RESPONSE)
+        run = _Run(job, truth, response)
+        run.start_s = self.now
+        run.last_s = self.now
+        run.nodes = nodes
+        run.work_left_s = truth.runtime_s
+        run.work_done_s = 0.0
+        run.job_settings = action.cap_w is not None or action.freq_hz is not None
+        state, node_job, take = self.state, self.node_job, self._take
+        idle = 0.0
+        for n in nodes:
+            take(n)
+            state[n] = _BUSY
+            node_job[n] = jid
+            idle += self._idle_w[n]
+            if action.cap_w is not None:
+                self.node_cap_w[n] = action.cap_w
+            if action.freq_hz is not None:
+                self.node_freq_hz[n] = action.freq_hz
+        k = len(nodes)
+        self._move_nodes(_IDLE, _BUSY, k)
+        self.busy_nodes += k
+        self._rate(run)
+        self._set_power(_IDLE, -idle)
+        self._set_power(_BUSY, run.power_w)
+        expected = self.now + job.walltime_s
+        run.view = RunningJob(job, self.now, nodes, expected, run.power_w, run.speed)
+        self._runs[jid] = run
+        self.running[jid] = run.view
+        bisect.insort(self._ends, (expected, k, jid))
+        if jid not in self._accounts:
+            self._accounts[jid] = _JobAccount()
+        self._schedule_end(run)
+
+    def _release(self, run: _Run) -> None:
+        """Free the nodes of ``run`` and drop it from the running set."""
+        jid = run.job.id
+        state, node_job, give = self.state, self.node_job, self._give
+        idle = 0.0
+        for n in run.nodes:
+            state[n] = _IDLE
+            node_job[n] = -1
+            give(n)
+            idle += self._idle_w[n]
+            if run.job_settings:
+                # A cap or frequency given with Start lasts as long as the job.
+                self.node_cap_w.pop(n, None)
+                self.node_freq_hz.pop(n, None)
+        k = len(run.nodes)
+        self._move_nodes(_BUSY, _IDLE, k)
+        self.busy_nodes -= k
+        self._set_power(_BUSY, -run.power_w)
+        self._set_power(_IDLE, idle)
+        del self._runs[jid]
+        del self.running[jid]
+        ends = self._ends
+        i = bisect.bisect_left(ends, (run.view.expected_end_s, len(run.view.nodes), jid))
+        del ends[i]
+        self.epoch += 1
+
+    def _end(self, run: _Run) -> None:
+        self._settle(run)
+        self._release(run)
+        done = run.work_left_s <= _EPS * max(1.0, run.truth.runtime_s)
+        acc = self._accounts[run.job.id]
+        acc.energy_j += run.energy_j
+        self._record(run.job, JobState.COMPLETED if done else JobState.TIMEOUT, run.start_s, self.now)
+
+    def _power_step(self, run: _Run) -> None:
+        self._settle(run)
+        old = run.power_w
+        run.step_index += 1
+        self._rate(run)
+        self._set_power(_BUSY, run.power_w - old)
+        self._replace_view(run)
+        self._schedule_end(run)
+
+    def _replace_view(self, run: _Run) -> None:
+        v = run.view
+        run.view = RunningJob(v.job, v.start_s, run.nodes, v.expected_end_s, run.power_w, run.speed)
+        self.running[run.job.id] = run.view
+
+    def _finalize_unfinished_run(self, run: _Run) -> None:
+        self._settle(run)
+        acc = self._accounts[run.job.id]
+        acc.energy_j += run.energy_j
+        self._record(run.job, JobState.RUNNING, run.start_s, math.nan)
+
+    def _record(self, job: Job, state: JobState, start: float, end: float) -> None:
+        acc = self._accounts.get(job.id)
+        r = self._records
+        r["id"].append(job.id)
+        r["user"].append(job.user)
+        r["submit_s"].append(job.submit_s)
+        r["start_s"].append(start)
+        r["end_s"].append(end)
+        r["wait_s"].append(start - job.submit_s)
+        r["runtime_s"].append(end - start)
+        r["walltime_s"].append(job.walltime_s)
+        r["nodes"].append(job.nodes)
+        r["energy_j"].append(acc.energy_j if acc else 0.0)
+        r["wasted_j"].append(acc.wasted_j if acc else 0.0)
+        r["wasted_node_s"].append(acc.wasted_node_s if acc else 0.0)
+        r["evictions"].append(acc.evictions if acc else 0)
+        r["state"].append(state.value)
+        self._truth.pop(job.id, None)
+
+    # ------------------------------------------------------------ plans
+    def _apply(self, plan: Plan) -> None:
+        problems = plan_problems(self._snapshot, plan)
+        if problems:
+            self.stats["plans_rejected"] += 1
+            if self.options.strict:
+                raise PlanViolation(problems)
+            if len(self.rejections) < 100:
+                self.rejections.append(f"t={self.now:.0f}: " + "; ".join(problems))
+            return
+        self.stats["actions"] += len(plan.actions)
+        for action in plan.actions:
+            kind = type(action)
+            if kind is Start:
+                self._start(action)
+                continue
+            self.epoch += 1
+            if kind is Evict:
+                self._evict(action)
+            elif kind is SetNodeCap or kind is SetNodeFreq:
+                self._set_node(action)
+            elif kind is PowerDown:
+                self._power_down(action.node)
+            elif kind is PowerUp:
+                self._power_up(action.node)
+            elif kind is Reshape:
+                self._reshape(action)
+        if plan.actions:
+            self.epoch += 1
+
+    def _evict(self, action: Evict) -> None:
+        run = self._runs[action.job_id]
+        self._settle(run)
+        self._release(run)
+        acc = self._accounts[run.job.id]
+        acc.evictions += 1
+        acc.energy_j += run.energy_j
+        acc.wasted_j += run.energy_j
+        acc.wasted_node_s += (self.now - run.start_s) * len(run.nodes)
+        job = run.job
+        if action.requeue:
+            self._requeue(job)
+        else:
+            self._record(job, JobState.CANCELLED, run.start_s, self.now)
+
+    def _requeue(self, job: Job) -> None:
+        pending = self.pending
+        if pending and next(reversed(pending.values())).submit_s > job.submit_s:
+            items = sorted([*pending.values(), job], key=lambda j: (j.submit_s, j.id))
+            pending.clear()
+            pending.update((j.id, j) for j in items)
+        else:
+            pending[job.id] = job
+
+    def _set_node(self, action: SetNodeCap | SetNodeFreq) -> None:
+        n = action.node
+        table = self.node_cap_w if type(action) is SetNodeCap else self.node_freq_hz
+        value = action.cap_w if type(action) is SetNodeCap else action.freq_hz
+        if value is None:
+            table.pop(n, None)
+        else:
+            table[n] = value
+        jid = self.node_job[n]
+        if jid >= 0:
+            run = self._runs[jid]
+            self._settle(run)
+            old = run.power_w
+            self._rate(run)
+            self._set_power(_BUSY, run.power_w - old)
+            self._replace_view(run)
+            self._schedule_end(run)
+
+    def _power_down(self, n: int) -> None:
+        pm = self.platform.nodes[n].power
+        self._take(n)
+        self.state[n] = _SW_OFF
+        self._move_nodes(_IDLE, _SW_OFF, 1)
+        self._set_power(_IDLE, -pm.idle_w)
+        self._set_power(_SW_OFF, pm.switch_off_w)
+        self._push(self.now + pm.switch_off_s, _SWITCH, n, _SW_OFF)
+
+    def _power_up(self, n: int) -> None:
+        pm = self.platform.nodes[n].power
+        self.state[n] = _SW_ON
+        self.off_nodes -= 1
+        self._move_nodes(_OFF, _SW_ON, 1)
+        self._set_power(_OFF, -pm.off_w)
+        self._set_power(_SW_ON, pm.switch_on_w)
+        self._push(self.now + pm.switch_on_s, _SWITCH, n, _SW_ON)
+
+    def _switch_done(self, n: int, from_state: int) -> None:
+        pm = self.platform.nodes[n].power
+        if self.state[n] != from_state:
+            return
+        self.epoch += 1
+        if from_state == _SW_OFF:
+            self.state[n] = _OFF
+            self.off_nodes += 1
+            self._move_nodes(_SW_OFF, _OFF, 1)
+            self._set_power(_SW_OFF, -pm.switch_off_w)
+            self._set_power(_OFF, pm.off_w)
+        else:
+            self.state[n] = _IDLE
+            self._give(n)
+            self._move_nodes(_SW_ON, _IDLE, 1)
+            self._set_power(_SW_ON, -pm.switch_on_w)
+            self._set_power(_IDLE, pm.idle_w)
+
+    def _reshape(self, action: Reshape) -> None:
+        run = self._runs[action.job_id]
+        self._settle(run)
+        old_nodes, new_nodes = run.nodes, action.nodes
+        old_set, new_set = set(old_nodes), set(new_nodes)
+        jid = run.job.id
+        old_power = run.power_w
+        for n in old_nodes:
+            if n not in new_set:
+                self.state[n] = _IDLE
+                self.node_job[n] = -1
+                self._give(n)
+                self._move_nodes(_BUSY, _IDLE, 1)
+                self.busy_nodes -= 1
+                self._set_power(_IDLE, self._idle_w[n])
+        for n in new_nodes:
+            if n not in old_set:
+                self._take(n)
+                self.state[n] = _BUSY
+                self.node_job[n] = jid
+                self._move_nodes(_IDLE, _BUSY, 1)
+                self.busy_nodes += 1
+                self._set_power(_IDLE, -self._idle_w[n])
+        # Linear speedup: the remaining work spreads over the new node count.
+        run.work_left_s *= len(old_nodes) / len(new_nodes)
+        hook = self.options.reshape_overhead
+        if hook is not None:
+            run.work_left_s += max(0.0, hook(run.job, len(old_nodes), len(new_nodes)))
+        ends = self._ends
+        i = bisect.bisect_left(ends, (run.view.expected_end_s, len(old_nodes), jid))
+        del ends[i]
+        bisect.insort(ends, (run.view.expected_end_s, len(new_nodes), jid))
+        run.nodes = tuple(new_nodes)
+        self._rate(run)
+        self._set_power(_BUSY, run.power_w - old_power)
+        self._replace_view(run)
+        self._schedule_end(run)
+
+    # ------------------------------------------------------------ results
+    def _budget_states(self) -> list[BudgetState]:
+        out = []
+        for i, b in enumerate(self.budgets):
+            if b.start_s <= self.now < b.end_s:
+                consumed = self.energy_j - self._budget_start_energy.get(i, self.energy_j)
+                out.append(BudgetState(b, consumed))
+        return out
+
+    def _result(self, wall_s: float) -> SimResult:
+        r = self._records
+        jobs = {}
+        for col in JOB_COLUMNS:
+            values = r[col]
+            if col in ("user", "state"):
+                jobs[col] = np.array(values, dtype=object)
+            elif col in ("id", "nodes", "evictions"):
+                jobs[col] = np.array(values, dtype=np.int64)
+            else:
+                jobs[col] = np.array(values, dtype=np.float64)
+        order = np.argsort(jobs["id"], kind="stable")
+        jobs = {k: v[order] for k, v in jobs.items()}
+        timeline = {k: np.frombuffer(v, dtype=np.float64).copy() for k, v in self._timeline.items()}
+        names = ("idle", "busy", "off", "switching_on", "switching_off")
+        info = {
+            "policy": getattr(self.policy, "name", type(self.policy).__name__),
+            "params": self.policy.get_params() if hasattr(self.policy, "get_params") else {},
+            "seed": self.seed,
+            "nodes": len(self.platform.nodes),
+            "platform": self.platform.name,
+            "kill_at_walltime": self.options.kill_at_walltime,
+            "wall_time_s": wall_s,
+            "energy_j": self.energy_j,
+            "node_seconds_by_state": dict(zip(names, self.state_node_s)),
+            "energy_j_by_state": dict(zip(names, self.state_energy_j)),
+            "rejected_plans": self.rejections,
+            **self.stats,
+        }
+        if self.workload is not None:
+            info["trace"] = self.workload.name
+            info["cleaning"] = self.workload.report.as_dict()
+            info["notes"] = list(self.workload.notes)
+            info["origin_unix_s"] = self.workload.origin_unix_s
+        return SimResult(jobs=jobs, timeline=timeline, platform=self.platform, info=info)
+
+
+def simulate(platform: Platform, workload, policy: Policy, **kwargs) -> SimResult:
+    """Convenience wrapper: ``Engine(platform, workload, policy, **kwargs).run()``."""
+    return Engine(platform, workload, policy, **kwargs).run()

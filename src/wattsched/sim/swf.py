@@ -1,0 +1,276 @@
+"""Reader for the Standard Workload Format (SWF) of the Parallel Workloads Archive.
+
+Format: https://www.cs.huji.ac.il/labs/parallel/workload/swf.html -- one job per
+line, 18 whitespace-separated fields, ``-1`` where a value is missing, header
+lines starting with ``;`` (``; MaxProcs: 8192``). ``.gz`` files are read
+transparently. The file is streamed: only the job being parsed is in memory.
+
+Conventions (also in ``docs/simulator.md``):
+
+* Times are rebased so that the first kept job is submitted at ``t = 0``;
+  :attr:`Workload.origin_unix_s` gives the epoch time of ``t = 0`` when the
+  header has ``UnixStartTime``.
+* Processors: field 8 (requested) if present, else field 5 (allocated).
+  Nodes = ``ceil(procs / cores_per_node)``.
+* Requested time: field 9; when missing (``-1`` or ``0``) the fallback is the
+  job's real runtime (``default_walltime="runtime"``, an exact estimate) or a
+  fixed number of seconds.
+* Cleaning rules drop a job and count it: ``runtime_missing`` (runtime < 0),
+  ``procs_missing`` (fields 5 and 8 both missing), ``procs_nonpositive``,
+  ``larger_than_machine`` (more processors than the machine has).
+* A job whose runtime exceeds its requested time is kept with its real
+  runtime; the engine kills it at its requested time (Slurm's behaviour) or
+  lets it finish, by option. The reader counts such jobs.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import math
+import os
+from collections.abc import Iterator
+
+from wattsched.errors import TraceError
+from wattsched.sim.workload import CleaningReport, TraceJob, Workload
+
+FIELDS = (
+    "job_number", "submit_time", "wait_time", "run_time", "allocated_procs", "avg_cpu_time",
+    "used_memory", "requested_procs", "requested_time", "requested_memory", "status", "user_id",
+    "group_id", "executable", "queue", "partition", "preceding_job", "think_time",
+)
+
+_INT_HEADER_KEYS = ("MaxJobs", "MaxRecords", "MaxProcs", "MaxNodes", "UnixStartTime", "MaxQueues", "MaxPartitions")
+
+
+def _open_text(path: str | os.PathLike) -> io.TextIOBase:
+    path = os.fspath(path)
+    with open(path, "rb") as probe:
+        magic = probe.read(2)
+    if magic == b"\x1f\x8b":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
+    return open(path, encoding="utf-8", errors="replace")
+
+
+def read_header(path: str | os.PathLike) -> dict[str, str]:
+    """The ``; Key: value`` header of an SWF file (repeated keys are joined with newlines).
+
+    Reading stops at the first job line, so this is cheap on any trace.
+    """
+    header: dict[str, str] = {}
+    with _open_text(path) as fh:
+        for line in fh:
+            s = line.strip()
+            if not s:
+                continue
+            if not s.startswith(";"):
+                break
+            body = s.lstrip(";").strip()
+            if ":" not in body:
+                continue
+            key, _, value = body.partition(":")
+            key, value = key.strip(), value.strip()
+            header[key] = f"{header[key]}\n{value}" if key in header else value
+    return header
+
+
+def _header_int(header: dict[str, str], key: str) -> int | None:
+    raw = header.get(key)
+    if raw is None:
+        return None
+    try:
+        return int(float(raw.split()[0]))
+    except (ValueError, IndexError):
+        return None
+
+
+def read_swf(
+    path: str | os.PathLike,
+    *,
+    cores_per_node: int = 1,
+    machine_procs: int | None = None,
+    default_walltime: str | float = "runtime",
+    skip_bad_lines: bool = False,
+) -> Workload:
+    """Open an SWF trace as a streamed :class:`~wattsched.sim.workload.Workload`.
+
+    Parameters
+    ----------
+    path
+        ``.swf`` or ``.swf.gz`` file.
+    cores_per_node
+        Processors per node; a job's node count is ``ceil(procs / cores_per_node)``.
+    machine_procs
+        Size of the machine for the ``larger_than_machine`` rule; default the
+        header's ``MaxProcs``.
+    default_walltime
+        ``"runtime"`` or seconds: the requested time of jobs that have none.
+    skip_bad_lines
+        Skip (and count) malformed lines instead of raising :class:`TraceError`.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise TraceError(path, None, "no such file")
+    if cores_per_node < 1:
+        raise ValueError("cores_per_node must be at least 1")
+    fallback_walltime: float | None = None
+    if default_walltime != "runtime":
+        fallback_walltime = float(default_walltime)
+        if not fallback_walltime > 0:
+            raise ValueError(f"default_walltime must be 'runtime' or positive seconds, got {default_walltime!r}")
+    header = read_header(path)
+    max_procs = _header_int(header, "MaxProcs")
+    max_nodes = _header_int(header, "MaxNodes")
+    unix_start = _header_int(header, "UnixStartTime")
+    limit = machine_procs or max_procs
+    report = CleaningReport()
+    notes: list[str] = []
+    note = header.get("Note", "") + header.get("Information", "")
+    if "actually start times" in note or "submit times are actually" in note:
+        notes.append(
+            "the header says submit times are start times: this trace has no real waits, "
+            "so simulated waits measure the policy against a zero-wait baseline"
+        )
+    name = os.path.basename(path)
+    for suffix in (".gz", ".swf"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    workload = Workload(
+        name=name,
+        jobs=iter(()),
+        max_procs=max_procs,
+        max_nodes=max_nodes,
+        header=header,
+        report=report,
+        notes=notes,
+    )
+    workload.jobs = _stream(path, workload, cores_per_node, limit, fallback_walltime, skip_bad_lines, unix_start)
+    return workload
+
+
+def _bad(path: str, lineno: int, field_index: int | None, message: str) -> TraceError:
+    field = None if field_index is None else f"{field_index + 1} ({FIELDS[field_index]})"
+    return TraceError(path, lineno, message, field)
+
+
+def _stream(
+    path: str,
+    workload: Workload,
+    cores_per_node: int,
+    limit: int | None,
+    fallback_walltime: float | None,
+    skip_bad_lines: bool,
+    unix_start: int | None,
+) -> Iterator[TraceJob]:
+    report = workload.report
+    drop = report.drop
+    adjust = report.adjust
+    origin: float | None = None
+    last_submit = -math.inf
+    ceil = math.ceil
+    with _open_text(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line or line[0] == ";" or line.isspace():
+                continue
+            parts = line.split()
+            if parts[0].startswith(";"):
+                continue
+            report.read += 1
+            try:
+                if len(parts) != 18:
+                    raise _bad(path, lineno, None, f"expected 18 fields, found {len(parts)}")
+                values = []
+                for i in (0, 1, 3, 4, 7, 8, 10, 11, 12, 14, 15):
+                    try:
+                        values.append(float(parts[i]))
+                    except ValueError:
+                        raise _bad(path, lineno, i, f"not a number: {parts[i]!r}") from None
+                job_id, submit, runtime, alloc, req_procs, req_time, status, user, group, queue, part = values
+                if submit < 0:
+                    raise _bad(path, lineno, 1, f"negative submit time {parts[1]}")
+                if submit < last_submit:
+                    raise _bad(path, lineno, 1, f"submit time {parts[1]} goes back in time (SWF is sorted)")
+            except TraceError:
+                if not skip_bad_lines:
+                    raise
+                report.skipped_lines += 1
+                continue
+            last_submit = submit
+            if runtime < 0:
+                drop("runtime_missing")
+                continue
+            procs = int(req_procs) if req_procs != -1 else int(alloc)
+            if procs == -1 and alloc == -1:
+                drop("procs_missing")
+                continue
+            if procs <= 0:
+                drop("procs_nonpositive")
+                continue
+            if limit is not None and procs > limit:
+                drop("larger_than_machine")
+                continue
+            if req_time <= 0:
+                if fallback_walltime is None:
+                    req_time = runtime if runtime > 0 else 1.0
+                    adjust("walltime_from_runtime")
+                else:
+                    req_time = fallback_walltime
+                    adjust("walltime_default")
+            if runtime > req_time:
+                adjust("runtime_exceeds_walltime")
+            if origin is None:
+                origin = submit
+                if unix_start is not None:
+                    workload.origin_unix_s = unix_start + submit
+            report.kept += 1
+            yield TraceJob(
+                int(job_id),
+                submit - origin,
+                runtime,
+                req_time,
+                procs,
+                ceil(procs / cores_per_node),
+                str(int(user)),
+                str(int(group)),
+                str(int(part)) if part != -1 else (str(int(queue)) if queue != -1 else ""),
+                int(status),
+            )
+
+
+def trace_info(workload: Workload) -> dict:
+    """Consume a workload and describe it: jobs, span, machine, missing fields, offered load."""
+    n = 0
+    first = last = None
+    node_seconds = 0.0
+    proc_seconds = 0.0
+    users: set[str] = set()
+    over = 0
+    zero = 0
+    for job in workload.jobs:
+        n += 1
+        if first is None:
+            first = job.submit_s
+        last = job.submit_s
+        proc_seconds += job.runtime_s * job.procs
+        node_seconds += job.runtime_s * job.nodes
+        users.add(job.user)
+        over += job.runtime_s > job.walltime_s
+        zero += job.runtime_s == 0
+    span = (last - first) if n else 0.0
+    procs = workload.max_procs
+    return {
+        "name": workload.name,
+        "jobs": n,
+        "users": len(users),
+        "span_s": span,
+        "span_days": span / 86400.0,
+        "max_procs": procs,
+        "max_nodes": workload.max_nodes,
+        "origin_unix_s": workload.origin_unix_s,
+        "offered_load": (proc_seconds / (procs * span)) if procs and span > 0 else None,
+        "zero_runtime_jobs": zero,
+        "runtime_exceeds_walltime": over,
+        "cleaning": workload.report.as_dict(),
+        "notes": list(workload.notes),
+        "has_power": workload.has_power,
+    }

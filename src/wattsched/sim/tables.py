@@ -1,0 +1,767 @@
+"""Job tables: one row per job, CSV (plain or gzipped) or Parquet, power columns included.
+
+A job table is the simplest way to hand the simulator a workload that has per-job
+power (Marconi100/PM100, site exports, synthetic workloads after augmentation).
+:func:`read_job_table` turns one into a :class:`~wattsched.sim.workload.Workload`
+and :func:`write_job_table` writes jobs back; the two round-trip exactly.
+
+Formats
+-------
+The format is chosen from the file name: ``.csv`` and ``.csv.gz`` are read and
+written with the standard :mod:`csv` module (UTF-8, one header line, comma
+separated); ``.parquet`` and ``.pq`` need ``pyarrow`` (``pip install
+'wattsched[parquet]'``), imported only when such a file is used.
+
+Columns
+-------
+Column names are matched case-insensitively, surrounding spaces ignored. Columns
+not listed here are ignored (named in :attr:`Workload.notes`).
+
+========================  ========  ===================================================
+column                    required  meaning
+========================  ========  ===================================================
+``id``                    yes       integer job id, unique in the table
+``submit_s``              yes       submission time, seconds from the trace origin
+``runtime_s``             yes       real run time in seconds (``>= 0``)
+``procs`` or ``nodes``    one       processors, whole nodes (``>= 1``); with only
+                                    ``procs``, ``nodes = ceil(procs / cores_per_node)``;
+                                    with only ``nodes``, ``procs = nodes * cores_per_node``
+``walltime_s``            no        requested time in seconds; when the column or a
+                                    cell is missing: ``default_walltime_s``, else the
+                                    run time
+``user``, ``group``,      no        strings (numbers are read as their text)
+``partition``,
+``app_class``
+``status``                no        integer (SWF codes: 1 completed, 0 failed,
+                                    5 cancelled) or a Slurm state name
+                                    (``COMPLETED`` → 1; ``FAILED``, ``TIMEOUT``,
+                                    ``NODE_FAIL``, ``OUT_OF_MEMORY``, ``BOOT_FAIL``,
+                                    ``DEADLINE``, ``PREEMPTED`` → 0;
+                                    ``CANCELLED`` → 5); default 1
+``gpus_per_node``,        no        integers ``>= 0``, default 0
+``min_nodes``,
+``max_nodes``
+``malleable``             no        ``true``/``false`` (also ``1``/``0``, ``yes``/``no``)
+``mean_w``, ``max_w``,    no        per-node power of the job in watts (``>= 0``);
+``std_w``                           an empty cell means "no power for this job"
+``power_series``          no        measured per-node power profile, see below
+========================  ========  ===================================================
+
+An empty cell (or a Parquet null) in an optional column takes the default.
+Numbers must be finite; integers may be written ``4`` or ``4.0``.
+
+``power_series`` is a string of ``offset_s:watts`` steps separated by ``;``,
+for example ``"0:350;600:420;1200:380"``: from the job's start the node draws
+350 W, from 600 s on 420 W, from 1200 s on 380 W, until the job ends. Offsets
+are seconds from the job's start, ``>= 0`` and strictly increasing; spaces are
+allowed around the separators. It becomes the ``(offset_s, watts)`` tuples of
+:attr:`TraceJob.power_series`.
+
+Marconi100 / PM100 names
+------------------------
+When a canonical column is absent, these names (those of the PM100 job table,
+Antici et al. 2023, and of Slurm's job records) are read in its place; the
+first present one wins and the mapping is noted in :attr:`Workload.notes`.
+
+===========================================================  ===============  ===================================
+alias                                                        read as          conversion
+===========================================================  ===============  ===================================
+``job_id``, ``jobid``                                        ``id``
+``submit_time``                                              ``submit_s``     numbers are seconds; timestamps
+                                                                              (Parquet timestamps, ISO-8601
+                                                                              text) become seconds after the
+                                                                              earliest submission, whose epoch
+                                                                              time goes to ``origin_unix_s``
+``run_time``                                                 ``runtime_s``    seconds
+``time_limit``                                               ``walltime_s``   Slurm minutes × 60; ``INFINITE``
+                                                                              or ``UNLIMITED`` count as missing
+``num_nodes_alloc``, ``num_nodes``, ``num_nodes_req``        ``nodes``
+``num_cores_alloc``, ``num_cpus_alloc``, ``num_cores``,      ``procs``
+``num_cpus``, ``num_cores_req``, ``num_cpus_req``
+``num_gpus_alloc``, ``num_gpus``                             ``gpus_per_node``  job total, divided by ``nodes``
+                                                                              (rounded up)
+``user_id``, ``group_id``                                    ``user``,
+                                                             ``group``
+``job_state``                                                ``status``       Slurm state name, as above
+===========================================================  ===============  ===================================
+
+PM100's ``power_consumption`` array is not read: it is a whole-job series at
+the sampling period of the source, and converting it to per-node ``mean_w``,
+``max_w``, ``std_w`` and ``power_series`` is left to the user.
+
+Rows and errors
+---------------
+The table is read whole when :func:`read_job_table` is called, so every error is
+raised there: a :class:`~wattsched.errors.TraceError` naming the file, the line
+(CSV: the physical line of the file, the header being line 1; Parquet: the
+1-based row number) and the column. Rows not sorted by submission time are
+sorted (stably) and a note says so; duplicate ids are an error.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import math
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from wattsched.errors import TraceError, WattschedError
+from wattsched.sim.workload import TraceJob, Workload
+
+__all__ = [
+    "COLUMNS",
+    "MissingDependencyError",
+    "format_power_series",
+    "parse_power_series",
+    "read_job_table",
+    "write_job_table",
+]
+
+COLUMNS: tuple[str, ...] = (
+    "id", "submit_s", "runtime_s", "walltime_s", "procs", "nodes", "user", "group", "partition",
+    "status", "app_class", "gpus_per_node", "min_nodes", "max_nodes", "malleable",
+    "mean_w", "max_w", "std_w", "power_series",
+)
+"""Columns :func:`write_job_table` writes, in this order; also every column :func:`read_job_table` reads."""
+
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "id": ("job_id", "jobid"),
+    "submit_s": ("submit_time",),
+    "runtime_s": ("run_time",),
+    "walltime_s": ("time_limit",),
+    "nodes": ("num_nodes_alloc", "num_nodes", "num_nodes_req"),
+    "procs": ("num_cores_alloc", "num_cpus_alloc", "num_cores", "num_cpus", "num_cores_req", "num_cpus_req"),
+    "gpus_per_node": ("num_gpus_alloc", "num_gpus"),
+    "user": ("user_id",),
+    "group": ("group_id",),
+    "status": ("job_state",),
+}
+
+# Slurm job states (``man sacct``, JOB STATE CODES) mapped to SWF status codes
+# (1 completed, 0 failed, 5 cancelled; https://www.cs.huji.ac.il/labs/parallel/workload/swf.html).
+_SLURM_STATES: dict[str, int] = {
+    "COMPLETED": 1, "CD": 1,
+    "FAILED": 0, "F": 0, "TIMEOUT": 0, "TO": 0, "NODE_FAIL": 0, "NF": 0, "OUT_OF_MEMORY": 0,
+    "OOM": 0, "BOOT_FAIL": 0, "BF": 0, "DEADLINE": 0, "DL": 0, "PREEMPTED": 0, "PR": 0,
+    "CANCELLED": 5, "CA": 5,
+}
+
+_INFINITE = frozenset({"INFINITE", "UNLIMITED"})
+_TRUE = frozenset({"true", "t", "yes", "y", "1"})
+_FALSE = frozenset({"false", "f", "no", "n", "0"})
+_PARQUET_BATCH = 65536
+
+
+class MissingDependencyError(WattschedError, ImportError):
+    """An optional dependency needed for the requested operation is not installed."""
+
+
+class _Invalid(Exception):
+    """A cell could not be converted; the caller adds file, line and column."""
+
+
+def _require_pyarrow():
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "Parquet job tables need pyarrow: pip install 'wattsched[parquet]' (or use a .csv/.csv.gz table)"
+        ) from exc
+    return pa, pq
+
+
+def _format_of(path: str) -> str:
+    name = path.lower()
+    if name.endswith((".csv", ".csv.gz")):
+        return "csv"
+    if name.endswith((".parquet", ".pq")):
+        return "parquet"
+    raise TraceError(path, None, "unknown job-table format; name the file *.csv, *.csv.gz or *.parquet")
+
+
+def _stem(path: str) -> str:
+    name = os.path.basename(path)
+    for suffix in (".csv.gz", ".csv", ".parquet", ".pq"):
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+# --------------------------------------------------------------------------- power series
+
+
+def parse_power_series(text: str) -> tuple[tuple[float, float], ...] | None:
+    """Parse a ``power_series`` cell: ``offset_s:watts`` steps separated by ``;``.
+
+    Returns ``None`` for an empty string. Raises :class:`ValueError` with the
+    reason if the text is malformed, an offset is negative or not increasing,
+    or a value is not finite.
+
+    >>> parse_power_series("0:350; 600:420.5")
+    ((0.0, 350.0), (600.0, 420.5))
+    >>> parse_power_series("") is None
+    True
+    >>> parse_power_series("0:350;0:400")
+    Traceback (most recent call last):
+    ...
+    ValueError: offsets must increase: step 2 has offset 0.0 after 0.0
+    """
+    text = text.strip()
+    if not text:
+        return None
+    steps = []
+    last = -math.inf
+    for k, part in enumerate(text.split(";"), start=1):
+        offset_txt, sep, watts_txt = part.partition(":")
+        if not sep:
+            raise ValueError(f"step {k} {part.strip()!r} is not offset_s:watts")
+        try:
+            offset, watts = float(offset_txt), float(watts_txt)
+        except ValueError:
+            raise ValueError(f"step {k} {part.strip()!r} is not offset_s:watts with numbers") from None
+        if not (math.isfinite(offset) and math.isfinite(watts)):
+            raise ValueError(f"step {k} {part.strip()!r} is not finite")
+        if offset < 0 or watts < 0:
+            raise ValueError(f"step {k} {part.strip()!r} is negative")
+        if offset <= last:
+            raise ValueError(f"offsets must increase: step {k} has offset {offset!r} after {last!r}")
+        last = offset
+        steps.append((offset, watts))
+    return tuple(steps)
+
+
+def format_power_series(series: Sequence[tuple[float, float]] | None) -> str:
+    """Write a power profile as :func:`parse_power_series` reads it, floats as ``repr``.
+
+    >>> format_power_series(((0, 350.0), (600.0, 420.5)))
+    '0.0:350.0;600.0:420.5'
+    >>> format_power_series(None)
+    ''
+    """
+    if not series:
+        return ""
+    return ";".join(f"{float(t)!r}:{float(w)!r}" for t, w in series)
+
+
+# --------------------------------------------------------------------------- cell converters
+# Each takes a raw cell (a string from CSV; a Python value from Parquet) and returns the
+# value, or None when the cell is empty; it raises _Invalid with what is wrong.
+
+
+def _is_empty(v: Any) -> bool:
+    return v is None or (isinstance(v, str) and not v.strip()) or (isinstance(v, float) and v != v)
+
+
+def _float(v: Any) -> float | None:
+    if _is_empty(v):
+        return None
+    if isinstance(v, bool):
+        raise _Invalid(f"{v!r} is not a number")
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise _Invalid(f"{v!r} is not a number") from None
+    if not math.isfinite(x):
+        raise _Invalid(f"{v!r} is not a finite number")
+    return x
+
+
+def _int(v: Any) -> int | None:
+    if _is_empty(v):
+        return None
+    if isinstance(v, bool):
+        raise _Invalid(f"{v!r} is not an integer")
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        try:
+            return int(v)
+        except ValueError:
+            pass
+    x = _float(v)
+    if x is None or not x.is_integer():
+        raise _Invalid(f"{v!r} is not an integer")
+    return int(x)
+
+
+def _str(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, float) and v.is_integer():  # a Parquet float column of ids
+        return str(int(v))
+    return str(v).strip()
+
+
+def _bool(v: Any) -> bool | None:
+    if _is_empty(v):
+        return None
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in _TRUE:
+        return True
+    if s in _FALSE:
+        return False
+    raise _Invalid(f"{v!r} is not a boolean (use true or false)")
+
+
+def _status(v: Any) -> int | None:
+    if _is_empty(v):
+        return None
+    if isinstance(v, str):
+        s = v.strip()
+        try:
+            return int(s)
+        except ValueError:
+            pass
+        # sacct prints "CANCELLED by 1234"
+        state = s.split()[0].upper()
+        if state in _SLURM_STATES:
+            return _SLURM_STATES[state]
+        raise _Invalid(
+            f"{v!r} is neither an integer status nor a known Slurm state "
+            "(COMPLETED, FAILED, TIMEOUT, CANCELLED, NODE_FAIL, OUT_OF_MEMORY, BOOT_FAIL, DEADLINE, PREEMPTED)"
+        )
+    return _int(v)
+
+
+def _series(v: Any) -> tuple[tuple[float, float], ...] | None:
+    if _is_empty(v):
+        return None
+    if not isinstance(v, str):
+        raise _Invalid(f"{v!r} is not an 'offset_s:watts;...' string")
+    try:
+        return parse_power_series(v)
+    except ValueError as exc:
+        raise _Invalid(f"{v!r}: {exc}") from None
+
+
+def _time_limit_min(v: Any) -> float | None:
+    if isinstance(v, str) and v.strip().upper() in _INFINITE:
+        return None
+    x = _float(v)
+    return None if x is None else x * 60.0
+
+
+def _submit_time(v: Any) -> float | tuple[str, float] | None:
+    """Seconds as given, or ``("epoch", seconds)`` for a timestamp."""
+    if _is_empty(v):
+        return None
+    if isinstance(v, datetime):
+        dt = v
+    elif isinstance(v, str):
+        try:
+            return _float(v)
+        except _Invalid:
+            pass
+        try:
+            dt = datetime.fromisoformat(v.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise _Invalid(f"{v!r} is neither seconds nor an ISO-8601 timestamp") from None
+    else:
+        return _float(v)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return ("epoch", dt.timestamp())
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _resolve_columns(path: str, names: Sequence[str], header_line: int | None):
+    """Map canonical fields to positions in ``names``. Returns (positions, sources, notes)."""
+    normalized = [str(n).strip().lower() for n in names]
+    where: dict[str, int] = {}
+    for i, n in enumerate(normalized):
+        if n in where:
+            raise TraceError(path, header_line, f"column {names[i]!r} appears twice", field=str(names[i]))
+        where[n] = i
+    positions: dict[str, int] = {}
+    sources: dict[str, str] = {}
+    notes: list[str] = []
+    for col in COLUMNS:
+        if col in where:
+            positions[col], sources[col] = where[col], col
+            continue
+        for alias in _ALIASES.get(col, ()):
+            if alias in where:
+                positions[col], sources[col] = where[alias], alias
+                notes.append(f"column {alias!r} read as {col!r}")
+                break
+    for col in ("id", "submit_s", "runtime_s"):
+        if col not in positions:
+            aliases = _ALIASES.get(col, ())
+            hint = f" (or {', '.join(repr(a) for a in aliases)})" if aliases else ""
+            raise TraceError(path, header_line, f"missing required column {col!r}{hint}", field=col)
+    if "procs" not in positions and "nodes" not in positions:
+        raise TraceError(path, header_line, "missing required column: give 'procs' or 'nodes'", field="nodes")
+    used = set(positions.values())
+    ignored = [names[i] for i in range(len(names)) if i not in used]
+    if ignored:
+        notes.append("ignored columns: " + ", ".join(map(str, ignored)))
+    return positions, sources, notes
+
+
+def _csv_rows(path: str, fh: io.TextIOBase):
+    reader = csv.reader(fh)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise TraceError(path, None, "empty file; a job table needs a header line naming its columns") from None
+    except csv.Error as exc:
+        raise TraceError(path, reader.line_num, f"malformed CSV: {exc}") from None
+
+    def rows() -> Iterator[tuple[int, Sequence[Any]]]:
+        width = len(header)
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                raise TraceError(path, reader.line_num, f"malformed CSV: {exc}") from None
+            if not row:
+                continue
+            if len(row) != width:
+                raise TraceError(
+                    path, reader.line_num, f"expected {width} fields as in the header, found {len(row)}"
+                )
+            yield reader.line_num, row
+
+    return header, rows()
+
+
+def _parquet_rows(path: str):
+    _, pq = _require_pyarrow()
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises its own ArrowInvalid, OSError, ...
+        raise TraceError(path, None, f"cannot read Parquet file: {exc}") from exc
+    names = list(pf.schema_arrow.names)
+
+    def rows(selected: Sequence[int]) -> Iterator[tuple[int, Sequence[Any]]]:
+        # Read only the columns we use: PM100's power arrays are most of the file.
+        select = [names[i] for i in selected]
+        pos = {i: k for k, i in enumerate(selected)}
+        row_no = 0
+        for batch in pf.iter_batches(batch_size=_PARQUET_BATCH, columns=select):
+            cols = [batch.column(k).to_pylist() for k in range(len(select))]
+            for values in zip(*cols):
+                row_no += 1
+                yield row_no, _Remap(values, pos)
+
+    return names, rows
+
+
+class _Remap:
+    """A Parquet row read with only some columns, indexed by the file's column positions."""
+
+    __slots__ = ("pos", "values")
+
+    def __init__(self, values: tuple, pos: dict[int, int]):
+        self.values = values
+        self.pos = pos
+
+    def __getitem__(self, i: int) -> Any:
+        return self.values[self.pos[i]]
+
+
+def read_job_table(
+    path: str | os.PathLike[str], *, cores_per_node: int = 1, default_walltime_s: float | None = None
+) -> Workload:
+    """Read a CSV or Parquet job table (see the module documentation for the columns).
+
+    Parameters
+    ----------
+    path
+        ``*.csv``, ``*.csv.gz``, ``*.parquet`` or ``*.pq``.
+    cores_per_node
+        Cores of one node, to derive ``nodes`` from ``procs`` (rounded up) or
+        ``procs`` from ``nodes`` when the table gives only one of them.
+    default_walltime_s
+        Requested time of jobs without one; ``None`` uses the job's run time.
+
+    Returns
+    -------
+    Workload
+        Jobs sorted by submission time. ``has_power`` is true when every job
+        has ``mean_w``. ``notes`` says which aliases were used, which columns
+        were ignored, what was defaulted and whether rows were re-sorted.
+
+    Raises
+    ------
+    TraceError
+        A required column is missing, or a cell is missing or invalid; the
+        message names the file, the line (Parquet: the row) and the column.
+    MissingDependencyError
+        A Parquet file was given and pyarrow is not installed.
+    """
+    spath = os.fspath(path)
+    if cores_per_node < 1:
+        raise TraceError(spath, None, f"cores_per_node must be >= 1, got {cores_per_node!r}")
+    if default_walltime_s is not None and not (math.isfinite(default_walltime_s) and default_walltime_s >= 0):
+        raise TraceError(spath, None, f"default_walltime_s must be a finite number >= 0, got {default_walltime_s!r}")
+    fmt = _format_of(spath)
+    if not os.path.exists(spath):
+        raise TraceError(spath, None, "no such file")
+    if fmt == "csv":
+        opener = gzip.open if spath.lower().endswith(".gz") else open
+        try:
+            with opener(spath, "rt", newline="", encoding="utf-8") as fh:
+                header, rows = _csv_rows(spath, fh)
+                positions, sources, notes = _resolve_columns(spath, header, 1)
+                jobs, origin, more = _parse_rows(spath, rows, positions, sources, cores_per_node,
+                                                 default_walltime_s)
+        except (OSError, UnicodeDecodeError, EOFError) as exc:
+            raise TraceError(spath, None, f"cannot read CSV: {exc}") from exc
+    else:
+        names, make_rows = _parquet_rows(spath)
+        positions, sources, notes = _resolve_columns(spath, names, None)
+        rows = make_rows(sorted(set(positions.values())))
+        jobs, origin, more = _parse_rows(spath, rows, positions, sources, cores_per_node, default_walltime_s)
+    notes.extend(more)
+
+    unsorted = sum(1 for a, b in zip(jobs, jobs[1:]) if b.submit_s < a.submit_s)
+    if unsorted:
+        jobs.sort(key=lambda j: j.submit_s)
+        notes.append(
+            f"rows were not sorted by submit time ({unsorted} out of order); sorted them, ties keep file order"
+        )
+    with_power = sum(1 for j in jobs if j.mean_w is not None)
+    if 0 < with_power < len(jobs):
+        notes.append(f"{len(jobs) - with_power} of {len(jobs)} jobs have no mean_w")
+    workload = Workload(
+        name=_stem(spath),
+        jobs=iter(jobs),
+        origin_unix_s=origin,
+        notes=notes,
+        has_power=bool(jobs) and with_power == len(jobs),
+        header={"format": fmt},
+    )
+    workload.report.read = workload.report.kept = len(jobs)
+    return workload
+
+
+def _parse_rows(
+    path: str,
+    rows: Iterable[tuple[int, Sequence[Any]]],
+    positions: dict[str, int],
+    sources: dict[str, str],
+    cores_per_node: int,
+    default_walltime_s: float | None,
+) -> tuple[list[TraceJob], float | None, list[str]]:
+    def conv(field: str, fn: Callable[[Any], Any]):
+        i = positions.get(field)
+        return None if i is None else (i, fn, sources[field])
+
+    submit_fn = _submit_time if sources["submit_s"] == "submit_time" else _float
+    wall_fn = _time_limit_min if sources.get("walltime_s") == "time_limit" else _float
+    optional = [
+        c for c in (
+            conv("user", _str), conv("group", _str), conv("partition", _str), conv("status", _status),
+            conv("app_class", _str), conv("min_nodes", _int), conv("max_nodes", _int),
+            conv("malleable", _bool), conv("mean_w", _float), conv("max_w", _float), conv("std_w", _float),
+            conv("power_series", _series),
+        ) if c is not None
+    ]
+    field_of = {sources[f]: f for f in sources}
+    i_id, i_submit, i_run = positions["id"], positions["submit_s"], positions["runtime_s"]
+    i_wall, i_procs, i_nodes = positions.get("walltime_s"), positions.get("procs"), positions.get("nodes")
+    i_gpus = positions.get("gpus_per_node")
+    gpus_total = sources.get("gpus_per_node") in _ALIASES["gpus_per_node"]
+    non_negative = {"min_nodes", "max_nodes", "mean_w", "max_w", "std_w"}
+
+    jobs: list[TraceJob] = []
+    seen: dict[int, int] = {}
+    epoch_kind: bool | None = None
+    defaulted_wall = 0
+    line = 0
+    col = ""
+    try:
+        for line, row in rows:
+            col = sources["id"]
+            job_id = _int(row[i_id])
+            if job_id is None:
+                raise _Invalid("missing job id")
+            if job_id in seen:
+                raise _Invalid(f"duplicate job id {job_id} (first on line {seen[job_id]})")
+            seen[job_id] = line
+
+            col = sources["submit_s"]
+            submit = submit_fn(row[i_submit])
+            if submit is None:
+                raise _Invalid("missing submit time")
+            is_epoch = isinstance(submit, tuple)
+            if epoch_kind is None:
+                epoch_kind = is_epoch
+            elif is_epoch != epoch_kind:
+                raise _Invalid("mixes timestamps and plain seconds; use one kind for the whole column")
+            if is_epoch:
+                submit = submit[1]
+
+            col = sources["runtime_s"]
+            runtime = _float(row[i_run])
+            if runtime is None:
+                raise _Invalid("missing run time")
+            if runtime < 0:
+                raise _Invalid(f"run time {runtime!r} is negative")
+
+            walltime = None
+            if i_wall is not None:
+                col = sources["walltime_s"]
+                walltime = wall_fn(row[i_wall])
+                if walltime is not None and walltime < 0:
+                    raise _Invalid(f"requested time {walltime!r} is negative")
+            if walltime is None:
+                defaulted_wall += 1
+                walltime = runtime if default_walltime_s is None else float(default_walltime_s)
+
+            procs = nodes = None
+            if i_procs is not None:
+                col = sources["procs"]
+                procs = _int(row[i_procs])
+                if procs is not None and procs < 1:
+                    raise _Invalid(f"procs must be >= 1, got {procs}")
+            if i_nodes is not None:
+                col = sources["nodes"]
+                nodes = _int(row[i_nodes])
+                if nodes is not None and nodes < 1:
+                    raise _Invalid(f"nodes must be >= 1, got {nodes}")
+            if nodes is None and procs is None:
+                col = sources.get("nodes") or sources["procs"]
+                raise _Invalid("missing size: give procs or nodes")
+            if nodes is None:
+                nodes = -(-procs // cores_per_node)
+            elif procs is None:
+                procs = nodes * cores_per_node
+
+            gpus = 0
+            if i_gpus is not None:
+                col = sources["gpus_per_node"]
+                g = _int(row[i_gpus])
+                if g is not None:
+                    if g < 0:
+                        raise _Invalid(f"GPU count must be >= 0, got {g}")
+                    gpus = -(-g // nodes) if gpus_total else g
+
+            values: dict[str, Any] = {}
+            for (i, fn, name) in optional:
+                col = name
+                v = fn(row[i])
+                if v is not None:
+                    field = field_of[name]
+                    if field in non_negative and v < 0:
+                        raise _Invalid(f"{v!r} is negative")
+                    values[field] = v
+            jobs.append(TraceJob(job_id, submit, runtime, walltime, procs, nodes, gpus_per_node=gpus, **values))
+    except _Invalid as exc:
+        raise TraceError(path, line, str(exc), field=col) from None
+
+    notes = []
+    origin = None
+    if epoch_kind and jobs:
+        origin = min(j.submit_s for j in jobs)
+        for j in jobs:
+            j.submit_s -= origin
+        notes.append(f"submit timestamps rebased to the earliest one (origin_unix_s={origin!r})")
+    if defaulted_wall:
+        using = "the run time" if default_walltime_s is None else f"default_walltime_s={default_walltime_s!r}"
+        notes.append(f"{defaulted_wall} jobs have no requested time; using {using}")
+    return jobs, origin, notes
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def _row(job: TraceJob) -> list:
+    return [
+        int(job.id), float(job.submit_s), float(job.runtime_s), float(job.walltime_s), int(job.procs),
+        int(job.nodes), job.user, job.group, job.partition, int(job.status), job.app_class,
+        int(job.gpus_per_node), int(job.min_nodes), int(job.max_nodes), bool(job.malleable),
+        None if job.mean_w is None else float(job.mean_w),
+        None if job.max_w is None else float(job.max_w),
+        None if job.std_w is None else float(job.std_w),
+        format_power_series(job.power_series) or None,
+    ]
+
+
+def write_job_table(jobs: Iterable[TraceJob], path: str | os.PathLike[str]) -> int:
+    """Write jobs as a job table that :func:`read_job_table` reads back identically.
+
+    The columns are :data:`COLUMNS`; the format follows the file name as for
+    reading. Floats are written with ``repr`` in CSV (exact), as ``double`` in
+    Parquet. ``TraceJob.extra`` is not written. Jobs are written as they come
+    (streaming), in the given order.
+
+    Parameters
+    ----------
+    jobs
+        The jobs; any iterable, consumed once.
+    path
+        Destination, ``*.csv``, ``*.csv.gz``, ``*.parquet`` or ``*.pq``; overwritten.
+
+    Returns
+    -------
+    int
+        The number of jobs written.
+    """
+    spath = os.fspath(path)
+    fmt = _format_of(spath)
+    if fmt == "parquet":
+        return _write_parquet(jobs, spath)
+    n = 0
+    if spath.lower().endswith(".gz"):
+        # mtime=0: the same jobs give the same bytes
+        raw = gzip.GzipFile(spath, mode="wb", mtime=0)
+        fh: io.TextIOBase = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+    else:
+        fh = open(spath, "w", encoding="utf-8", newline="")  # noqa: SIM115 -- closed below
+    with fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(COLUMNS)
+        for job in jobs:
+            writer.writerow([_cell(v) for v in _row(job)])
+            n += 1
+    return n
+
+
+def _write_parquet(jobs: Iterable[TraceJob], path: str) -> int:
+    pa, pq = _require_pyarrow()
+    i64, f64, s, b = pa.int64(), pa.float64(), pa.string(), pa.bool_()
+    types = (i64, f64, f64, f64, i64, i64, s, s, s, i64, s, i64, i64, i64, b, f64, f64, f64, s)
+    schema = pa.schema([pa.field(name, t, nullable=True) for name, t in zip(COLUMNS, types)])
+    n = 0
+    with pq.ParquetWriter(Path(path), schema) as writer:
+        cols: list[list] = [[] for _ in COLUMNS]
+
+        def flush() -> None:
+            writer.write_table(pa.Table.from_arrays([pa.array(c, type=t) for c, t in zip(cols, types)],
+                                                    schema=schema))
+            for c in cols:
+                c.clear()
+
+        for job in jobs:
+            for c, v in zip(cols, _row(job)):
+                c.append(v)
+            n += 1
+            if len(cols[0]) >= _PARQUET_BATCH:
+                flush()
+        if cols[0] or n == 0:
+            flush()
+    return n
