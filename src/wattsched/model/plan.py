@@ -72,7 +72,7 @@ class Plan:
     """
 
     actions: list[Action] = field(default_factory=list)
-    reasons: dict[int, str] = field(default_factory=dict)
+    reasons: dict[int, str | Reason] = field(default_factory=dict)
     default_reason: str = ""
     power_estimate_w: float | None = None
 
@@ -83,7 +83,26 @@ class Plan:
         return [a for a in self.actions if type(a) is Start]
 
     def reason_for(self, job_id: int) -> str:
-        return self.reasons.get(job_id, self.default_reason)
+        return str(self.reasons.get(job_id, self.default_reason))
+
+
+class Reason:
+    """A reason formatted only when someone reads it (policies explain at every event).
+
+    >>> str(Reason("needs {} nodes", 4))
+    'needs 4 nodes'
+    """
+
+    __slots__ = ("args", "template")
+
+    def __init__(self, template: str, *args):
+        self.template = template
+        self.args = args
+
+    def __str__(self) -> str:
+        return self.template.format(*self.args)
+
+    __repr__ = __str__
 
 
 EMPTY_PLAN_REASON = "no resources"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from wattsched.model.constraints import BudgetState, CapSchedule
 from wattsched.model.job import Job, PowerEstimate, RunningJob
 from wattsched.model.platform import NodeState, Platform
+from wattsched.model.queue_index import QueueIndex
 
 
 @dataclass(slots=True)
@@ -42,6 +43,9 @@ class Snapshot:
         snapshot of the same source. Policies may use it to reuse work from
         their previous call; a source that cannot tell just increments it
         every time.
+    queue_index
+        Optional :class:`~wattsched.model.queue_index.QueueIndex` over
+        ``pending`` in the same order, kept up to date by the source.
     estimator
         Returns a power estimate for a pending job (a predictor, or the
         platform's nominal busy power when no predictor is configured).
@@ -60,6 +64,7 @@ class Snapshot:
     estimator: Callable[[Job], PowerEstimate] | None = None
     node_cap_w: Mapping[int, float] = field(default_factory=dict)
     node_freq_hz: Mapping[int, float] = field(default_factory=dict)
+    queue_index: QueueIndex | None = None
     _ends: list | None = None
 
     @property
@@ -77,14 +82,11 @@ class Snapshot:
     def running_by_end(self) -> list[tuple[float, int, int]]:
         """Running jobs as ``(expected_end_s, node_count, job_id)``, soonest end first.
 
-        A job already past its expected end (a cluster that lets jobs overrun)
-        is expected to end now.
+        A job may be past its expected end (a cluster that lets jobs overrun);
+        callers treat such a job as ending now.
         """
         if self._ends is None:
-            now = self.now_s
-            self._ends = sorted(
-                (max(r.expected_end_s, now), len(r.nodes), jid) for jid, r in self.running.items()
-            )
+            self._ends = sorted((r.expected_end_s, len(r.nodes), jid) for jid, r in self.running.items())
         return self._ends
 
     def usable_node_count(self) -> int:

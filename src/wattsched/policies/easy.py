@@ -28,9 +28,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from wattsched.model.job import Job
-from wattsched.model.plan import Plan, Start
+from wattsched.model.plan import Plan, Reason, Start
 from wattsched.model.snapshot import Snapshot
 from wattsched.policies.base import BasePolicy
+
+INDEX_MIN_QUEUE = 48
+"""Queue length from which backfilling searches the queue index instead of scanning."""
 
 
 class EasyParams(BaseModel):
@@ -135,7 +138,12 @@ class EasyPolicy(BasePolicy):
             return plan
         shadow, extra = shadow_time(snapshot, head.nodes, end, started)
         if end:
-            self._backfill(plan, it, free, end, now, shadow, extra, head.id)
+            index = snapshot.queue_index
+            # numpy pays off on long queues only; short ones are scanned directly.
+            if index is not None and order == "fcfs" and len(pending) > INDEX_MIN_QUEUE:
+                self._backfill_indexed(plan, index, free, end, now, shadow, extra, head.id)
+            else:
+                self._backfill(plan, it, free, end, now, shadow, extra, head.id)
         self._explain(plan, head, end, shadow)
         if state is not None:
             if actions or order != "fcfs":
@@ -165,7 +173,42 @@ class EasyPolicy(BasePolicy):
                 break
 
     @staticmethod
+    def _backfill_indexed(plan: Plan, index, free, end: int, now: float, shadow: float, extra: int, head_id: int):
+        """Same decisions as :meth:`_backfill`, over the queue index's candidates only.
+
+        Candidates only shrink as nodes are taken, so after each start the
+        remaining ones are filtered again with numpy instead of one by one.
+        """
+        # The index filter is a superset (slack on the horizon); the exact test follows.
+        horizon = (shadow - now) * (1 + 1e-12) + 1e-9
+        found = index.candidates(head_id, end, horizon, extra)
+        sizes, walls, ids = index.nodes, index.wall, index.ids
+        actions = plan.actions
+        while len(found):
+            p = found[0]
+            k = int(sizes[p])
+            if now + float(walls[p]) <= shadow:
+                pass
+            elif k <= extra:
+                extra -= k
+            else:
+                found = found[1:]
+                continue
+            actions.append(Start(int(ids[p]), tuple(free[end - k : end])))
+            end -= k
+            found = found[1:]
+            if not end or not len(found):
+                break
+            ks = sizes[found]
+            ok = ks <= end
+            if extra < end:
+                ok &= (walls[found] <= horizon) | (ks <= extra)
+            found = found[ok]
+
+    @staticmethod
     def _explain(plan: Plan, head: Job, free: int, shadow: float) -> None:
-        when = "never (too few usable nodes)" if math.isinf(shadow) else f"t={shadow:.0f}s"
-        plan.reasons[head.id] = f"head of queue: needs {head.nodes} nodes, {free} free; reserved at {when}"
+        plan.reasons[head.id] = Reason(_HEAD_REASON, head.nodes, free, shadow)
         plan.default_reason = "does not fit before the head job's reservation"
+
+
+_HEAD_REASON = "head of queue: needs {} nodes, {} free; reserved at t={:.0f}s (inf: never, too few usable nodes)"

@@ -38,6 +38,7 @@ from wattsched.model.guard import plan_problems
 from wattsched.model.job import Job, JobState, RunningJob
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodeState, Platform
+from wattsched.model.queue_index import QueueIndex
 from wattsched.model.response import DEFAULT_CLASSES, LinearResponse, ResponseModel
 from wattsched.model.snapshot import Snapshot
 from wattsched.policies.base import Policy
@@ -188,6 +189,7 @@ class Engine:
         self._idle_w = [node.power.idle_w for node in platform.nodes]
         self._busy_w = [node.power.busy_w for node in platform.nodes]
         self._gpu_w = [node.power.gpu_tdp_w * node.gpus for node in platform.nodes]
+        self._homogeneous = platform.homogeneous
         self.power_w = float(sum(self._idle_w))
         self.energy_j = 0.0
         self.pending: dict[int, Job] = {}
@@ -207,7 +209,7 @@ class Engine:
         self._state_power = [0.0] * 7
         self._state_power[_IDLE] = self.power_w
         self._budget_start_energy: dict[int, float] = {}
-        self._records: dict[str, list] = {c: [] for c in JOB_COLUMNS}
+        self._rows: list[tuple] = []
         self._timeline = {k: array("d") for k in TIMELINE_COLUMNS}
         self.stats = {"policy_calls": 0, "events": 0, "plans_rejected": 0, "actions": 0, "submitted": 0}
         self.rejections: list[str] = []
@@ -224,6 +226,8 @@ class Engine:
             node_freq_hz=self.node_freq_hz,
         )
         self._snapshot._ends = self._ends
+        self.qindex = QueueIndex()
+        self._snapshot.queue_index = self.qindex
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, obj: Any = None, version: int = 0) -> None:
@@ -289,7 +293,9 @@ class Engine:
         tl = self._timeline
         tl_t, tl_p, tl_c, tl_b, tl_o, tl_q = (tl[k] for k in TIMELINE_COLUMNS)
         cap_at = self.cap.cap_at
+        cap_now = cap_at(self.now)
         stats = self.stats
+        qappend = self.qindex.append
         submitted = 0
         calls = 0
         events = 0
@@ -317,6 +323,7 @@ class Engine:
                     self._switch_done(obj, version)
                 elif kind == _CAP:
                     self.epoch += 1
+                    cap_now = cap_at(t)
                 elif kind == _BUDGET:
                     b = self.budgets[obj]
                     if t == b.start_s:
@@ -328,10 +335,11 @@ class Engine:
             # submissions at t
             while nxt is not None and nxt.submit_s <= t:
                 job = self._make_job(nxt)
-                if job.id in truth or job.id in self._accounts:
+                if job.id in truth:
                     raise WattschedError(f"job id {job.id} appears twice in the workload")
                 truth[job.id] = nxt
                 pending[job.id] = job
+                qappend(job)
                 submitted += 1
                 events += 1
                 nxt = next(self._jobs, None)
@@ -350,7 +358,7 @@ class Engine:
                     self._apply(plan)
             tl_t.append(t)
             tl_p.append(self.power_w)
-            tl_c.append(cap_at(t))
+            tl_c.append(cap_now)
             tl_b.append(self.busy_nodes)
             tl_o.append(self.off_nodes)
             tl_q.append(len(pending))
@@ -395,21 +403,12 @@ class Engine:
         return tqdm(total=total, unit=" jobs", delay=2.0, mininterval=0.5, leave=False, desc="simulating")
 
     # ------------------------------------------------------------ jobs
-    def _make_job(self, tj: TraceJob) -> Job:
+    @staticmethod
+    def _make_job(tj: TraceJob) -> Job:
+        # Positional, in Job's field order: this runs once per job.
         return Job(
-            id=tj.id,
-            submit_s=tj.submit_s,
-            walltime_s=tj.walltime_s,
-            nodes=tj.nodes,
-            user=tj.user,
-            group=tj.group,
-            partition=tj.partition,
-            procs=tj.procs,
-            gpus_per_node=tj.gpus_per_node,
-            min_nodes=tj.min_nodes,
-            max_nodes=tj.max_nodes,
-            malleable=tj.malleable,
-            app_class=tj.app_class,
+            tj.id, tj.submit_s, tj.walltime_s, tj.nodes, tj.user, tj.group, "", tj.partition, "", tj.procs,
+            1, tj.gpus_per_node, 0, tj.min_nodes, tj.max_nodes, tj.malleable, True, 0.0, tj.app_class,
         )
 
     def _nominal_node_power(self, run: _Run, node: int) -> float:
@@ -436,6 +435,14 @@ class Engine:
 
     def _rate(self, run: _Run) -> None:
         """Recompute the job's speed and power from its nodes' settings."""
+        if self._homogeneous and not (self.node_cap_w or self.node_freq_hz) and run.truth.power_series is None:
+            p = run.truth.mean_w
+            if p is None:
+                p = self._busy_w[0] + self._gpu_w[0]
+            run.speed = 1.0
+            run.node_power_w = p
+            run.power_w = p * len(run.nodes)
+            return
         total = 0.0
         mult = 1.0
         controlled = self.node_cap_w or self.node_freq_hz
@@ -480,6 +487,7 @@ class Engine:
     def _start(self, action: Start) -> None:
         jid = action.job_id
         job = self.pending.pop(jid)
+        self.qindex.remove(jid)
         truth = self._truth[jid]
         nodes = action.nodes
         response = self.options.response_classes.get(job.app_class, DEFAULT_RESPONSE)
@@ -490,17 +498,25 @@ class Engine:
         run.work_left_s = truth.runtime_s
         run.work_done_s = 0.0
         run.job_settings = action.cap_w is not None or action.freq_hz is not None
-        state, node_job, take = self.state, self.node_job, self._take
-        idle = 0.0
+        state, node_job, free, pos = self.state, self.node_job, self.free, self._pos
         for n in nodes:
-            take(n)
+            i = pos[n]
+            last = free.pop()
+            if last != n:
+                free[i] = last
+                pos[last] = i
             state[n] = _BUSY
             node_job[n] = jid
-            idle += self._idle_w[n]
-            if action.cap_w is not None:
-                self.node_cap_w[n] = action.cap_w
-            if action.freq_hz is not None:
-                self.node_freq_hz[n] = action.freq_hz
+        if self._homogeneous:
+            idle = self._idle_w[0] * len(nodes)
+        else:
+            idle = sum(self._idle_w[n] for n in nodes)
+        if action.cap_w is not None or action.freq_hz is not None:
+            for n in nodes:
+                if action.cap_w is not None:
+                    self.node_cap_w[n] = action.cap_w
+                if action.freq_hz is not None:
+                    self.node_freq_hz[n] = action.freq_hz
         k = len(nodes)
         self._move_nodes(_IDLE, _BUSY, k)
         self.busy_nodes += k
@@ -512,22 +528,24 @@ class Engine:
         self._runs[jid] = run
         self.running[jid] = run.view
         bisect.insort(self._ends, (expected, k, jid))
-        if jid not in self._accounts:
-            self._accounts[jid] = _JobAccount()
         self._schedule_end(run)
 
     def _release(self, run: _Run) -> None:
         """Free the nodes of ``run`` and drop it from the running set."""
         jid = run.job.id
-        state, node_job, give = self.state, self.node_job, self._give
-        idle = 0.0
+        state, node_job, free, pos = self.state, self.node_job, self.free, self._pos
         for n in run.nodes:
             state[n] = _IDLE
             node_job[n] = -1
-            give(n)
-            idle += self._idle_w[n]
-            if run.job_settings:
-                # A cap or frequency given with Start lasts as long as the job.
+            pos[n] = len(free)
+            free.append(n)
+        if self._homogeneous:
+            idle = self._idle_w[0] * len(run.nodes)
+        else:
+            idle = sum(self._idle_w[n] for n in run.nodes)
+        if run.job_settings:
+            # A cap or frequency given with Start lasts as long as the job.
+            for n in run.nodes:
                 self.node_cap_w.pop(n, None)
                 self.node_freq_hz.pop(n, None)
         k = len(run.nodes)
@@ -546,9 +564,7 @@ class Engine:
         self._settle(run)
         self._release(run)
         done = run.work_left_s <= _EPS * max(1.0, run.truth.runtime_s)
-        acc = self._accounts[run.job.id]
-        acc.energy_j += run.energy_j
-        self._record(run.job, JobState.COMPLETED if done else JobState.TIMEOUT, run.start_s, self.now)
+        self._record(run.job, JobState.COMPLETED if done else JobState.TIMEOUT, run.start_s, self.now, run.energy_j)
 
     def _power_step(self, run: _Run) -> None:
         self._settle(run)
@@ -566,27 +582,21 @@ class Engine:
 
     def _finalize_unfinished_run(self, run: _Run) -> None:
         self._settle(run)
-        acc = self._accounts[run.job.id]
-        acc.energy_j += run.energy_j
-        self._record(run.job, JobState.RUNNING, run.start_s, math.nan)
+        self._record(run.job, JobState.RUNNING, run.start_s, math.nan, run.energy_j)
 
-    def _record(self, job: Job, state: JobState, start: float, end: float) -> None:
-        acc = self._accounts.get(job.id)
-        r = self._records
-        r["id"].append(job.id)
-        r["user"].append(job.user)
-        r["submit_s"].append(job.submit_s)
-        r["start_s"].append(start)
-        r["end_s"].append(end)
-        r["wait_s"].append(start - job.submit_s)
-        r["runtime_s"].append(end - start)
-        r["walltime_s"].append(job.walltime_s)
-        r["nodes"].append(job.nodes)
-        r["energy_j"].append(acc.energy_j if acc else 0.0)
-        r["wasted_j"].append(acc.wasted_j if acc else 0.0)
-        r["wasted_node_s"].append(acc.wasted_node_s if acc else 0.0)
-        r["evictions"].append(acc.evictions if acc else 0)
-        r["state"].append(state.value)
+    def _record(self, job: Job, state: JobState, start: float, end: float, energy_j: float = 0.0) -> None:
+        acc = self._accounts.pop(job.id, None)
+        if acc is None:
+            self._rows.append((
+                job.id, job.user, job.submit_s, start, end, start - job.submit_s, end - start,
+                job.walltime_s, job.nodes, energy_j, 0.0, 0.0, 0, state.value,
+            ))
+        else:
+            self._rows.append((
+                job.id, job.user, job.submit_s, start, end, start - job.submit_s, end - start,
+                job.walltime_s, job.nodes, energy_j + acc.energy_j, acc.wasted_j, acc.wasted_node_s,
+                acc.evictions, state.value,
+            ))
         self._truth.pop(job.id, None)
 
     # ------------------------------------------------------------ plans
@@ -623,7 +633,9 @@ class Engine:
         run = self._runs[action.job_id]
         self._settle(run)
         self._release(run)
-        acc = self._accounts[run.job.id]
+        acc = self._accounts.get(run.job.id)
+        if acc is None:
+            acc = self._accounts[run.job.id] = _JobAccount()
         acc.evictions += 1
         acc.energy_j += run.energy_j
         acc.wasted_j += run.energy_j
@@ -640,8 +652,10 @@ class Engine:
             items = sorted([*pending.values(), job], key=lambda j: (j.submit_s, j.id))
             pending.clear()
             pending.update((j.id, j) for j in items)
+            self.qindex.rebuild(items)
         else:
             pending[job.id] = job
+            self.qindex.append(job)
 
     def _set_node(self, action: SetNodeCap | SetNodeFreq) -> None:
         n = action.node
@@ -745,10 +759,9 @@ class Engine:
         return out
 
     def _result(self, wall_s: float) -> SimResult:
-        r = self._records
+        columns = list(zip(*self._rows)) if self._rows else [() for _ in JOB_COLUMNS]
         jobs = {}
-        for col in JOB_COLUMNS:
-            values = r[col]
+        for col, values in zip(JOB_COLUMNS, columns):
             if col in ("user", "state"):
                 jobs[col] = np.array(values, dtype=object)
             elif col in ("id", "nodes", "evictions"):

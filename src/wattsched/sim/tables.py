@@ -8,9 +8,9 @@ and :func:`write_job_table` writes jobs back; the two round-trip exactly.
 Formats
 -------
 The format is chosen from the file name: ``.csv`` and ``.csv.gz`` are read and
-written with the standard :mod:`csv` module (UTF-8, one header line, comma
-separated); ``.parquet`` and ``.pq`` need ``pyarrow`` (``pip install
-'wattsched[parquet]'``), imported only when such a file is used.
+written with the standard :mod:`csv` module (UTF-8, a leading BOM tolerated,
+one header line, comma separated); ``.parquet`` and ``.pq`` need ``pyarrow``
+(``pip install 'wattsched[parquet]'``), imported only when such a file is used.
 
 Columns
 -------
@@ -53,8 +53,8 @@ Numbers must be finite; integers may be written ``4`` or ``4.0``.
 ``power_series`` is a string of ``offset_s:watts`` steps separated by ``;``,
 for example ``"0:350;600:420;1200:380"``: from the job's start the node draws
 350 W, from 600 s on 420 W, from 1200 s on 380 W, until the job ends. Offsets
-are seconds from the job's start, ``>= 0`` and strictly increasing; spaces are
-allowed around the separators. It becomes the ``(offset_s, watts)`` tuples of
+are seconds of work from the job's start: the first is 0, the others strictly
+increasing; watts are ``>= 0``; spaces are allowed around the separators. It becomes the ``(offset_s, watts)`` tuples of
 :attr:`TraceJob.power_series`.
 
 Marconi100 / PM100 names
@@ -100,6 +100,7 @@ sorted (stably) and a note says so; duplicate ids are an error.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import io
@@ -107,6 +108,7 @@ import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -200,8 +202,8 @@ def parse_power_series(text: str) -> tuple[tuple[float, float], ...] | None:
     """Parse a ``power_series`` cell: ``offset_s:watts`` steps separated by ``;``.
 
     Returns ``None`` for an empty string. Raises :class:`ValueError` with the
-    reason if the text is malformed, an offset is negative or not increasing,
-    or a value is not finite.
+    reason if the text is malformed, the first offset is not 0, offsets do not
+    increase, or a value is negative or not finite.
 
     >>> parse_power_series("0:350; 600:420.5")
     ((0.0, 350.0), (600.0, 420.5))
@@ -229,6 +231,9 @@ def parse_power_series(text: str) -> tuple[tuple[float, float], ...] | None:
             raise ValueError(f"step {k} {part.strip()!r} is not finite")
         if offset < 0 or watts < 0:
             raise ValueError(f"step {k} {part.strip()!r} is negative")
+        if k == 1 and offset != 0:
+            # the engine applies the first step from the job's start
+            raise ValueError(f"the first step must be at offset 0 (the job's start), got {offset!r}")
         if offset <= last:
             raise ValueError(f"offsets must increase: step {k} has offset {offset!r} after {last!r}")
         last = offset
@@ -284,7 +289,10 @@ def _int(v: Any) -> int | None:
             return int(v)
         except ValueError:
             pass
-    x = _float(v)
+    try:
+        x = _float(v)
+    except _Invalid:
+        x = None
     if x is None or not x.is_integer():
         raise _Invalid(f"{v!r} is not an integer")
     return int(x)
@@ -295,7 +303,7 @@ def _str(v: Any) -> str | None:
         return None
     if isinstance(v, float) and v.is_integer():  # a Parquet float column of ids
         return str(int(v))
-    return str(v).strip()
+    return v if isinstance(v, str) else str(v)  # not stripped: strings round-trip exactly
 
 
 def _bool(v: Any) -> bool | None:
@@ -513,7 +521,7 @@ def read_job_table(
     if fmt == "csv":
         opener = gzip.open if spath.lower().endswith(".gz") else open
         try:
-            with opener(spath, "rt", newline="", encoding="utf-8") as fh:
+            with opener(spath, "rt", newline="", encoding="utf-8-sig") as fh:
                 header, rows = _csv_rows(spath, fh)
                 positions, sources, notes = _resolve_columns(spath, header, 1)
                 jobs, origin, more = _parse_rows(spath, rows, positions, sources, cores_per_node,
@@ -527,7 +535,7 @@ def read_job_table(
         jobs, origin, more = _parse_rows(spath, rows, positions, sources, cores_per_node, default_walltime_s)
     notes.extend(more)
 
-    unsorted = sum(1 for a, b in zip(jobs, jobs[1:]) if b.submit_s < a.submit_s)
+    unsorted = sum(1 for a, b in pairwise(jobs) if b.submit_s < a.submit_s)
     if unsorted:
         jobs.sort(key=lambda j: j.submit_s)
         notes.append(
@@ -726,13 +734,14 @@ def write_job_table(jobs: Iterable[TraceJob], path: str | os.PathLike[str]) -> i
     if fmt == "parquet":
         return _write_parquet(jobs, spath)
     n = 0
-    if spath.lower().endswith(".gz"):
-        # mtime=0: the same jobs give the same bytes
-        raw = gzip.GzipFile(spath, mode="wb", mtime=0)
-        fh: io.TextIOBase = io.TextIOWrapper(raw, encoding="utf-8", newline="")
-    else:
-        fh = open(spath, "w", encoding="utf-8", newline="")  # noqa: SIM115 -- closed below
-    with fh:
+    with contextlib.ExitStack() as stack:
+        if spath.lower().endswith(".gz"):
+            # no name and mtime=0 in the gzip header: the same jobs give the same bytes
+            raw = stack.enter_context(open(spath, "wb"))
+            gz = stack.enter_context(gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0))
+            fh = stack.enter_context(io.TextIOWrapper(gz, encoding="utf-8", newline=""))
+        else:
+            fh = stack.enter_context(open(spath, "w", encoding="utf-8", newline=""))
         writer = csv.writer(fh, lineterminator="\n")
         writer.writerow(COLUMNS)
         for job in jobs:

@@ -1,0 +1,240 @@
+"""Power augmentation: determinism under any consumption, per-user stability, ranges, passthrough."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections import Counter
+from dataclasses import replace
+
+import numpy as np
+import pydantic
+import pytest
+
+import wattsched.sim.augment as aug
+from wattsched.errors import ConfigError
+from wattsched.model.platform import NodePowerModel
+from wattsched.sim.augment import AugmentParams, augment, augment_workload, job_uniforms, splitmix64, stable_hash
+from wattsched.sim.workload import TraceJob, Workload
+
+POWER = NodePowerModel()
+
+
+def make_jobs(n, n_users=50, start=1):
+    return [TraceJob(i, float(i), 60.0, 120.0, 1, 1 + i % 4, user=f"u{i % n_users}") for i in range(start, start + n)]
+
+
+def by_id(jobs):
+    return {j.id: (j.mean_w, j.max_w, j.std_w, j.app_class) for j in jobs}
+
+
+def test_splitmix64_matches_the_reference_sequence():
+    # splitmix64.c (Vigna) seeded with 1234567 starts 6457827717110365317, 3203168211198807973;
+    # seeded with 0 it starts 0xe220a8397b1dcdaf, 0x6e789e6aa1b965f4.
+    gamma = 0x9E3779B97F4A7C15
+    assert splitmix64(1234567) == 6457827717110365317
+    assert splitmix64(1234567 + gamma) == 3203168211198807973
+    assert (splitmix64(0), splitmix64(gamma)) == (0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4)
+
+
+def test_stable_hash_is_blake2b_and_not_salted():
+    import hashlib
+
+    assert stable_hash("alice") == int.from_bytes(hashlib.blake2b(b"alice", digest_size=8).digest(), "little")
+    assert stable_hash("é") != stable_hash("e")
+
+
+def test_vectorized_uniforms_match_the_reference():
+    ids = [0, 1, 2, 12345, 2**63 + 17, 2**64 - 1]
+    block = aug._uniforms_block(np.uint64(splitmix64(99)), np.array(ids, dtype=np.uint64))
+    for k, job_id in enumerate(ids):
+        assert block[:, k].tolist() == job_uniforms(99, job_id)
+    assert np.all((block > 0) & (block < 1))
+
+
+def test_job_values_follow_the_documented_draws():
+    p = AugmentParams(job_sigma_rel=0.0, std_rel_min=0.05, std_rel_max=0.25, max_k=100.0)
+    jobs = make_jobs(50)
+    for job in augment(jobs, POWER, p, seed=5):
+        u = job_uniforms(5, job.id)
+        assert job.std_w / job.mean_w == pytest.approx(0.05 + u[2] * 0.20, rel=1e-12)
+        assert job.max_w == POWER.busy_w  # max_k huge: always clipped
+
+
+def test_same_seed_same_values_whatever_the_chunking_or_order():
+    jobs = make_jobs(10_000)
+    p = AugmentParams()
+    whole = by_id(augment(jobs, POWER, p, seed=42))
+    assert len(whole) == len(jobs)
+
+    # in pieces of odd sizes, each piece a separate call
+    pieces = {}
+    for lo, hi in itertools.pairwise([0, 1, 4096, 4097, 7000, 10_000]):
+        pieces.update(by_id(augment(jobs[lo:hi], POWER, p, seed=42)))
+    assert pieces == whole
+
+    # shuffled, consumed one at a time with next()
+    shuffled = jobs[:]
+    random.Random(0).shuffle(shuffled)
+    it = augment(iter(shuffled), POWER, p, seed=42)
+    one_by_one = by_id(next(it) for _ in range(len(shuffled)))
+    assert one_by_one == whole
+
+    other = by_id(augment(jobs, POWER, p, seed=43))
+    assert sum(other[i] != whole[i] for i in whole) > 0.99 * len(whole)
+
+
+def test_streaming_is_lazy():
+    endless = (TraceJob(i, float(i), 1.0, 1.0, 1, 1, user="u") for i in itertools.count(1))
+    first = list(itertools.islice(augment(endless, POWER, AugmentParams(), seed=1), 10))
+    assert [j.id for j in first] == list(range(1, 11))
+    assert all(j.mean_w is not None for j in first)
+
+
+def test_per_user_values_are_stable():
+    p = AugmentParams(job_sigma_rel=0.0, class_switch_prob=0.0)
+    jobs = make_jobs(2000, n_users=40)
+    out = list(augment(jobs, POWER, p, seed=9))
+    per_user = {}
+    for j in out:
+        per_user.setdefault(j.user, set()).add((j.mean_w, j.app_class))
+    assert all(len(v) == 1 for v in per_user.values())
+    means = {next(iter(v))[0] for v in per_user.values()}
+    assert len(means) == 40  # users differ
+    assert all(POWER.busy_min_w <= m <= POWER.busy_w for m in means)
+
+    # a user's values do not depend on who else is in the trace
+    alone = next(augment([TraceJob(10**9, 0.0, 1.0, 1.0, 1, 1, user="u7")], POWER, p, seed=9))
+    assert (alone.mean_w, alone.app_class) == next(iter(per_user["u7"]))
+
+
+def test_job_spread_around_the_user_mean():
+    p = AugmentParams(job_sigma_rel=0.05, class_switch_prob=0.0)
+    jobs = [TraceJob(i, 0.0, 1.0, 1.0, 1, 1, user="solo") for i in range(4000)]
+    user_mean = next(augment(jobs[:1], POWER, p.model_copy(update={"job_sigma_rel": 0.0}), seed=3)).mean_w
+    means = np.array([j.mean_w for j in augment(jobs, POWER, p, seed=3)])
+    assert means.mean() == pytest.approx(user_mean, rel=0.01)
+    assert means.std() == pytest.approx(0.05 * user_mean, rel=0.1)
+
+
+def test_values_stay_within_the_node_model():
+    model = NodePowerModel(idle_w=100.0, busy_min_w=250.0, busy_w=400.0)
+    p = AugmentParams(job_sigma_rel=0.8, std_rel_min=0.0, std_rel_max=0.5, max_k=3.0)
+    out = list(augment(make_jobs(20_000, n_users=500), model, p, seed=1))
+    mean = np.array([j.mean_w for j in out])
+    mx = np.array([j.max_w for j in out])
+    std = np.array([j.std_w for j in out])
+    assert np.all((mean >= 100.0) & (mean <= mx) & (mx <= 400.0))
+    assert np.all((std >= 0.0) & (std <= 0.5 * mean))
+    assert np.any(mean == 100.0) and np.any(mean == 400.0)  # the wide spread hits both clips
+    assert {j.app_class for j in out} <= {"cpu", "memory", "mixed"}
+    assert all(isinstance(j.mean_w, float) for j in out[:10])
+
+
+def test_class_probabilities_are_respected():
+    p = AugmentParams(class_probs={"mixed": 0.3, "cpu": 0.6, "memory": 0.1}, class_switch_prob=0.2)
+    out = list(augment(make_jobs(20_000, n_users=10_000), POWER, p, seed=2))
+    frac = {c: n / len(out) for c, n in Counter(j.app_class for j in out).items()}
+    assert frac == pytest.approx({"cpu": 0.6, "memory": 0.1, "mixed": 0.3}, abs=0.025)
+
+
+def test_class_switching():
+    jobs = [TraceJob(i, 0.0, 1.0, 1.0, 1, 1, user="one") for i in range(3000)]
+    never = {j.app_class for j in augment(jobs, POWER, AugmentParams(class_switch_prob=0.0), seed=4)}
+    assert len(never) == 1
+    always = Counter(j.app_class for j in augment(jobs, POWER, AugmentParams(class_switch_prob=1.0), seed=4))
+    assert always["cpu"] / 3000 == pytest.approx(0.4, abs=0.04)
+    some = Counter(j.app_class for j in augment(jobs, POWER, AugmentParams(class_switch_prob=0.3), seed=4))
+    own = never.pop()
+    # the user's class, plus 30 % redrawn of which its own share comes back
+    share = AugmentParams().class_probs[own]
+    assert some[own] / 3000 == pytest.approx(0.7 + 0.3 * share, abs=0.04)
+
+
+def test_single_class_and_key_order_does_not_matter():
+    only = list(augment(make_jobs(200), POWER, AugmentParams(class_probs={"memory": 1.0}), seed=1))
+    assert {j.app_class for j in only} == {"memory"}
+    a = by_id(augment(make_jobs(500), POWER, AugmentParams(class_probs={"cpu": 0.5, "mixed": 0.5}), seed=1))
+    b = by_id(augment(make_jobs(500), POWER, AugmentParams(class_probs={"mixed": 0.5, "cpu": 0.5}), seed=1))
+    assert a == b
+
+
+def test_jobs_with_power_pass_through_and_inputs_are_untouched():
+    measured = TraceJob(5, 0.0, 1.0, 1.0, 1, 1, mean_w=123.0, user="u1")
+    classed = TraceJob(6, 0.0, 1.0, 1.0, 1, 1, user="u1", app_class="memory", extra={"k": 1})
+    plain = make_jobs(3, start=7)
+    jobs = [*plain[:1], measured, classed, *plain[1:]]
+    snapshot = [replace(j) for j in jobs]
+    out = list(augment(jobs, POWER, AugmentParams(class_probs={"cpu": 1.0}), seed=8))
+    assert [j.id for j in out] == [7, 5, 6, 8, 9]
+    assert out[1] is measured and out[1] == snapshot[1]
+    assert out[2].app_class == "memory" and out[2].mean_w is not None
+    assert out[2].extra == {"k": 1} and out[2].extra is not classed.extra
+    assert jobs == snapshot  # nothing mutated
+    assert all(j.mean_w is None for j in plain)
+    for before, after in zip(jobs, out):
+        assert (after.id, after.submit_s, after.runtime_s, after.walltime_s, after.nodes, after.user) == (
+            before.id, before.submit_s, before.runtime_s, before.walltime_s, before.nodes, before.user)
+
+
+def test_keyword_and_positional_builders_agree():
+    job = TraceJob(3, 1.0, 2.0, 3.0, 4, 5, user="u", group="g", partition="p", status=0,
+                   power_series=((0.0, 1.0),), gpus_per_node=2, min_nodes=1, max_nodes=9, malleable=True,
+                   extra={"a": 1})
+    assert aug._with_power_pos(job, 150.0, 160.0, 3.0, "cpu") == aug._with_power_kw(job, 150.0, 160.0, 3.0, "cpu")
+
+
+def test_augment_workload_sets_has_power():
+    wl = Workload(name="w", jobs=iter(make_jobs(100)), notes=["read"])
+    out = augment_workload(wl, POWER, AugmentParams(), seed=3)
+    assert out.has_power and not wl.has_power
+    assert out.report is wl.report
+    assert out.notes[0] == "read" and "seed=3" in out.notes[-1]
+    jobs = list(out.jobs)
+    assert len(jobs) == 100 and all(j.mean_w is not None for j in jobs)
+
+
+@pytest.mark.parametrize("seed", [-1, 2**64, 1.5, True])
+def test_bad_seed_raises_at_the_call(seed):
+    with pytest.raises(ConfigError, match="seed must be an integer"):
+        augment([], POWER, AugmentParams(), seed)
+
+
+def test_bad_node_model():
+    with pytest.raises(ConfigError, match="busy_min_w <= busy_w"):
+        augment([], NodePowerModel(busy_min_w=300.0, busy_w=200.0), AugmentParams(), 1)
+
+
+def test_params_are_validated():
+    with pytest.raises(pydantic.ValidationError, match="extra"):
+        AugmentParams(sigma=0.1)
+    with pytest.raises(pydantic.ValidationError, match="must sum to 1"):
+        AugmentParams(class_probs={"cpu": 0.5, "memory": 0.2})
+    with pytest.raises(pydantic.ValidationError, match="must be >= 0"):
+        AugmentParams(class_probs={"cpu": 1.5, "memory": -0.5})
+    with pytest.raises(pydantic.ValidationError, match="std_rel_min"):
+        AugmentParams(std_rel_min=0.3, std_rel_max=0.1)
+    with pytest.raises(pydantic.ValidationError):
+        AugmentParams(class_switch_prob=1.5)
+    assert math.isclose(sum(AugmentParams().class_probs.values()), 1.0)
+
+
+def test_user_values_follow_the_documented_generator():
+    # per user: Generator(Philox(key=(seed, stable_hash(user)))) draws Beta, then the class uniform;
+    # interleaving users checks that re-keying the shared generator leaves nothing behind
+    p = AugmentParams(user_mean_alpha=2.5, user_mean_beta=1.5, job_sigma_rel=0.0, class_switch_prob=0.0)
+    names = ["ann", "bo", "ann", "cy", "bo", "dee"]
+    jobs = [TraceJob(i, 0.0, 1.0, 1.0, 1, 1, user=u) for i, u in enumerate(names)]
+    classes = sorted(p.class_probs)
+    cum = np.cumsum([p.class_probs[c] for c in classes])
+    for job in augment(jobs, POWER, p, seed=77):
+        rng = np.random.Generator(np.random.Philox(key=np.array([77, stable_hash(job.user)], dtype=np.uint64)))
+        b = rng.beta(2.5, 1.5)
+        assert job.mean_w == pytest.approx(POWER.busy_min_w + b * (POWER.busy_w - POWER.busy_min_w), rel=1e-12)
+        assert job.app_class == classes[int(np.searchsorted(cum, rng.random(), side="right"))]
+
+
+def test_numpy_integer_seed_is_accepted():
+    jobs = make_jobs(20)
+    assert by_id(augment(jobs, POWER, AugmentParams(), np.int64(5))) == by_id(augment(jobs, POWER, AugmentParams(), 5))

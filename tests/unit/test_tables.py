@@ -1,0 +1,357 @@
+"""Job tables: CSV/Parquet round trips, errors naming file/line/column, sorting, aliases."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import math
+import sys
+from datetime import datetime, timezone
+
+import pytest
+
+from wattsched.errors import TraceError, WattschedError
+from wattsched.sim.tables import (
+    COLUMNS,
+    MissingDependencyError,
+    format_power_series,
+    parse_power_series,
+    read_job_table,
+    write_job_table,
+)
+from wattsched.sim.workload import TraceJob
+
+
+def sample_jobs() -> list[TraceJob]:
+    """Jobs exercising every column, awkward floats and strings that need CSV quoting."""
+    return [
+        TraceJob(1, 0.0, 0.1, 0.30000000000000004, 16, 1, user="alice", group="g,1", partition="batch",
+                 mean_w=123.456789012345, max_w=190.738, std_w=1e-300, app_class="cpu",
+                 power_series=((0.0, 350.5), (600.25, 420.0)), gpus_per_node=2, min_nodes=1, max_nodes=4,
+                 malleable=True),
+        TraceJob(2, 1.5e-7, 3600.0, 7200.0, 1, 1, user='bob "the builder"', status=0),
+        TraceJob(2**40, 12345678.901234567, 2.0 / 3.0, 1.0, 8, 2, user="", partition="gpu\nnode",
+                 mean_w=100.0, max_w=None, std_w=None, status=5, app_class="memory"),
+        TraceJob(4, 12345678.901234567, 0.0, 0.0, 3, 3, mean_w=0.0, max_w=0.0, std_w=0.0),
+    ]
+
+
+def write_csv(path, header, rows) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".csv.gz"])
+def test_csv_round_trip_is_exact(tmp_path, suffix):
+    jobs = sample_jobs()
+    path = tmp_path / f"jobs{suffix}"
+    assert write_job_table(jobs, path) == len(jobs)
+    wl = read_job_table(path)
+    assert list(wl.jobs) == jobs
+    assert wl.name == "jobs"
+    assert wl.report.read == wl.report.kept == len(jobs)
+    assert not [n for n in wl.notes if "sorted" in n]
+
+
+def test_parquet_round_trip_is_exact(tmp_path):
+    pytest.importorskip("pyarrow")
+    jobs = sample_jobs()
+    path = tmp_path / "jobs.parquet"
+    write_job_table(iter(jobs), path)
+    assert list(read_job_table(path).jobs) == jobs
+
+
+def test_parquet_round_trip_spans_several_batches(tmp_path, monkeypatch):
+    pytest.importorskip("pyarrow")
+    import wattsched.sim.tables as tables
+
+    monkeypatch.setattr(tables, "_PARQUET_BATCH", 3)
+    jobs = [TraceJob(i, float(i), 1.0 + i / 7, 10.0, 1, 1, user=f"u{i % 3}") for i in range(10)]
+    write_job_table(jobs, tmp_path / "jobs.pq")
+    assert list(read_job_table(tmp_path / "jobs.pq").jobs) == jobs
+
+
+def test_csv_header_is_the_documented_column_order(tmp_path):
+    path = tmp_path / "jobs.csv"
+    write_job_table(sample_jobs(), path)
+    assert path.read_text(encoding="utf-8").splitlines()[0] == ",".join(COLUMNS)
+
+
+def test_gzipped_csv_is_gzip_and_reproducible(tmp_path):
+    a, b = tmp_path / "a.csv.gz", tmp_path / "b.csv.gz"
+    write_job_table(sample_jobs(), a)
+    write_job_table(sample_jobs(), b)
+    assert a.read_bytes() == b.read_bytes()
+    with gzip.open(a, "rt", encoding="utf-8") as fh:
+        assert fh.readline().startswith("id,submit_s,")
+
+
+def test_empty_table_round_trips(tmp_path):
+    write_job_table([], tmp_path / "e.csv")
+    wl = read_job_table(tmp_path / "e.csv")
+    assert list(wl.jobs) == []
+    assert wl.has_power is False
+
+
+def test_has_power_needs_mean_w_on_every_job(tmp_path):
+    with_power = [TraceJob(1, 0.0, 1.0, 1.0, 1, 1, mean_w=150.0), TraceJob(2, 1.0, 1.0, 1.0, 1, 1, mean_w=160.0)]
+    write_job_table(with_power, tmp_path / "p.csv")
+    assert read_job_table(tmp_path / "p.csv").has_power is True
+
+    partial = [with_power[0], TraceJob(2, 1.0, 1.0, 1.0, 1, 1)]
+    write_job_table(partial, tmp_path / "q.csv")
+    wl = read_job_table(tmp_path / "q.csv")
+    assert wl.has_power is False
+    assert any("1 of 2 jobs have no mean_w" in n for n in wl.notes)
+
+    write_csv(tmp_path / "r.csv", ["id", "submit_s", "runtime_s", "nodes"], [[1, 0, 5, 1]])
+    assert read_job_table(tmp_path / "r.csv").has_power is False
+
+
+def test_unsorted_rows_are_sorted_stably_with_a_note(tmp_path):
+    path = tmp_path / "u.csv"
+    write_csv(path, ["id", "submit_s", "runtime_s", "nodes"],
+              [[1, 50, 1, 1], [2, 10, 1, 1], [3, 50, 1, 1], [4, 10, 1, 1], [5, 70, 1, 1]])
+    wl = read_job_table(path)
+    assert [j.id for j in wl.jobs] == [2, 4, 1, 3, 5]
+    assert any("not sorted" in n for n in wl.notes)
+
+
+def test_sizes_from_procs_or_nodes(tmp_path):
+    path = tmp_path / "s.csv"
+    write_csv(path, ["id", "submit_s", "runtime_s", "procs", "nodes"],
+              [[1, 0, 1, 33, ""], [2, 1, 1, "", 3], [3, 2, 1, 5, 7], [4, 3, 1, 32, ""]])
+    jobs = list(read_job_table(path, cores_per_node=16).jobs)
+    assert [(j.procs, j.nodes) for j in jobs] == [(33, 3), (48, 3), (5, 7), (32, 2)]
+
+    write_csv(path, ["id", "submit_s", "runtime_s", "procs"], [[1, 0, 1, 3]])
+    (job,) = read_job_table(path).jobs
+    assert (job.procs, job.nodes) == (3, 3)
+
+
+def test_missing_walltime_defaults(tmp_path):
+    path = tmp_path / "w.csv"
+    write_csv(path, ["id", "submit_s", "runtime_s", "walltime_s", "nodes"], [[1, 0, 30, "", 1], [2, 1, 40, 100, 1]])
+    assert [j.walltime_s for j in read_job_table(path).jobs] == [30.0, 100.0]
+    wl = read_job_table(path, default_walltime_s=3600)
+    assert [j.walltime_s for j in wl.jobs] == [3600.0, 100.0]
+    assert any("1 jobs have no requested time" in n for n in wl.notes)
+
+    write_csv(path, ["id", "submit_s", "runtime_s", "nodes"], [[1, 0, 30, 1]])
+    assert next(read_job_table(path, default_walltime_s=60.0).jobs).walltime_s == 60.0
+
+
+def test_optional_cells_take_defaults_and_status_names_map(tmp_path):
+    path = tmp_path / "o.csv"
+    write_csv(path, ["id", "submit_s", "runtime_s", "nodes", "status", "malleable", "user"],
+              [[1, 0, 1, 1, "", "", 42], [2, 1, 1, 1, "CANCELLED by 1234", "yes", ""],
+               [3, 2, 1, 1, "timeout", "0", "x"], [4, 3, 1, 1, "0", "False", "y"]])
+    jobs = list(read_job_table(path).jobs)
+    assert [j.status for j in jobs] == [1, 5, 0, 0]
+    assert [j.malleable for j in jobs] == [False, True, False, False]
+    assert jobs[0].user == "42"
+
+
+def test_marconi100_aliases(tmp_path):
+    path = tmp_path / "pm100.csv"
+    t0 = datetime(2020, 5, 1, 0, 0, 5, tzinfo=timezone.utc)
+    write_csv(
+        path,
+        ["job_id", "submit_time", "run_time", "time_limit", "num_nodes_alloc", "num_cores_alloc",
+         "num_gpus_alloc", "user_id", "group_id", "job_state", "partition", "qos"],
+        [[7, "2020-05-01T00:00:35+00:00", 100, 30, 2, 64, 6, 17, 3, "COMPLETED", 1, "normal"],
+         [8, "2020-05-01T00:00:05Z", 50, "INFINITE", 1, 32, 0, 18, 3, "FAILED", 1, "normal"]],
+    )
+    wl = read_job_table(path, default_walltime_s=86400)
+    job8, job7 = list(wl.jobs)  # the file lists them out of order
+    assert [(j.id, j.submit_s) for j in (job8, job7)] == [(8, 0.0), (7, 30.0)]
+    assert wl.origin_unix_s == t0.timestamp()
+    assert job7.walltime_s == 30 * 60.0
+    assert job8.walltime_s == 86400.0  # INFINITE: missing, so the default
+    assert (job7.nodes, job7.procs, job7.gpus_per_node) == (2, 64, 3)
+    assert (job7.user, job7.group, job7.status, job8.status) == ("17", "3", 1, 0)
+    assert job7.partition == "1"
+    notes = " | ".join(wl.notes)
+    for alias, col in [("job_id", "id"), ("time_limit", "walltime_s"), ("num_nodes_alloc", "nodes"),
+                       ("user_id", "user")]:
+        assert f"column {alias!r} read as {col!r}" in notes
+    assert "ignored columns: qos" in notes
+
+
+def test_canonical_column_wins_over_alias(tmp_path):
+    path = tmp_path / "c.csv"
+    write_csv(path, ["id", "job_id", "submit_s", "runtime_s", "nodes"], [[1, 99, 0, 1, 1]])
+    assert next(read_job_table(path).jobs).id == 1
+
+
+def test_headers_are_case_and_space_insensitive(tmp_path):
+    path = tmp_path / "h.csv"
+    write_csv(path, [" ID", "Submit_S ", "RUNTIME_S", "Nodes", "Mean_W"], [[1, 0, 5, 2, 150.5]])
+    wl = read_job_table(path)
+    (job,) = wl.jobs
+    assert (job.id, job.nodes, job.mean_w) == (1, 2, 150.5)
+    assert wl.has_power
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def test_invalid_cell_names_file_line_and_column(tmp_path):
+    path = tmp_path / "bad.csv"
+    write_csv(path, ["id", "submit_s", "runtime_s", "nodes"], [[1, 0, 5, 1], [2, 1, "abc", 1]])
+    with pytest.raises(TraceError, match=r"bad\.csv:3 \(field runtime_s\): 'abc' is not a number") as info:
+        read_job_table(path)
+    assert (info.value.path, info.value.line, info.value.field) == (str(path), 3, "runtime_s")
+    assert isinstance(info.value, WattschedError)
+
+
+def test_line_numbers_count_quoted_newlines(tmp_path):
+    path = tmp_path / "nl.csv"
+    write_csv(path, ["id", "submit_s", "runtime_s", "nodes", "user"],
+              [[1, 0, 5, 1, "two\nlines"], [2, 1, 5, -4, "x"]])
+    with pytest.raises(TraceError, match=r"nl\.csv:4 \(field nodes\): nodes must be >= 1, got -4"):
+        read_job_table(path)
+
+
+def test_error_names_the_alias_column(tmp_path):
+    path = tmp_path / "a.csv"
+    write_csv(path, ["job_id", "submit_time", "run_time", "num_nodes"], [[1, 0, 5, "two"]])
+    with pytest.raises(TraceError, match=r"a\.csv:2 \(field num_nodes\): 'two' is not an integer"):
+        read_job_table(path)
+
+
+@pytest.mark.parametrize(
+    ("header", "row", "pattern"),
+    [
+        (["id", "submit_s", "runtime_s", "nodes"], [1, "", 5, 1], r":2 \(field submit_s\): missing submit time"),
+        (["id", "submit_s", "runtime_s", "nodes"], [1, 0, -5, 1], r":2 \(field runtime_s\): .*negative"),
+        (["id", "submit_s", "runtime_s", "nodes"], [1, 0, "inf", 1], r":2 \(field runtime_s\): .*not a finite"),
+        (["id", "submit_s", "runtime_s", "nodes"], [1.5, 0, 5, 1], r":2 \(field id\): '1.5' is not an integer"),
+        (["id", "submit_s", "runtime_s", "procs", "nodes"], [1, 0, 5, "", ""], r":2 \(field nodes\): missing size"),
+        (["id", "submit_s", "runtime_s", "nodes", "mean_w"], [1, 0, 5, 1, "-3"], r":2 \(field mean_w\): .*negative"),
+        (["id", "submit_s", "runtime_s", "nodes", "malleable"], [1, 0, 5, 1, "maybe"], r":2 \(field malleable\)"),
+        (["id", "submit_s", "runtime_s", "nodes", "status"], [1, 0, 5, 1, "RUNNIN"], r":2 \(field status\).*Slurm"),
+        (["id", "submit_s", "runtime_s", "nodes", "power_series"], [1, 0, 5, 1, "0:350;600"],
+         r":2 \(field power_series\): .*offset_s:watts"),
+        (["id", "submit_s", "runtime_s", "nodes", "power_series"], [1, 0, 5, 1, "0:350;5:300;5:200"],
+         r":2 \(field power_series\): .*offsets must increase"),
+    ],
+)
+def test_invalid_values_raise_trace_errors(tmp_path, header, row, pattern):
+    path = tmp_path / "t.csv"
+    write_csv(path, header, [row])
+    with pytest.raises(TraceError, match=r"t\.csv" + pattern):
+        read_job_table(path)
+
+
+def test_missing_required_column(tmp_path):
+    path = tmp_path / "m.csv"
+    write_csv(path, ["id", "submit_s", "nodes"], [[1, 0, 1]])
+    with pytest.raises(TraceError, match=r"m\.csv:1 \(field runtime_s\): missing required column 'runtime_s' "
+                                         r"\(or 'run_time'\)"):
+        read_job_table(path)
+    write_csv(path, ["id", "submit_s", "runtime_s"], [[1, 0, 1]])
+    with pytest.raises(TraceError, match="give 'procs' or 'nodes'"):
+        read_job_table(path)
+
+
+def test_duplicate_ids_and_ragged_rows(tmp_path):
+    path = tmp_path / "d.csv"
+    write_csv(path, ["id", "submit_s", "runtime_s", "nodes"], [[1, 0, 1, 1], [1, 2, 1, 1]])
+    with pytest.raises(TraceError, match=r"d\.csv:3 \(field id\): duplicate job id 1 \(first on line 2\)"):
+        read_job_table(path)
+    path.write_text("id,submit_s,runtime_s,nodes\n1,0,1,1\n2,1,1\n", encoding="utf-8")
+    with pytest.raises(TraceError, match=r"d\.csv:3: expected 4 fields as in the header, found 3"):
+        read_job_table(path)
+
+
+def test_mixed_timestamps_and_seconds_rejected(tmp_path):
+    path = tmp_path / "x.csv"
+    write_csv(path, ["job_id", "submit_time", "run_time", "num_nodes"],
+              [[1, "2020-05-01T00:00:00", 1, 1], [2, "12", 1, 1]])
+    with pytest.raises(TraceError, match=r"x\.csv:3 \(field submit_time\): mixes timestamps"):
+        read_job_table(path)
+
+
+def test_unknown_suffix_empty_file_and_missing_file(tmp_path):
+    with pytest.raises(TraceError, match=r"jobs\.txt: unknown job-table format"):
+        read_job_table(tmp_path / "jobs.txt")
+    (tmp_path / "empty.csv").write_text("", encoding="utf-8")
+    with pytest.raises(TraceError, match=r"empty\.csv: empty file"):
+        read_job_table(tmp_path / "empty.csv")
+    with pytest.raises(TraceError, match=r"nope\.csv: no such file"):
+        read_job_table(tmp_path / "nope.csv")
+
+
+def test_parquet_errors_name_the_row(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    table = pa.table({"id": [1, 2, 3], "submit_s": [0.0, 1.0, 2.0], "runtime_s": [1.0, None, 1.0],
+                      "nodes": [1, 1, 1]})
+    pq.write_table(table, tmp_path / "p.parquet")
+    with pytest.raises(TraceError, match=r"p\.parquet:2 \(field runtime_s\): missing run time"):
+        read_job_table(tmp_path / "p.parquet")
+
+
+def test_parquet_timestamps_and_only_needed_columns(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    t = [datetime(2021, 1, 1, 12, 0, 10), datetime(2021, 1, 1, 12, 0, 0)]
+    table = pa.table({
+        "job_id": pa.array([10, 11], pa.int64()),
+        "submit_time": pa.array(t, pa.timestamp("s")),
+        "run_time": [5, 6],
+        "time_limit": [2, 3],
+        "num_nodes": [1, 2],
+        "power_consumption": pa.array([[1.0, 2.0], [3.0]], pa.list_(pa.float64())),
+    })
+    pq.write_table(table, tmp_path / "pm.parquet")
+    wl = read_job_table(tmp_path / "pm.parquet")
+    jobs = list(wl.jobs)
+    assert [(j.id, j.submit_s, j.walltime_s) for j in jobs] == [(11, 0.0, 180.0), (10, 10.0, 120.0)]
+    assert wl.origin_unix_s == datetime(2021, 1, 1, 12, 0, 0, tzinfo=timezone.utc).timestamp()
+    assert any("power_consumption" in n for n in wl.notes)
+
+
+def test_missing_pyarrow_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    with pytest.raises(MissingDependencyError, match=r"wattsched\[parquet\]"):
+        write_job_table(sample_jobs(), tmp_path / "x.parquet")
+    (tmp_path / "y.parquet").write_bytes(b"PAR1")
+    with pytest.raises(ImportError, match=r"pip install 'wattsched\[parquet\]'"):
+        read_job_table(tmp_path / "y.parquet")
+
+
+# ----------------------------------------------------------------------------- power series
+
+
+def test_power_series_parse_and_format_are_inverse():
+    series = ((0.0, 350.0), (0.1, 1e-9), (600.5, 420.25), (1e6, 0.0))
+    assert parse_power_series(format_power_series(series)) == series
+    assert parse_power_series(" 0 : 350 ; 600:420 ") == ((0.0, 350.0), (600.0, 420.0))
+
+
+@pytest.mark.parametrize("text", ["0:350;", "a:1", "-1:350", "0:-5", "0:nan", "0:1;5:1;5:2", "0=350", "5:100"])
+def test_power_series_rejects_malformed(text):
+    with pytest.raises(ValueError):
+        parse_power_series(text)
+
+
+def test_floats_survive_csv_exactly(tmp_path):
+    values = [math.pi, 1 / 3, 2.0**-1074, 1.7976931348623157e308, 0.1 + 0.2]
+    jobs = [TraceJob(i, v, v, v, 1, 1, mean_w=v, max_w=v, std_w=v) for i, v in enumerate(values)]
+    write_job_table(jobs, tmp_path / "f.csv")
+    got = sorted(read_job_table(tmp_path / "f.csv").jobs, key=lambda j: j.id)
+    assert [(j.submit_s, j.runtime_s, j.mean_w) for j in got] == [(v, v, v) for v in values]
+
+
+def test_excel_style_bom_is_tolerated(tmp_path):
+    path = tmp_path / "bom.csv"
+    path.write_bytes("\ufeffid,submit_s,runtime_s,nodes\r\n1,0,5,2\r\n".encode())
+    (job,) = read_job_table(path).jobs
+    assert (job.id, job.runtime_s, job.nodes) == (1, 5.0, 2)
