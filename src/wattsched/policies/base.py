@@ -42,6 +42,8 @@ class BasePolicy:
 
     name: ClassVar[str] = ""
     Params: ClassVar[type[BaseModel]] = NoParams
+    wants_empty_queue_calls: ClassVar[bool] = False
+    """Policies that manage nodes (caps, shutdown) set this to be called even when no job is pending."""
 
     def __init__(self, params: BaseModel | dict | None = None, **kwargs: Any):
         if params is None or isinstance(params, dict):

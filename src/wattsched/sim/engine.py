@@ -296,6 +296,7 @@ class Engine:
         cap_now = cap_at(self.now)
         stats = self.stats
         qappend = self.qindex.append
+        always_call = getattr(self.policy, "wants_empty_queue_calls", False)
         submitted = 0
         calls = 0
         events = 0
@@ -308,6 +309,7 @@ class Engine:
             if t > self.now:
                 self._advance(t)
             # heap events at t
+            control = False
             while heap and heap[0][0] <= t:
                 _, kind, _, obj, version = heappop(heap)
                 events += 1
@@ -321,15 +323,19 @@ class Engine:
                         self._power_step(run)
                 elif kind == _SWITCH:
                     self._switch_done(obj, version)
+                    control = True
                 elif kind == _CAP:
+                    control = True
                     self.epoch += 1
                     cap_now = cap_at(t)
                 elif kind == _BUDGET:
+                    control = True
                     b = self.budgets[obj]
                     if t == b.start_s:
                         self._budget_start_energy[obj] = self.energy_j
                     self.epoch += 1
                 elif kind == _TICK:
+                    control = True
                     if nxt is not None or pending or self.running:
                         self._push(t + opts.tick_s, _TICK)
             # submissions at t
@@ -346,7 +352,9 @@ class Engine:
                 if bar is not None and not submitted & 1023:
                     bar.update(1024)
             # decide
-            if pending or opts.tick_s or self._needs_policy_without_queue():
+            # A queue-only policy has nothing to do with an empty queue; control events
+            # (cap changes, ticks, ...) and node-managing policies are always served.
+            if pending or control or always_call:
                 snap.now_s = t
                 snap.epoch = self.epoch
                 snap.platform_power_w = self.power_w
@@ -385,10 +393,6 @@ class Engine:
         tl_o.append(self.off_nodes)
         tl_q.append(len(pending))
         return self._result(_time.perf_counter() - wall0)
-
-    def _needs_policy_without_queue(self) -> bool:
-        # Policies that act on nodes (caps, shutdown) want to be called even with an empty queue.
-        return getattr(self.policy, "wants_empty_queue_calls", False)
 
     def _progress_bar(self):
         if not self.options.progress:
