@@ -89,9 +89,7 @@ def brute_force_easy(jobs, n_nodes):
     i = 0
     t = 0.0
     while i < len(subs) or pending or running:
-        t_next = min([subs[i].submit_s] if i < len(subs) else [math.inf] + [])
-        t_next = min([t_next] + [r[0] for r in running])
-        t = t_next
+        t = min([subs[i].submit_s if i < len(subs) else math.inf, *(r[0] for r in running)])
         for r in [r for r in running if r[0] <= t]:
             running.remove(r)
             free += r[2]
