@@ -1,5 +1,302 @@
-"""Command-line interface (placeholder until the subcommands land)."""
+"""The ``wattsched`` command line: one console script, argparse subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from wattsched import __version__
+from wattsched.errors import WattschedError
+
+log = logging.getLogger("wattsched")
+
+EPILOG = "Documentation: docs/ in the source tree (simulator.md, config.md, cli.md)."
 
 
-def main(argv=None) -> int:
+def _param(text: str) -> tuple[str, object]:
+    """``key=value`` with the value parsed as YAML (so numbers and booleans get their type)."""
+    import yaml
+
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    try:
+        return key.strip(), yaml.safe_load(value)
+    except yaml.YAMLError:
+        return key.strip(), value
+
+
+def _add_sim_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("workload and machine")
+    g.add_argument("--config", metavar="FILE", help="simulation config (YAML, see docs/config.md); options override it")
+    g.add_argument("--trace", metavar="FILE", help="SWF trace (.swf, .swf.gz) or job table (.csv, .csv.gz, .parquet)")
+    g.add_argument("--platform", metavar="FILE|NAME", help="platform YAML or a packaged name (default, marconi100)")
+    g.add_argument("--procs", type=int, metavar="N", help="homogeneous machine of N processors instead of --platform")
+    g.add_argument("--cores-per-node", type=int, metavar="C", help="processors per node (default 1)")
+    g.add_argument("--default-walltime", metavar="runtime|S",
+                   help="requested time of jobs that have none: their real runtime (default) or S seconds")
+    g.add_argument("--skip-bad-lines", action="store_true", default=None,
+                   help="skip and count malformed trace lines instead of stopping at the first")
+    g.add_argument("--no-kill-at-walltime", dest="kill_at_walltime", action="store_false", default=None,
+                   help="let jobs run past their requested time (default: killed at it, as Slurm does)")
+    g = p.add_argument_group("policy and constraints")
+    g.add_argument("--policy", metavar="NAME", help="policy name (see `wattsched policies`; default easy)")
+    g.add_argument("--param", action="append", type=_param, default=[], metavar="KEY=VALUE",
+                   help="policy parameter, repeatable (e.g. --param order=saf)")
+    g.add_argument("--cap", metavar="W|PCT",
+                   help="constant power cap in watts, or a percentage of the maximum dynamic power ('60%%')")
+    g.add_argument("--cap-schedule", metavar="FILE", help="piecewise-constant cap schedule (YAML or CSV)")
+    g.add_argument("--seed", type=int, help="seed of the power augmentation and of randomised policies")
+    g.add_argument("--tick", type=float, metavar="S", dest="tick_s", help="call the policy every S seconds too")
+    g.add_argument("--time-limit", type=float, metavar="S", dest="time_limit_s",
+                   help="stop the simulation at S seconds")
+    g.add_argument("--bsld-threshold", type=float, metavar="S", dest="bsld_threshold_s",
+                   help="bounded slowdown threshold in seconds (default 10)")
+    g = p.add_argument_group("output")
+    g.add_argument("--out", metavar="DIR", help="run directory (default runs/TRACE-POLICY)")
+    g.add_argument("--no-report", action="store_true", help="do not write report.html")
+    g.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    g.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def _sim_config(args: argparse.Namespace):
+    from wattsched.config import SimConfig, load_config, merge_overrides
+
+    cli = {
+        "trace": args.trace,
+        "platform": args.platform,
+        "procs": args.procs,
+        "cores_per_node": args.cores_per_node,
+        "policy": args.policy,
+        "cap_w": args.cap,
+        "cap_schedule": args.cap_schedule,
+        "seed": args.seed,
+        "out": args.out,
+        "kill_at_walltime": args.kill_at_walltime,
+        "default_walltime": args.default_walltime,
+        "skip_bad_lines": args.skip_bad_lines,
+        "tick_s": args.tick_s,
+        "time_limit_s": args.time_limit_s,
+        "bsld_threshold_s": args.bsld_threshold_s,
+    }
+    if args.param:
+        cli["params"] = dict(args.param)
+    if args.config:
+        config = load_config(args.config, SimConfig, cli=cli, env=os.environ)
+        if args.param:  # --param adds to the file's params instead of replacing them
+            config = merge_overrides(config, {"params": {**_file_params(args.config), **dict(args.param)}}, env={})
+        return config
+    if not args.trace:
+        raise WattschedError("give a trace with --trace FILE (or a config with --config FILE); see --help")
+    return merge_overrides(SimConfig(trace=args.trace), cli, env=os.environ)
+
+
+def _file_params(path: str) -> dict:
+    from wattsched.config import read_yaml
+
+    raw, _ = read_yaml(path)
+    return dict((raw or {}).get("params") or {})
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from wattsched.sim.metrics import format_summary_table
+    from wattsched.sim.run import run_simulation
+
+    config = _sim_config(args)
+    outcome = run_simulation(config, progress=not args.quiet, report=not args.no_report)
+    if args.json:
+        print(json.dumps(outcome.summary, indent=2, default=str))
+    else:
+        info = outcome.result.info
+        print(f"{info.get('trace', config.trace)} on {info['nodes']} nodes, policy {info['policy']}"
+              f" {info['params'] or ''}".rstrip())
+        print(format_summary_table(outcome.summary))
+        for note in info.get("notes", []):
+            print(f"note: {note}")
+        cleaning = info.get("cleaning") or {}
+        if cleaning.get("dropped") or cleaning.get("skipped_lines"):
+            print(f"cleaning: dropped {cleaning.get('dropped')}, skipped lines {cleaning.get('skipped_lines', 0)}")
+        if info.get("plans_rejected"):
+            print(f"warning: the guard rejected {info['plans_rejected']} plans (see summary.json)")
+    if outcome.out_dir is not None:
+        where = outcome.out_dir / ("report.html" if not args.no_report else "summary.json")
+        print(f"wrote {where}", file=sys.stderr)
     return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Simulate the bundled trace under a cap, with the packaged demo config."""
+    from importlib.resources import as_file, files
+
+    demo = files("wattsched") / "data" / "demo.yaml"
+    with as_file(demo) as path:
+        ns = argparse.Namespace(**{**vars(_SIM_DEFAULTS), "config": str(path), "out": args.out, "quiet": args.quiet,
+                                   "policy": args.policy, "cap": args.cap})
+        return cmd_simulate(ns)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from wattsched.sim.report import write_html_report
+
+    path = write_html_report(Path(args.run_dir))
+    print(path)
+    return 0
+
+
+def cmd_traces_info(args: argparse.Namespace) -> int:
+    from wattsched.sim.run import is_swf
+    from wattsched.sim.swf import read_swf, trace_info
+    from wattsched.sim.tables import read_job_table
+
+    if is_swf(args.file):
+        workload = read_swf(args.file, cores_per_node=args.cores_per_node, skip_bad_lines=args.skip_bad_lines)
+    else:
+        workload = read_job_table(args.file, cores_per_node=args.cores_per_node)
+    info = trace_info(workload)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    c = info["cleaning"]
+    load = info["offered_load"]
+    rows = [
+        ("trace", info["name"]),
+        ("jobs kept", f"{info['jobs']:,} of {c['read']:,} read"),
+        ("dropped", ", ".join(f"{k}: {v:,}" for k, v in c["dropped"].items()) or "none"),
+        ("adjusted", ", ".join(f"{k}: {v:,}" for k, v in c["adjusted"].items()) or "none"),
+        ("malformed lines skipped", f"{c['skipped_lines']:,}"),
+        ("users", f"{info['users']:,}"),
+        ("submit span", f"{info['span_days']:.1f} days"),
+        ("machine", f"{info['max_procs']} processors" + (f", {info['max_nodes']} nodes" if info["max_nodes"] else "")),
+        ("offered load", f"{load:.2f}" if load is not None else "unknown (no machine size)"),
+        ("zero-runtime jobs", f"{info['zero_runtime_jobs']:,}"),
+        ("runtime > requested time", f"{info['runtime_exceeds_walltime']:,}"),
+        ("power data", "yes" if info["has_power"] else "no (simulate augments it)"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+    for note in info["notes"]:
+        print(f"note: {note}")
+    return 0
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    from wattsched.config import CONFIG_KINDS, detect_config_kind, load_config
+
+    kind = detect_config_kind(args.file)
+    config = load_config(args.file, CONFIG_KINDS[kind].model, env=os.environ)
+    if kind == "simulation":
+        from wattsched.policies import make_policy
+        from wattsched.sim.run import build_platform
+
+        make_policy(config.policy, config.params, source=f"{args.file}: params")
+        if Path(config.trace).exists():
+            platform = build_platform(config)
+            config.build_cap_schedule(platform)
+            print(f"{args.file}: valid {kind} config ({config.policy} on {len(platform)} nodes)")
+            return 0
+        print(f"{args.file}: valid {kind} config; note: trace {str(config.trace)!r} does not exist here")
+        return 0
+    print(f"{args.file}: valid {kind} config")
+    return 0
+
+
+def cmd_policies(args: argparse.Namespace) -> int:
+    from wattsched.policies import UnavailablePolicy, available, policy_class
+
+    for name in available():
+        try:
+            cls = policy_class(name)
+        except UnavailablePolicy as exc:
+            print(f"{name:12s} unavailable: {exc}")
+            continue
+        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+        print(f"{name:12s} {doc}")
+        for field, info in cls.Params.model_fields.items():
+            print(f"{'':12s}   {field} = {info.default!r}: {info.description or ''}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="wattsched",
+        description="Power-aware job dispatching for Slurm clusters: simulate policies on workload traces.",
+        epilog=EPILOG,
+    )
+    parser.add_argument("--version", action="version", version=f"wattsched {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser(
+        "simulate",
+        help="replay a workload trace through a policy under power constraints",
+        description="Replay a workload trace through a policy, under a power cap or schedule, and write a run "
+        "directory (summary.json, jobs.csv, timeline.csv, plots, report.html). Options override --config.",
+        epilog="Example: wattsched simulate --trace KTH-SP2-1996-2.1-cln.swf --policy easy --cap 60%% --out runs/kth",
+    )
+    _add_sim_options(p)
+    p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("demo", help="simulate the bundled trace under a power cap and write a report",
+                       description="Simulate the bundled trace excerpt (KTH SP2) with EASY under a power cap.")
+    p.add_argument("--out", default="runs/demo", metavar="DIR", help="run directory (default runs/demo)")
+    p.add_argument("--policy", metavar="NAME", help="policy instead of the demo's")
+    p.add_argument("--cap", metavar="W|PCT", help="cap instead of the demo's")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("report", help="write report.html for a run directory",
+                       description="Write a one-page, self-contained HTML report (plots embedded) for a run.")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("traces", help="inspect workload traces")
+    tsub = p.add_subparsers(dest="traces_command", metavar="SUBCOMMAND", required=True)
+    t = tsub.add_parser("info", help="jobs, span, machine size, missing fields, offered load, cleaning counts",
+                        description="Read a trace the way `simulate` would and describe it.")
+    t.add_argument("file", metavar="FILE")
+    t.add_argument("--cores-per-node", type=int, default=1, metavar="C", help="processors per node (default 1)")
+    t.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines instead of stopping")
+    t.add_argument("--json", action="store_true", help="print JSON")
+    t.set_defaults(func=cmd_traces_info)
+
+    p = sub.add_parser("check-config", help="validate a config file",
+                       description="Validate a YAML config; errors name the file, the key and the line.")
+    p.add_argument("file", metavar="FILE")
+    p.set_defaults(func=cmd_check_config)
+
+    p = sub.add_parser("policies", help="list policies and their parameters")
+    p.set_defaults(func=cmd_policies)
+    return parser
+
+
+_SIM_DEFAULTS = argparse.Namespace()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except WattschedError as exc:
+        print(f"wattsched: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("wattsched: interrupted", file=sys.stderr)
+        return 130
+
+
+def _init_sim_defaults() -> None:
+    p = argparse.ArgumentParser()
+    _add_sim_options(p)
+    for k, v in vars(p.parse_args([])).items():
+        setattr(_SIM_DEFAULTS, k, v)
+
+
+_init_sim_defaults()

@@ -298,7 +298,9 @@ class SimConfig(StrictModel):
             "The cluster: a platform YAML file (see *Platform files* below; a value containing `/` or "
             "ending in `.yaml` is a path, relative to the config file) or the name of a packaged "
             "platform: `default` (Grid'5000 taurus power model, 128 nodes) or `marconi100`. "
-            "Give either `platform` or `procs`, not both. Default: none. Example: `marconi100`."
+            "Give either `platform` or `procs`, not both; with neither, the machine is derived from "
+            "the trace's header (`MaxProcs` processors, `cores_per_node` per node). Default: none. "
+            "Example: `marconi100`."
         ),
     )
     procs: int | None = Field(
@@ -476,12 +478,8 @@ class SimConfig(StrictModel):
         problems = []
         if self.platform is not None and self.procs is not None:
             problems.append(("procs", "give either platform or procs, not both"))
-        elif self.platform is None and self.procs is None:
-            problems.append(
-                ("platform", "required: give a platform (a file, or a packaged name such as 'default') or procs")
-            )
-        if "cores_per_node" in self.model_fields_set and self.procs is None:
-            problems.append(("cores_per_node", "only used with procs; a platform file sets cores per node group"))
+        if "cores_per_node" in self.model_fields_set and self.platform is not None:
+            problems.append(("cores_per_node", "not used with a platform file, which sets cores per node group"))
         if self.cap_w is not None and self.cap_schedule is not None:
             problems.append(("cap_schedule", "give either cap_w or cap_schedule, not both"))
         if problems:

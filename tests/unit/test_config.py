@@ -139,11 +139,12 @@ def test_missing_trace(tmp_path):
 
 
 def test_platform_or_procs(tmp_path):
-    with pytest.raises(ConfigError, match=r"sim\.yaml: platform: required: give a platform"):
-        load(tmp_path, "trace: t.swf\n")
+    # neither: the machine comes from the trace header (MaxProcs), cores_per_node applies
+    c = load(tmp_path, "trace: t.swf\ncores_per_node: 8\n")
+    assert (c.platform, c.procs, c.cores_per_node) == (None, None, 8)
     with pytest.raises(ConfigError, match=r"sim\.yaml: procs: give either platform or procs, not both"):
         load(tmp_path, "trace: t.swf\nplatform: default\nprocs: 4\n")
-    with pytest.raises(ConfigError, match=r"sim\.yaml: cores_per_node: only used with procs"):
+    with pytest.raises(ConfigError, match=r"sim\.yaml: cores_per_node: not used with a platform file"):
         load(tmp_path, "trace: t.swf\nplatform: default\ncores_per_node: 4\n")
 
 

@@ -29,6 +29,7 @@ import gzip
 import io
 import math
 import os
+import re
 from collections.abc import Iterator
 
 from wattsched.errors import TraceError
@@ -52,12 +53,21 @@ def _open_text(path: str | os.PathLike) -> io.TextIOBase:
     return open(path, encoding="utf-8", errors="replace")
 
 
+_HEADER_KEY = re.compile(r"([A-Za-z][A-Za-z0-9_]*)\s*:(?!//)\s*(.*)")
+"""``Key: value``; a URL (``http://...``) is not a key."""
+
+
 def read_header(path: str | os.PathLike) -> dict[str, str]:
     """The ``; Key: value`` header of an SWF file (repeated keys are joined with newlines).
 
-    Reading stops at the first job line, so this is cheap on any trace.
+    A line that is not ``Key: value`` (an indented ``;       times are actually
+    start times``, a second URL, a cleaning filter) continues the value of the
+    key above it and is joined to it with a space; an empty ``;`` line ends
+    the continuation. Reading stops at the first job line, so this is cheap on
+    any trace.
     """
     header: dict[str, str] = {}
+    last: str | None = None
     with _open_text(path) as fh:
         for line in fh:
             s = line.strip()
@@ -66,11 +76,17 @@ def read_header(path: str | os.PathLike) -> dict[str, str]:
             if not s.startswith(";"):
                 break
             body = s.lstrip(";").strip()
-            if ":" not in body:
+            if not body:
+                last = None
                 continue
-            key, _, value = body.partition(":")
-            key, value = key.strip(), value.strip()
+            m = _HEADER_KEY.fullmatch(body)
+            if m is None:
+                if last is not None:
+                    header[last] = f"{header[last]} {body}"
+                continue
+            key, value = m.group(1), m.group(2).strip()
             header[key] = f"{header[key]}\n{value}" if key in header else value
+            last = key
     return header
 
 
@@ -168,6 +184,7 @@ def _stream(
     origin: float | None = None
     last_submit = -math.inf
     ceil = math.ceil
+    isfinite = math.isfinite
     with _open_text(path) as fh:
         for lineno, line in enumerate(fh, 1):
             if not line or line[0] == ";" or line.isspace():
@@ -185,6 +202,10 @@ def _stream(
                         values.append(float(parts[i]))
                     except ValueError:
                         raise _bad(path, lineno, i, f"not a number: {parts[i]!r}") from None
+                if not isfinite(sum(values)):  # nan or inf somewhere (float() accepts them)
+                    for i, v in zip((0, 1, 3, 4, 7, 8, 10, 11, 12, 14, 15), values):
+                        if not isfinite(v):
+                            raise _bad(path, lineno, i, f"not a finite number: {parts[i]!r}")
                 job_id, submit, runtime, alloc, req_procs, req_time, status, user, group, queue, part = values
                 if submit < 0:
                     raise _bad(path, lineno, 1, f"negative submit time {parts[1]}")

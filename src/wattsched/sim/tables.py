@@ -734,6 +734,21 @@ def write_job_table(jobs: Iterable[TraceJob], path: str | os.PathLike[str]) -> i
     if fmt == "parquet":
         return _write_parquet(jobs, spath)
     n = 0
+    for _ in recording(jobs, spath):
+        n += 1
+    return n
+
+
+def recording(jobs: Iterable[TraceJob], path: str | os.PathLike[str]) -> Iterator[TraceJob]:
+    """Yield ``jobs`` unchanged while writing them to the CSV job table ``path``.
+
+    This is how a simulation saves the exact (e.g. power-augmented) workload it
+    replays without holding it in memory. The file is complete once the
+    generator is exhausted. Only CSV (``.csv``, ``.csv.gz``).
+    """
+    spath = os.fspath(path)
+    if _format_of(spath) != "csv":
+        raise ValueError(f"{spath}: recording writes CSV job tables only (.csv or .csv.gz)")
     with contextlib.ExitStack() as stack:
         if spath.lower().endswith(".gz"):
             # no name and mtime=0 in the gzip header: the same jobs give the same bytes
@@ -746,8 +761,7 @@ def write_job_table(jobs: Iterable[TraceJob], path: str | os.PathLike[str]) -> i
         writer.writerow(COLUMNS)
         for job in jobs:
             writer.writerow([_cell(v) for v in _row(job)])
-            n += 1
-    return n
+            yield job
 
 
 def _write_parquet(jobs: Iterable[TraceJob], path: str) -> int:

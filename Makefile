@@ -1,0 +1,39 @@
+# wattsched: `make demo` runs the simulator on the bundled trace, `make test` runs every test.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench docs clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(STAMP): $(BIN)/python setup.cfg pyproject.toml
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+## demo: set up and simulate the bundled trace under a power cap; writes runs/demo/report.html
+demo: $(STAMP)
+	$(BIN)/wattsched demo --out runs/demo
+
+## test: set up (pip and system packages) and run the whole suite, slow end-to-end tests included
+test: $(STAMP)
+	./scripts/install-system-deps
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+
+## bench: simulation throughput on every trace in ../shared/traces
+bench: $(STAMP)
+	$(BIN)/python benchmarks/sim_throughput.py
+
+## docs: regenerate docs/config.md from the config models
+docs: $(STAMP)
+	$(BIN)/python -c "from wattsched.config import render_config_reference as r; print(r(), end='')" > docs/config.md
+
+clean:
+	rm -rf $(VENV) runs build *.egg-info src/*.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,107 @@
+"""One suite over every registered policy: feasible plans, determinism, unmodified snapshots.
+
+A policy whose optional dependency is missing is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+from builders import platform, snapshot, tj
+
+from wattsched.model.constraints import CapSchedule
+from wattsched.model.guard import plan_problems
+from wattsched.model.job import Job
+from wattsched.model.platform import NodeState
+from wattsched.policies import UnavailablePolicy, available, make_policy, policy_class
+from wattsched.sim.engine import Engine
+
+
+def _policy_or_skip(name):
+    try:
+        policy_class(name)
+    except UnavailablePolicy as exc:
+        pytest.skip(str(exc))
+    return make_policy(name)
+
+
+def random_snapshot(seed: int):
+    rng = random.Random(seed)
+    n = rng.randint(1, 12)
+    plat = platform(n)
+    now = float(rng.randint(0, 1000))
+    nodes = list(range(n))
+    rng.shuffle(nodes)
+    running = []
+    jid = 1
+    while nodes and rng.random() < 0.7:
+        k = rng.randint(1, len(nodes))
+        job = Job(jid, now - rng.randint(0, 500), float(rng.randint(1, 900)), k, user=f"u{rng.randint(1, 3)}")
+        running.append((job, job.submit_s + rng.randint(0, 50), tuple(nodes[:k])))
+        nodes = nodes[k:]
+        jid += 1
+    pending = []
+    for _ in range(rng.randint(0, 40)):
+        pending.append(Job(jid, now - rng.randint(0, 300), float(rng.randint(0, 2000)), rng.randint(1, n),
+                           user=f"u{rng.randint(1, 3)}"))
+        jid += 1
+    pending.sort(key=lambda j: (j.submit_s, j.id))
+    cap = CapSchedule.constant(rng.choice([None, 300.0 * n, 150.0 * n]))
+    snap = snapshot(plat, pending, running, now=now, cap=cap, epoch=seed)
+    # some nodes off or drained: they are not free
+    for node in list(snap.free_nodes):
+        if rng.random() < 0.1:
+            snap.node_state[node] = int(rng.choice([NodeState.OFF, NodeState.DRAINED]))
+    snap.free_nodes = [i for i, s in enumerate(snap.node_state) if s == NodeState.IDLE]
+    return snap
+
+
+def frozen_view(snap):
+    return (
+        snap.now_s, list(snap.pending.items()), list(snap.running.items()), list(snap.free_nodes),
+        list(snap.node_state), snap.epoch, snap.cap.steps,
+    )
+
+
+@pytest.mark.parametrize("name", available())
+@pytest.mark.parametrize("seed", range(40))
+def test_plans_are_feasible_deterministic_and_leave_the_snapshot_alone(name, seed):
+    policy = _policy_or_skip(name)
+    snap = random_snapshot(seed)
+    before = copy.deepcopy(frozen_view(snap))
+    plan = policy.decide(snap, policy.init_state())
+    assert plan_problems(snap, plan) == []
+    assert frozen_view(snap) == before
+    again = make_policy(name).decide(random_snapshot(seed), policy.init_state())
+    assert again.actions == plan.actions
+    # every pending job not started has a reason
+    started = {a.job_id for a in plan.starts()}
+    for job in snap.pending.values():
+        if job.id not in started:
+            assert plan.reason_for(job.id)
+
+
+@pytest.mark.parametrize("name", available())
+def test_policy_runs_a_trace_through_the_engine_with_the_guard_strict(name):
+    policy = _policy_or_skip(name)
+    rng = random.Random(7)
+    jobs = []
+    t = 0.0
+    for i in range(300):
+        t += rng.expovariate(1 / 20)
+        runtime = rng.choice([0.0, rng.uniform(1, 400)])
+        jobs.append(tj(i + 1, t, runtime, nodes=rng.randint(1, 8), walltime=max(1.0, runtime * rng.uniform(0.8, 3))))
+    result = Engine(platform(8), jobs, policy).run()  # strict: a guard violation raises
+    assert set(result.jobs["state"]) <= {"COMPLETED", "TIMEOUT"}
+    assert (result.jobs["start_s"] >= result.jobs["submit_s"]).all()
+    assert result.timeline["busy_nodes"].max() <= 8
+
+
+@pytest.mark.parametrize("name", available())
+def test_params_round_trip(name):
+    policy = _policy_or_skip(name)
+    rebuilt = make_policy(name, policy.get_params())
+    assert rebuilt.get_params() == policy.get_params()
+    assert name in repr(policy) or type(policy).__name__ in repr(policy)
