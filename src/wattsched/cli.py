@@ -169,8 +169,9 @@ def cmd_traces_info(args: argparse.Namespace) -> int:
         ("adjusted", ", ".join(f"{k}: {v:,}" for k, v in c["adjusted"].items()) or "none"),
         ("malformed lines skipped", f"{c['skipped_lines']:,}"),
         ("users", f"{info['users']:,}"),
-        ("submit span", f"{info['span_days']:.1f} days"),
-        ("machine", f"{info['max_procs']} processors" + (f", {info['max_nodes']} nodes" if info["max_nodes"] else "")),
+        ("submit span", f"{info['span_days']:.1f} days" if info["span_s"] >= 86400 else f"{info['span_s'] / 3600:.2f} h"),
+        ("machine", f"{info['max_procs']} processors" + (f", {info['max_nodes']} nodes" if info["max_nodes"] else "")
+         if info["max_procs"] else "not given (job tables carry none; simulate needs --platform or --procs)"),
         ("offered load", f"{load:.2f}" if load is not None else "unknown (no machine size)"),
         ("zero-runtime jobs", f"{info['zero_runtime_jobs']:,}"),
         ("runtime > requested time", f"{info['runtime_exceeds_walltime']:,}"),
@@ -181,6 +182,46 @@ def cmd_traces_info(args: argparse.Namespace) -> int:
         print(f"{k:<{width}}  {v}")
     for note in info["notes"]:
         print(f"note: {note}")
+    return 0
+
+
+def cmd_traces_synth(args: argparse.Namespace) -> int:
+    from wattsched.sim.synthetic import DurationDist, NodesDist, UsersDist, generate
+    from wattsched.sim.tables import write_job_table
+
+    workload = generate(
+        args.jobs,
+        window_s=args.window,
+        arrival=args.arrival,
+        seed=args.seed,
+        max_nodes=args.max_nodes,
+        nodes_dist=NodesDist(max_nodes=args.max_nodes),
+        duration_dist=DurationDist(median_s=args.median_runtime),
+        users=UsersDist(n_users=args.users),
+    )
+    n = write_job_table(workload.jobs, args.out)
+    print(f"wrote {n} jobs ({args.arrival} arrivals over {args.window:g} s, seed {args.seed}) to {args.out}")
+    return 0
+
+
+def cmd_traces_augment(args: argparse.Namespace) -> int:
+    from wattsched.sim.augment import AugmentParams, augment_workload
+    from wattsched.sim.platforms import load_platform, platform_from_procs
+    from wattsched.sim.run import is_swf
+    from wattsched.sim.swf import read_swf
+    from wattsched.sim.tables import read_job_table, write_job_table
+
+    if args.platform:
+        node_power = load_platform(args.platform).nodes[0].power
+    else:
+        node_power = platform_from_procs(1).nodes[0].power
+    if is_swf(args.file):
+        workload = read_swf(args.file, cores_per_node=args.cores_per_node, skip_bad_lines=args.skip_bad_lines)
+    else:
+        workload = read_job_table(args.file, cores_per_node=args.cores_per_node)
+    workload = augment_workload(workload, node_power, AugmentParams(), args.seed)
+    n = write_job_table(workload.jobs, args.out)
+    print(f"wrote {n} jobs with per-node power (seed {args.seed}) to {args.out}")
     return 0
 
 
@@ -263,6 +304,30 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines instead of stopping")
     t.add_argument("--json", action="store_true", help="print JSON")
     t.set_defaults(func=cmd_traces_info)
+    t = tsub.add_parser("synth", help="generate a seeded synthetic workload as a job table",
+                        description="Generate N jobs over a time window (Borghesi et al. 2018 §5 arrival patterns) "
+                        "and write them as a job table that `simulate --trace` reads.")
+    t.add_argument("--jobs", type=int, default=400, metavar="N", help="number of jobs (default 400)")
+    t.add_argument("--window", type=float, default=900.0, metavar="S", help="arrival window in seconds (default 900)")
+    t.add_argument("--arrival", choices=["uniform", "left-skewed", "burst"], default="uniform",
+                   help="arrival pattern (default uniform)")
+    t.add_argument("--max-nodes", type=int, default=64, metavar="N", help="largest job in nodes (default 64)")
+    t.add_argument("--median-runtime", type=float, default=900.0, metavar="S",
+                   help="median run time in seconds (lognormal; default 900)")
+    t.add_argument("--users", type=int, default=20, metavar="N", help="number of users (Zipf-like; default 20)")
+    t.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    t.add_argument("--out", required=True, metavar="FILE", help="job table to write (.csv, .csv.gz, .parquet)")
+    t.set_defaults(func=cmd_traces_synth)
+    t = tsub.add_parser("augment", help="add seeded per-job power to a trace and write a job table",
+                        description="Give every job of a trace without power a per-node mean, max and std power "
+                        "and an application class (see docs/simulator.md), and write the result as a job table.")
+    t.add_argument("file", metavar="FILE")
+    t.add_argument("--platform", metavar="FILE|NAME", help="node power model to draw from (default: default)")
+    t.add_argument("--cores-per-node", type=int, default=1, metavar="C", help="processors per node (default 1)")
+    t.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines instead of stopping")
+    t.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    t.add_argument("--out", required=True, metavar="FILE", help="job table to write (.csv, .csv.gz, .parquet)")
+    t.set_defaults(func=cmd_traces_augment)
 
     p = sub.add_parser("check-config", help="validate a config file",
                        description="Validate a YAML config; errors name the file, the key and the line.")
