@@ -169,7 +169,8 @@ def cmd_traces_info(args: argparse.Namespace) -> int:
         ("adjusted", ", ".join(f"{k}: {v:,}" for k, v in c["adjusted"].items()) or "none"),
         ("malformed lines skipped", f"{c['skipped_lines']:,}"),
         ("users", f"{info['users']:,}"),
-        ("submit span", f"{info['span_days']:.1f} days" if info["span_s"] >= 86400 else f"{info['span_s'] / 3600:.2f} h"),
+        ("submit span", f"{info['span_days']:.1f} days" if info["span_s"] >= 86400
+         else f"{info['span_s'] / 3600:.2f} h"),
         ("machine", f"{info['max_procs']} processors" + (f", {info['max_nodes']} nodes" if info["max_nodes"] else "")
          if info["max_procs"] else "not given (job tables carry none; simulate needs --platform or --procs)"),
         ("offered load", f"{load:.2f}" if load is not None else "unknown (no machine size)"),
