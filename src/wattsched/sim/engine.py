@@ -183,7 +183,6 @@ class Engine:
         self._pos = [0] * n
         for i, node in enumerate(self.free):
             self._pos[node] = i
-        self.node_job = [-1] * n
         self.node_cap_w: dict[int, float] = {}
         self.node_freq_hz: dict[int, float] = {}
         self._idle_w = [node.power.idle_w for node in platform.nodes]
@@ -199,8 +198,6 @@ class Engine:
         self._accounts: dict[int, _JobAccount] = {}
         self._ends: list[tuple[float, int, int]] = []
         self.epoch = 0
-        self.busy_nodes = 0
-        self.off_nodes = 0
         # per-state node-seconds and energy
         self.state_node_s = [0.0] * 7
         self.state_energy_j = [0.0] * 7
@@ -208,6 +205,7 @@ class Engine:
         self._state_count[_IDLE] = n
         self._state_power = [0.0] * 7
         self._state_power[_IDLE] = self.power_w
+        self._state_t = [0.0] * 7  # when each state's node-seconds and energy were last integrated
         self._budget_start_energy: dict[int, float] = {}
         self._rows: list[tuple] = []
         self._timeline = {k: array("d") for k in TIMELINE_COLUMNS}
@@ -234,24 +232,44 @@ class Engine:
         self._seq += 1
         heapq.heappush(self._heap, (t, kind, self._seq, obj, version))
 
-    def _advance(self, t: float) -> None:
-        dt = t - self.now
+    def _touch(self, state: int) -> None:
+        """Integrate the node-seconds and energy of ``state`` up to now (before it changes)."""
+        dt = self.now - self._state_t[state]
         if dt > 0:
-            self.energy_j += self.power_w * dt
-            sp, sc, se, sn = self._state_power, self._state_count, self.state_energy_j, self.state_node_s
-            for s in (_IDLE, _BUSY, _OFF, _SW_ON, _SW_OFF):
-                if sc[s]:
-                    se[s] += sp[s] * dt
-                    sn[s] += sc[s] * dt
-            self.now = t
+            self.state_energy_j[state] += self._state_power[state] * dt
+            self.state_node_s[state] += self._state_count[state] * dt
+        self._state_t[state] = self.now
 
     def _set_power(self, state: int, delta: float) -> None:
+        self._touch(state)
         self.power_w += delta
         self._state_power[state] += delta
 
     def _move_nodes(self, old: int, new: int, count: int) -> None:
+        self._touch(old)
+        self._touch(new)
         self._state_count[old] -= count
         self._state_count[new] += count
+
+    def _occupy(self, count: int, idle_w: float, busy_w: float) -> None:
+        """``count`` nodes drawing ``idle_w`` in all go busy drawing ``busy_w`` (negative: the reverse)."""
+        now = self.now
+        sp, sc, st = self._state_power, self._state_count, self._state_t
+        dt = now - st[_IDLE]
+        if dt > 0:
+            self.state_energy_j[_IDLE] += sp[_IDLE] * dt
+            self.state_node_s[_IDLE] += sc[_IDLE] * dt
+            st[_IDLE] = now
+        dt = now - st[_BUSY]
+        if dt > 0:
+            self.state_energy_j[_BUSY] += sp[_BUSY] * dt
+            self.state_node_s[_BUSY] += sc[_BUSY] * dt
+            st[_BUSY] = now
+        sc[_IDLE] -= count
+        sc[_BUSY] += count
+        sp[_IDLE] -= idle_w
+        sp[_BUSY] += busy_w
+        self.power_w += busy_w - idle_w
 
     # ------------------------------------------------------------ free nodes
     def _take(self, node: int) -> None:
@@ -293,6 +311,7 @@ class Engine:
         tl = self._timeline
         tl_t, tl_p, tl_c, tl_b, tl_o, tl_q = (tl[k] for k in TIMELINE_COLUMNS)
         cap_at = self.cap.cap_at
+        counts = self._state_count
         cap_now = cap_at(self.now)
         stats = self.stats
         qappend = self.qindex.append
@@ -307,7 +326,8 @@ class Engine:
             if t == math.inf or t > limit:
                 break
             if t > self.now:
-                self._advance(t)
+                self.energy_j += self.power_w * (t - self.now)
+                self.now = t
             # heap events at t
             control = False
             while heap and heap[0][0] <= t:
@@ -367,13 +387,13 @@ class Engine:
             tl_t.append(t)
             tl_p.append(self.power_w)
             tl_c.append(cap_now)
-            tl_b.append(self.busy_nodes)
-            tl_o.append(self.off_nodes)
+            tl_b.append(counts[_BUSY])
+            tl_o.append(counts[_OFF])
             tl_q.append(len(pending))
         end_t = min(self.now, limit) if math.isfinite(limit) else self.now
         if math.isfinite(limit) and limit > self.now and (heap or nxt is not None):
-            self._advance(limit)
-            end_t = limit
+            self.energy_j += self.power_w * (limit - self.now)
+            self.now = end_t = limit
         if bar is not None:
             bar.update(submitted & 1023)
             bar.close()
@@ -389,8 +409,8 @@ class Engine:
         tl_t.append(end_t)
         tl_p.append(self.power_w)
         tl_c.append(cap_at(end_t))
-        tl_b.append(self.busy_nodes)
-        tl_o.append(self.off_nodes)
+        tl_b.append(counts[_BUSY])
+        tl_o.append(counts[_OFF])
         tl_q.append(len(pending))
         return self._result(_time.perf_counter() - wall0)
 
@@ -502,15 +522,21 @@ class Engine:
         run.work_left_s = truth.runtime_s
         run.work_done_s = 0.0
         run.job_settings = action.cap_w is not None or action.freq_hz is not None
-        state, node_job, free, pos = self.state, self.node_job, self.free, self._pos
-        for n in nodes:
-            i = pos[n]
-            last = free.pop()
-            if last != n:
-                free[i] = last
-                pos[last] = i
-            state[n] = _BUSY
-            node_job[n] = jid
+        state, free, pos = self.state, self.free, self._pos
+        k = len(nodes)
+        if free[-k:] == list(nodes):
+            # The usual case: the policy took the last free nodes, in order.
+            del free[-k:]
+            for n in nodes:
+                state[n] = _BUSY
+        else:
+            for n in nodes:
+                i = pos[n]
+                last = free.pop()
+                if last != n:
+                    free[i] = last
+                    pos[last] = i
+                state[n] = _BUSY
         if self._homogeneous:
             idle = self._idle_w[0] * len(nodes)
         else:
@@ -521,12 +547,8 @@ class Engine:
                     self.node_cap_w[n] = action.cap_w
                 if action.freq_hz is not None:
                     self.node_freq_hz[n] = action.freq_hz
-        k = len(nodes)
-        self._move_nodes(_IDLE, _BUSY, k)
-        self.busy_nodes += k
         self._rate(run)
-        self._set_power(_IDLE, -idle)
-        self._set_power(_BUSY, run.power_w)
+        self._occupy(k, idle, run.power_w)
         expected = self.now + job.walltime_s
         run.view = RunningJob(job, self.now, nodes, expected, run.power_w, run.speed)
         self._runs[jid] = run
@@ -537,12 +559,12 @@ class Engine:
     def _release(self, run: _Run) -> None:
         """Free the nodes of ``run`` and drop it from the running set."""
         jid = run.job.id
-        state, node_job, free, pos = self.state, self.node_job, self.free, self._pos
-        for n in run.nodes:
+        state, free, pos = self.state, self.free, self._pos
+        nodes = run.nodes
+        for i, n in enumerate(nodes, len(free)):
+            pos[n] = i
             state[n] = _IDLE
-            node_job[n] = -1
-            pos[n] = len(free)
-            free.append(n)
+        free.extend(nodes)
         if self._homogeneous:
             idle = self._idle_w[0] * len(run.nodes)
         else:
@@ -552,11 +574,7 @@ class Engine:
             for n in run.nodes:
                 self.node_cap_w.pop(n, None)
                 self.node_freq_hz.pop(n, None)
-        k = len(run.nodes)
-        self._move_nodes(_BUSY, _IDLE, k)
-        self.busy_nodes -= k
-        self._set_power(_BUSY, -run.power_w)
-        self._set_power(_IDLE, idle)
+        self._occupy(-len(nodes), -idle, -run.power_w)
         del self._runs[jid]
         del self.running[jid]
         ends = self._ends
@@ -669,15 +687,20 @@ class Engine:
             table.pop(n, None)
         else:
             table[n] = value
-        jid = self.node_job[n]
-        if jid >= 0:
-            run = self._runs[jid]
+        run = self._run_on(n)
+        if run is not None:
             self._settle(run)
             old = run.power_w
             self._rate(run)
             self._set_power(_BUSY, run.power_w - old)
             self._replace_view(run)
             self._schedule_end(run)
+
+    def _run_on(self, node: int) -> _Run | None:
+        """The run on ``node`` (a scan: node settings change rarely, starts and ends all the time)."""
+        if self.state[node] != _BUSY:
+            return None
+        return next((r for r in self._runs.values() if node in r.nodes), None)
 
     def _power_down(self, n: int) -> None:
         pm = self.platform.nodes[n].power
@@ -691,7 +714,6 @@ class Engine:
     def _power_up(self, n: int) -> None:
         pm = self.platform.nodes[n].power
         self.state[n] = _SW_ON
-        self.off_nodes -= 1
         self._move_nodes(_OFF, _SW_ON, 1)
         self._set_power(_OFF, -pm.off_w)
         self._set_power(_SW_ON, pm.switch_on_w)
@@ -704,7 +726,6 @@ class Engine:
         self.epoch += 1
         if from_state == _SW_OFF:
             self.state[n] = _OFF
-            self.off_nodes += 1
             self._move_nodes(_SW_OFF, _OFF, 1)
             self._set_power(_SW_OFF, -pm.switch_off_w)
             self._set_power(_OFF, pm.off_w)
@@ -725,19 +746,13 @@ class Engine:
         for n in old_nodes:
             if n not in new_set:
                 self.state[n] = _IDLE
-                self.node_job[n] = -1
                 self._give(n)
-                self._move_nodes(_BUSY, _IDLE, 1)
-                self.busy_nodes -= 1
-                self._set_power(_IDLE, self._idle_w[n])
+                self._occupy(-1, -self._idle_w[n], 0.0)
         for n in new_nodes:
             if n not in old_set:
                 self._take(n)
                 self.state[n] = _BUSY
-                self.node_job[n] = jid
-                self._move_nodes(_IDLE, _BUSY, 1)
-                self.busy_nodes += 1
-                self._set_power(_IDLE, -self._idle_w[n])
+                self._occupy(1, self._idle_w[n], 0.0)
         # Linear speedup: the remaining work spreads over the new node count.
         run.work_left_s *= len(old_nodes) / len(new_nodes)
         hook = self.options.reshape_overhead
@@ -775,6 +790,8 @@ class Engine:
         order = np.argsort(jobs["id"], kind="stable")
         jobs = {k: v[order] for k, v in jobs.items()}
         timeline = {k: np.frombuffer(v, dtype=np.float64).copy() for k, v in self._timeline.items()}
+        for state in (_IDLE, _BUSY, _OFF, _SW_ON, _SW_OFF):
+            self._touch(state)
         names = ("idle", "busy", "off", "switching_on", "switching_off")
         info = {
             "policy": getattr(self.policy, "name", type(self.policy).__name__),
