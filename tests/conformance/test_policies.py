@@ -9,8 +9,8 @@ import copy
 import random
 
 import pytest
-from builders import platform, snapshot, tj
 
+from builders import platform, snapshot, tj
 from wattsched.model.constraints import CapSchedule
 from wattsched.model.guard import plan_problems
 from wattsched.model.job import Job

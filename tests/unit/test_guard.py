@@ -1,6 +1,6 @@
 import pytest
-from builders import platform, snapshot
 
+from builders import platform, snapshot
 from wattsched.errors import PlanViolation
 from wattsched.model.constraints import CapSchedule
 from wattsched.model.guard import check_plan, plan_problems

@@ -89,6 +89,7 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
 
+    source = workload  # the reader's own object: it learns the time origin as the stream is read
     had_power = workload.has_power
     augment_spec = dict(config.augment)
     augment_on = augment_spec.pop("enabled", True)
@@ -122,6 +123,7 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
             "cap": [[s.start_s, s.cap_w, s.label] for s in cap.steps],
             "config": json.loads(config.model_dump_json()),
             "power_augmented": not had_power and augment_on,
+            "origin_unix_s": source.origin_unix_s,
         }
     )
     summary = summarize(result, bsld_threshold_s=config.bsld_threshold_s, window=window)
@@ -135,10 +137,12 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
 
 
 def _cap_window(cap) -> tuple[float, float] | None:
-    """The first finite capped interval of the schedule, for window metrics."""
+    """The first finite capped interval of the schedule, for window metrics (none for a constant cap)."""
     steps = cap.steps
     for i, s in enumerate(steps):
         if math.isfinite(s.cap_w):
+            if not math.isfinite(s.start_s) and i + 1 == len(steps):
+                return None
             end = steps[i + 1].start_s if i + 1 < len(steps) else math.inf
             return (max(s.start_s, 0.0), end)
     return None

@@ -46,8 +46,13 @@ _INT_HEADER_KEYS = ("MaxJobs", "MaxRecords", "MaxProcs", "MaxNodes", "UnixStartT
 
 def _open_text(path: str | os.PathLike) -> io.TextIOBase:
     path = os.fspath(path)
-    with open(path, "rb") as probe:
-        magic = probe.read(2)
+    try:
+        with open(path, "rb") as probe:
+            magic = probe.read(2)
+    except FileNotFoundError:
+        raise TraceError(path, None, "no such file") from None
+    except OSError as exc:
+        raise TraceError(path, None, f"cannot read: {exc.strerror}") from None
     if magic == b"\x1f\x8b":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
     return open(path, encoding="utf-8", errors="replace")

@@ -1,0 +1,153 @@
+"""The CLI end to end, as a user runs it: simulate, report, traces, check-config, demo."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from wattsched.cli import main
+from wattsched.sim.report import load_run
+
+SWF = """; MaxProcs: 8
+; MaxNodes: 8
+; UnixStartTime: 1000000
+1 100 0 50 4 -1 -1 4 60 -1 1 1 1 -1 1 -1 -1 -1
+2 110 0 30 8 -1 -1 8 40 -1 1 2 1 -1 1 -1 -1 -1
+3 120 0 10 2 -1 -1 2 20 -1 1 1 1 -1 1 -1 -1 -1
+4 130 0 100 2 -1 -1 2 50 -1 1 3 1 -1 1 -1 -1 -1
+"""
+
+
+@pytest.fixture
+def trace(tmp_path):
+    path = tmp_path / "tiny.swf"
+    path.write_text(SWF)
+    return path
+
+
+def test_simulate_writes_a_complete_run_directory(trace, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["simulate", "--trace", str(trace), "--policy", "easy", "--cap", "1500", "--out", str(out),
+                 "-q", "--seed", "4"]) == 0
+    printed = capsys.readouterr().out
+    assert "time above cap" in printed and "tiny on 8 nodes, policy easy" in printed
+    for name in ("summary.json", "jobs.csv", "timeline.csv", "power.png", "utilization.png", "wait_slowdown.png",
+                 "report.html", "workload.csv.gz"):
+        assert (out / name).exists(), name
+    run, summary = load_run(out)
+    # EASY on the tiny trace (t rebased to 0 at job 1): job 3 backfills at t=20 next to job 1,
+    # job 2 (8 nodes) starts when job 1 ends, job 4 after it; job 4 ran 100 s but asked 50: killed.
+    starts = dict(zip(run.jobs["id"].tolist(), run.jobs["start_s"].tolist()))
+    assert starts == {1: 0.0, 2: 50.0, 3: 20.0, 4: 80.0}
+    assert run.jobs["state"].tolist() == ["COMPLETED", "COMPLETED", "COMPLETED", "TIMEOUT"]
+    assert summary["n_jobs"] == 4 and summary["jobs_timeout"] == 1
+    assert run.info["power_augmented"] is True and run.info["origin_unix_s"] == 1000100
+    # the energy in the summary is the integral of the written timeline
+    t, p = run.timeline["t_s"], run.timeline["power_w"]
+    assert summary["energy_j"] == pytest.approx(float(np.sum(p[:-1] * np.diff(t))))
+    html = (out / "report.html").read_text()
+    assert "data:image/png;base64," in html and "tiny" in html
+
+
+def test_rerun_from_the_recorded_workload_is_identical(trace, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main(["simulate", "--trace", str(trace), "--out", str(a), "-q", "--seed", "9", "--no-report"]) == 0
+    assert main(["simulate", "--trace", str(a / "workload.csv.gz"), "--procs", "8", "--out", str(b), "-q",
+                 "--no-report"]) == 0
+    ra, sa = load_run(a)
+    rb, sb = load_run(b)
+    assert ra.jobs["energy_j"].tolist() == rb.jobs["energy_j"].tolist()
+    assert sa["energy_j"] == sb["energy_j"]
+    assert not (b / "workload.csv.gz").exists()  # it had power already: nothing to augment
+
+
+def test_seed_changes_the_augmented_power(trace, tmp_path):
+    runs = []
+    for seed in (1, 2):
+        out = tmp_path / f"s{seed}"
+        main(["simulate", "--trace", str(trace), "--out", str(out), "-q", "--seed", str(seed), "--no-report"])
+        runs.append(load_run(out)[1]["energy_j"])
+    assert runs[0] != runs[1]
+
+
+def test_report_regenerates_missing_plots(trace, tmp_path):
+    out = tmp_path / "run"
+    main(["simulate", "--trace", str(trace), "--out", str(out), "-q"])
+    (out / "power.png").unlink()
+    (out / "report.html").unlink()
+    assert main(["report", str(out)]) == 0
+    assert (out / "power.png").exists() and (out / "report.html").exists()
+
+
+def test_config_file_with_cli_override(trace, tmp_path, capsys):
+    cfg = tmp_path / "sim.yaml"
+    cfg.write_text(f"trace: {trace.name}\nprocs: 8\npolicy: easy\nparams:\n  order: saf\ncap_w: 50%\nseed: 3\n")
+    out = tmp_path / "run"
+    assert main(["simulate", "--config", str(cfg), "--policy", "fcfs", "--out", str(out), "-q", "--json",
+                 "--no-report"]) == 2
+    captured = capsys.readouterr()
+    # fcfs has no params: the file's params are now invalid and the error names the key
+    assert "params.order" in captured.err
+    assert main(["simulate", "--config", str(cfg), "--out", str(out), "-q", "--json", "--no-report"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    run, _ = load_run(out)
+    assert run.info["params"] == {"order": "saf"}
+    assert summary["n_jobs"] == 4
+
+
+def test_errors_name_the_file_line_and_key(tmp_path, capsys):
+    bad = tmp_path / "bad.swf"
+    bad.write_text("; MaxProcs: 4\n1 0 0 10 1 -1 -1 1 20 -1 1 1 1 -1 1 -1 -1 -1\n2 5 0 x 1 -1 -1 1 20 -1 1 1 1 -1 1 -1 -1 -1\n")
+    assert main(["simulate", "--trace", str(bad), "--out", str(tmp_path / "r"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:3 (field 4 (run_time)): not a number: 'x'" in err
+    assert main(["simulate", "--trace", str(bad), "--skip-bad-lines", "--out", str(tmp_path / "r"), "-q"]) == 0
+    cfg = tmp_path / "sim.yaml"
+    cfg.write_text("trace: t.swf\nprocs: 4\ncap_w: lots\n")
+    assert main(["check-config", str(cfg)]) == 2
+    assert "sim.yaml: cap_w" in capsys.readouterr().err
+    assert main(["simulate", "--trace", str(tmp_path / "missing.swf"), "-q"]) == 2
+    assert "missing.swf" in capsys.readouterr().err
+
+
+def test_check_config_accepts_a_valid_file(trace, tmp_path, capsys):
+    cfg = tmp_path / "sim.yaml"
+    cfg.write_text(f"trace: {trace}\npolicy: easy\ncap_w: 60%\n")
+    assert main(["check-config", str(cfg)]) == 0
+    assert "valid simulation config (easy on 8 nodes)" in capsys.readouterr().out
+
+
+def test_traces_info_counts(trace, capsys):
+    assert main(["traces", "info", str(trace), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["jobs"] == 4 and info["max_procs"] == 8 and info["runtime_exceeds_walltime"] == 1
+    assert math.isclose(info["span_s"], 30.0)
+
+
+def test_policies_lists_params(capsys):
+    assert main(["policies"]) == 0
+    out = capsys.readouterr().out
+    assert "easy" in out and "order = 'fcfs'" in out
+
+
+def test_console_script_and_module_entry_point(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "wattsched", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "simulate" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "wattsched", "simulate", "--help"], capture_output=True, text=True)
+    assert "--cap-schedule" in out.stdout
+
+
+@pytest.mark.slow
+def test_demo_runs_on_the_bundled_trace(tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "-q"]) == 0
+    _, summary = load_run(out)
+    assert summary["n_jobs"] == 5000
+    # EASY ignores power: under a 60 % cap it goes over it part of the time
+    assert summary["time_above_cap_s"] > 0
+    assert (out / "report.html").exists()
