@@ -102,7 +102,11 @@ def test_config_file_with_cli_override(trace, tmp_path, capsys):
 
 def test_errors_name_the_file_line_and_key(tmp_path, capsys):
     bad = tmp_path / "bad.swf"
-    bad.write_text("; MaxProcs: 4\n1 0 0 10 1 -1 -1 1 20 -1 1 1 1 -1 1 -1 -1 -1\n2 5 0 x 1 -1 -1 1 20 -1 1 1 1 -1 1 -1 -1 -1\n")
+    bad.write_text(
+        "; MaxProcs: 4\n"
+        "1 0 0 10 1 -1 -1 1 20 -1 1 1 1 -1 1 -1 -1 -1\n"
+        "2 5 0 x 1 -1 -1 1 20 -1 1 1 1 -1 1 -1 -1 -1\n"
+    )
     assert main(["simulate", "--trace", str(bad), "--out", str(tmp_path / "r"), "-q"]) == 2
     err = capsys.readouterr().err
     assert f"{bad}:3 (field 4 (run_time)): not a number: 'x'" in err
