@@ -530,12 +530,7 @@ def read_yaml(path: str | os.PathLike, *, label: str | None = None, text: str | 
     """
     label = label or _label(path)
     if text is None:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ConfigError(f"{label}: no such file") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{label}: cannot read: {e}") from None
+        text = _read_text(path, label)
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -794,13 +789,17 @@ def read_cap_entries(path: str | os.PathLike, *, label: str | None = None) -> li
 _CSV_COLUMNS = ("start_s", "end_s", "cap_w", "label")
 
 
-def _read_cap_csv(path, label: str) -> list[CapEntryConfig]:
+def _read_text(path, label: str) -> str:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{label}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{label}: cannot read: {e}") from None
+
+
+def _read_cap_csv(path, label: str) -> list[CapEntryConfig]:
+    text = _read_text(path, label)
     reader = csv.reader(io.StringIO(text))
     header = None
     rows: list[dict] = []
