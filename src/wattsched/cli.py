@@ -147,16 +147,21 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_traces_info(args: argparse.Namespace) -> int:
+def _open_trace(args: argparse.Namespace):
+    """The workload of ``args.file``, SWF or job table."""
     from wattsched.sim.run import is_swf
-    from wattsched.sim.swf import read_swf, trace_info
+    from wattsched.sim.swf import read_swf
     from wattsched.sim.tables import read_job_table
 
     if is_swf(args.file):
-        workload = read_swf(args.file, cores_per_node=args.cores_per_node, skip_bad_lines=args.skip_bad_lines)
-    else:
-        workload = read_job_table(args.file, cores_per_node=args.cores_per_node)
-    info = trace_info(workload)
+        return read_swf(args.file, cores_per_node=args.cores_per_node, skip_bad_lines=args.skip_bad_lines)
+    return read_job_table(args.file, cores_per_node=args.cores_per_node)
+
+
+def cmd_traces_info(args: argparse.Namespace) -> int:
+    from wattsched.sim.swf import trace_info
+
+    info = trace_info(_open_trace(args))
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -207,20 +212,11 @@ def cmd_traces_synth(args: argparse.Namespace) -> int:
 
 def cmd_traces_augment(args: argparse.Namespace) -> int:
     from wattsched.sim.augment import AugmentParams, augment_workload
-    from wattsched.sim.platforms import load_platform, platform_from_procs
-    from wattsched.sim.run import is_swf
-    from wattsched.sim.swf import read_swf
-    from wattsched.sim.tables import read_job_table, write_job_table
+    from wattsched.sim.platforms import load_platform
+    from wattsched.sim.tables import write_job_table
 
-    if args.platform:
-        node_power = load_platform(args.platform).nodes[0].power
-    else:
-        node_power = platform_from_procs(1).nodes[0].power
-    if is_swf(args.file):
-        workload = read_swf(args.file, cores_per_node=args.cores_per_node, skip_bad_lines=args.skip_bad_lines)
-    else:
-        workload = read_job_table(args.file, cores_per_node=args.cores_per_node)
-    workload = augment_workload(workload, node_power, AugmentParams(), args.seed)
+    node_power = load_platform(args.platform or "default").nodes[0].power
+    workload = augment_workload(_open_trace(args), node_power, AugmentParams(), args.seed)
     n = write_job_table(workload.jobs, args.out)
     print(f"wrote {n} jobs with per-node power (seed {args.seed}) to {args.out}")
     return 0
