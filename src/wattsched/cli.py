@@ -17,6 +17,16 @@ log = logging.getLogger("wattsched")
 EPILOG = "Documentation: docs/ in the source tree (simulator.md, config.md, cli.md)."
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def _param(text: str) -> tuple[str, object]:
     """``key=value`` with the value parsed as YAML (so numbers and booleans get their type)."""
     import yaml
@@ -35,8 +45,9 @@ def _add_sim_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--config", metavar="FILE", help="simulation config (YAML, see docs/config.md); options override it")
     g.add_argument("--trace", metavar="FILE", help="SWF trace (.swf, .swf.gz) or job table (.csv, .csv.gz, .parquet)")
     g.add_argument("--platform", metavar="FILE|NAME", help="platform YAML or a packaged name (default, marconi100)")
-    g.add_argument("--procs", type=int, metavar="N", help="homogeneous machine of N processors instead of --platform")
-    g.add_argument("--cores-per-node", type=int, metavar="C", help="processors per node (default 1)")
+    g.add_argument("--procs", type=_positive_int, metavar="N",
+                   help="homogeneous machine of N processors instead of --platform")
+    g.add_argument("--cores-per-node", type=_positive_int, metavar="C", help="processors per node (default 1)")
     g.add_argument("--default-walltime", metavar="runtime|S",
                    help="requested time of jobs that have none: their real runtime (default) or S seconds")
     g.add_argument("--skip-bad-lines", action="store_true", default=None,
@@ -50,7 +61,7 @@ def _add_sim_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cap", metavar="W|PCT",
                    help="constant power cap in watts, or a percentage of the maximum dynamic power ('60%%')")
     g.add_argument("--cap-schedule", metavar="FILE", help="piecewise-constant cap schedule (YAML or CSV)")
-    g.add_argument("--seed", type=int, help="seed of the power augmentation and of randomised policies")
+    g.add_argument("--seed", type=int, help="seed of the power augmentation (default 0)")
     g.add_argument("--tick", type=float, metavar="S", dest="tick_s", help="call the policy every S seconds too")
     g.add_argument("--time-limit", type=float, metavar="S", dest="time_limit_s",
                    help="stop the simulation at S seconds")
@@ -274,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="replay a workload trace through a policy under power constraints",
         description="Replay a workload trace through a policy, under a power cap or schedule, and write a run "
         "directory (summary.json, jobs.csv, timeline.csv, plots, report.html). Options override --config.",
-        epilog="Example: wattsched simulate --trace KTH-SP2-1996-2.1-cln.swf --policy easy --cap 60%% --out runs/kth",
+        epilog="Example: wattsched simulate --trace KTH-SP2-1996-2.1-cln.swf --policy easy --cap 60% --out runs/kth",
     )
     _add_sim_options(p)
     p.set_defaults(func=cmd_simulate)
@@ -297,7 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
     t = tsub.add_parser("info", help="jobs, span, machine size, missing fields, offered load, cleaning counts",
                         description="Read a trace the way `simulate` would and describe it.")
     t.add_argument("file", metavar="FILE")
-    t.add_argument("--cores-per-node", type=int, default=1, metavar="C", help="processors per node (default 1)")
+    t.add_argument("--cores-per-node", type=_positive_int, default=1, metavar="C",
+                   help="processors per node (default 1)")
     t.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines instead of stopping")
     t.add_argument("--json", action="store_true", help="print JSON")
     t.set_defaults(func=cmd_traces_info)
@@ -320,7 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "and an application class (see docs/simulator.md), and write the result as a job table.")
     t.add_argument("file", metavar="FILE")
     t.add_argument("--platform", metavar="FILE|NAME", help="node power model to draw from (default: default)")
-    t.add_argument("--cores-per-node", type=int, default=1, metavar="C", help="processors per node (default 1)")
+    t.add_argument("--cores-per-node", type=_positive_int, default=1, metavar="C",
+                   help="processors per node (default 1)")
     t.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines instead of stopping")
     t.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     t.add_argument("--out", required=True, metavar="FILE", help="job table to write (.csv, .csv.gz, .parquet)")

@@ -326,14 +326,14 @@ class SimConfig(StrictModel):
         min_length=1,
         description=(
             "Scheduling policy, by its registered short name (see `docs/policies.md`). "
-            "Default: `easy` (EASY backfilling). Example: `easy_pc`."
+            "Default: `easy` (EASY backfilling). Example: `fcfs`."
         ),
     )
     params: dict[str, Any] = Field(
         default_factory=dict,
         description=(
             "Parameters of the policy, checked against the policy's own parameter model when the "
-            "policy is built. Default: `{}` (the policy's defaults). Example: `{check: gaussian_95}`."
+            "policy is built. Default: `{}` (the policy's defaults). Example: `{order: saf}`."
         ),
     )
     cap_w: CapValue = Field(
@@ -369,16 +369,16 @@ class SimConfig(StrictModel):
         default=0,
         ge=0,
         description=(
-            "Seed of every random choice (power augmentation, synthetic workloads, tie breaks); "
-            "the same config and seed give the same results. Default: `0`. Example: `3`."
+            "Seed of the power augmentation of traces without power data; the same config and "
+            "seed give the same results. Default: `0`. Example: `3`."
         ),
     )
     out: Path | None = Field(
         default=None,
         description=(
-            "Directory for results (metrics, schedule, power series, report); created if missing. "
-            "Relative to the config file. Default: none (results are not written unless the command "
-            "line gives `--out`). Example: `results/kth-easy`."
+            "Run directory for the results (summary.json, jobs.csv, timeline.csv, plots, report.html, "
+            "and the augmented workload); created if missing. Relative to the config file. Default: "
+            "`runs/TRACE-POLICY` in the working directory. Example: `results/kth-easy`."
         ),
     )
     kill_at_walltime: bool = Field(
@@ -1229,14 +1229,14 @@ on the command line or in the environment are relative to the working directory.
 ```yaml
 trace: traces/KTH-SP2-1996-2.1-cln.swf
 platform: default            # or procs: 100 (and cores_per_node: 1)
-policy: easy_pc
-params: {check: gaussian_95}
+policy: easy
+params: {order: saf}
 cap_schedule:                # or cap_w: "60%"
   - {start_s: 0, end_s: 10800, cap_w: "50%", label: capped window}
 energy_budgets:
   - {start_s: 0, end_s: 86400, energy_j: 2.0e10}
 seed: 3
-out: results/kth-easy-pc
+out: results/kth-easy-saf
 ```
 
 """
@@ -1283,7 +1283,8 @@ def render_config_reference() -> str:
     lines += _model_reference(
         SimConfig,
         "Simulation config (`sim.yaml`)",
-        "Run with `wattsched simulate sim.yaml`. Only `trace` and one of `platform` / `procs` are required.",
+        "Run with `wattsched simulate --config sim.yaml`. Only `trace` is required; without `platform` "
+        "or `procs` the machine comes from the SWF header.",
         overrides={
             "cap_schedule": {"type": "list of cap schedule entry, or path of a YAML or CSV file"},
             "platform": {"type": "string (path or packaged platform name)"},

@@ -245,3 +245,14 @@ def test_duplicate_job_ids_are_an_error():
 
 def test_simple_power_fixture_is_what_the_hand_computations_assume():
     assert (SIMPLE_POWER.idle_w, SIMPLE_POWER.busy_w) == (100.0, 300.0)
+
+
+def test_clock_starts_at_the_first_event_even_a_cap_change_before_the_first_job():
+    # Times not rebased (a job table): the cap window opens before the first submission.
+    r = run([tj(1, 1000.0, 10.0)], cap=CapSchedule.window(500.0, 2000.0, 350.0))
+    t, p = r.timeline["t_s"], r.timeline["power_w"]
+    assert t[0] == 500.0
+    assert r.info["energy_j"] == pytest.approx(float((p[:-1] * (t[1:] - t[:-1])).sum()))
+    # 2 idle nodes from 500 to 1000, one busy from 1000 to 1010, both idle to 2000 (the window's end)
+    assert r.info["node_seconds_by_state"]["idle"] == pytest.approx(2 * 500 + 10 + 2 * 990)
+    assert r.info["energy_j"] == pytest.approx(200 * 500 + 400 * 10 + 200 * 990)

@@ -29,8 +29,9 @@ class Snapshot:
     running
         Running jobs by id.
     free_nodes
-        Indices of nodes that are idle, powered on and usable, in the order a
-        policy should prefer them.
+        Indices of nodes that are idle, powered on and usable. The built-in
+        policies take nodes from the end of this list; the simulator keeps it
+        so that this gives the lowest-numbered nodes of an idle machine.
     node_state
         State of every node, by index.
     cap

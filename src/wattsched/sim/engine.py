@@ -187,7 +187,7 @@ class Engine:
         self.node_freq_hz: dict[int, float] = {}
         self._idle_w = [node.power.idle_w for node in platform.nodes]
         self._busy_w = [node.power.busy_w for node in platform.nodes]
-        self._gpu_w = [node.power.gpu_tdp_w * node.gpus for node in platform.nodes]
+        self._gpu_tdp_w = [node.power.gpu_tdp_w for node in platform.nodes]
         self._homogeneous = platform.homogeneous
         self.power_w = float(sum(self._idle_w))
         self.energy_j = 0.0
@@ -295,10 +295,15 @@ class Engine:
             self._push(b.start_s, _BUDGET, i)
             self._push(b.end_s, _BUDGET, i)
         nxt = next(self._jobs, None)
-        if nxt is not None:
-            self.now = nxt.submit_s
+        # The clock starts at the first event: the first submission, or an earlier cap or budget change.
+        start = nxt.submit_s if nxt is not None else math.inf
+        if self._heap and self._heap[0][0] < start:
+            start = self._heap[0][0]
+        if math.isfinite(start):
+            self.now = start
+            self._state_t = [start] * len(self._state_t)
             if opts.tick_s:
-                self._push(self.now + opts.tick_s, _TICK)
+                self._push(start + opts.tick_s, _TICK)
         limit = opts.time_limit_s if opts.time_limit_s is not None else math.inf
         bar = self._progress_bar()
         heap = self._heap
@@ -441,7 +446,7 @@ class Engine:
             return tj.power_series[run.step_index][1]
         if tj.mean_w is not None:
             return tj.mean_w
-        return self._busy_w[node] + self._gpu_w[node]
+        return self._busy_w[node] + tj.gpus_per_node * self._gpu_tdp_w[node]
 
     def _node_factor(self, run: _Run, node: int, nominal_w: float) -> tuple[float, float]:
         """(power ratio, duration multiplier) of ``run`` on ``node`` under its cap and frequency."""
@@ -462,7 +467,7 @@ class Engine:
         if self._homogeneous and not (self.node_cap_w or self.node_freq_hz) and run.truth.power_series is None:
             p = run.truth.mean_w
             if p is None:
-                p = self._busy_w[0] + self._gpu_w[0]
+                p = self._busy_w[0] + run.truth.gpus_per_node * self._gpu_tdp_w[0]
             run.speed = 1.0
             run.node_power_w = p
             run.power_w = p * len(run.nodes)

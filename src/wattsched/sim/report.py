@@ -166,10 +166,14 @@ def write_html_report(run_dir: str | Path) -> Path:
         ("simulation wall time", f"{float(info.get('wall_time_s', 0)):.2f} s"),
     ]
     notes = "".join(f"<li>{esc(str(n))}</li>" for n in info.get("notes") or [])
-    rows = "".join(
-        f"<tr><td>{esc(label)}</td><td class=num>{esc(value)}</td><td>{esc(unit)}</td></tr>"
-        for label, value, unit in summary_rows(_restore(summary))
-    )
+    rows = []
+    last_section = None
+    for section, label, value in summary_rows(_restore(summary)):
+        if section != last_section:
+            rows.append(f"<tr><th colspan=2>{esc(section)}</th></tr>")
+            last_section = section
+        rows.append(f"<tr><td>{esc(label)}</td><td class=num>{esc(value)}</td></tr>")
+    rows = "".join(rows)
     fact_rows = "".join(f"<tr><td>{esc(k)}</td><td>{esc(str(v))}</td></tr>" for k, v in facts)
     images = "".join(f"<figure>{_embed(run_dir / p)}</figure>" for p in PLOTS if (run_dir / p).exists())
     title = f"wattsched run: {info.get('trace', '')} / {info.get('policy', '')}"
@@ -179,6 +183,7 @@ def write_html_report(run_dir: str | Path) -> Path:
 body {{ font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1100px; color: #222; }}
 h1 {{ font-size: 1.4em; }} h2 {{ font-size: 1.1em; margin-top: 1.5em; }}
 table {{ border-collapse: collapse; }} td {{ padding: 2px 10px; border-bottom: 1px solid #eee; }}
+th {{ text-align: left; padding-top: 0.6em; }}
 td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
 .cols {{ display: flex; gap: 2em; flex-wrap: wrap; }} img {{ max-width: 100%; }}
 figure {{ margin: 0.5em 0; }}
