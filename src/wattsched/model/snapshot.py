@@ -47,6 +47,13 @@ class Snapshot:
     queue_index
         Optional :class:`~wattsched.model.queue_index.QueueIndex` over
         ``pending`` in the same order, kept up to date by the source.
+    estimates
+        Predicted per-node power of pending and running jobs, by job id.
+    running_estimate
+        ``[sum of mean, sum of max, variance]`` over running jobs, kept by the
+        source (see :meth:`running_estimate_totals`).
+    jobs_power_w
+        Measured power of all running jobs together.
     estimator
         Returns a power estimate for a pending job (a predictor, or the
         platform's nominal busy power when no predictor is configured).
@@ -66,6 +73,9 @@ class Snapshot:
     node_cap_w: Mapping[int, float] = field(default_factory=dict)
     node_freq_hz: Mapping[int, float] = field(default_factory=dict)
     queue_index: QueueIndex | None = None
+    estimates: Mapping[int, PowerEstimate] | None = None
+    running_estimate: Sequence[float] | None = None
+    jobs_power_w: float | None = None
     _ends: list | None = None
 
     @property
@@ -73,12 +83,41 @@ class Snapshot:
         return self.cap.cap_at(self.now_s)
 
     def estimate(self, job: Job) -> PowerEstimate:
-        """Power estimate for a job (per node)."""
+        """Power estimate for a job (per node): the predictor's, else the node maximum."""
+        if self.estimates is not None:
+            est = self.estimates.get(job.id)
+            if est is not None:
+                return est
         if self.estimator is not None:
             return self.estimator(job)
         node = self.platform.nodes[0].power
         busy = node.busy_w + job.gpus_per_node * node.gpu_tdp_w
         return PowerEstimate(busy, busy, 0.0)
+
+    def running_estimate_totals(self) -> tuple[float, float, float]:
+        """Over the running jobs: sum of predicted mean power, sum of predicted max, variance of the sum (W²).
+
+        Jobs' powers are taken as independent of each other and a job's nodes
+        as fully correlated (``std`` of a job = nodes × per-node std).
+        """
+        if self.running_estimate is not None:
+            m, x, v = self.running_estimate
+            return m, x, v
+        m = x = v = 0.0
+        for r in self.running.values():
+            est = self.estimate(r.job)
+            n = len(r.nodes)
+            m += est.mean_w * n
+            x += est.max_w * n
+            v += (est.std_w * n) ** 2
+        return m, x, v
+
+    def other_power_w(self) -> float:
+        """Measured power not drawn by running jobs: idle, off and switching nodes."""
+        jobs = self.jobs_power_w
+        if jobs is None:
+            jobs = sum(r.power_w for r in self.running.values())
+        return self.platform_power_w - jobs
 
     def running_by_end(self) -> list[tuple[float, int, int]]:
         """Running jobs as ``(expected_end_s, node_count, job_id)``, soonest end first.

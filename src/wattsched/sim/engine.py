@@ -28,6 +28,7 @@ import time as _time
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -93,6 +94,7 @@ class _Run:
 
     __slots__ = (
         "energy_j",
+        "estimate",
         "job",
         "job_settings",
         "last_s",
@@ -151,6 +153,10 @@ class Engine:
         See :class:`EngineOptions`.
     estimator
         Power estimator handed to the policy through the snapshot.
+    predictor
+        A predictor (see :mod:`wattsched.predictors`): jobs are predicted when
+        submitted, the predictor learns each job's measured power when it
+        completes, and the predictions reach the policy through the snapshot.
     """
 
     def __init__(
@@ -163,6 +169,7 @@ class Engine:
         budgets: Iterable[EnergyBudget] = (),
         options: EngineOptions | None = None,
         estimator=None,
+        predictor=None,
         seed: int = 0,
     ):
         self.platform = platform
@@ -224,6 +231,16 @@ class Engine:
             node_freq_hz=self.node_freq_hz,
         )
         self._snapshot._ends = self._ends
+        self.predictor = predictor
+        self._estimates: dict = {}
+        self._default_estimates: dict = {}  # by GPUs per node, for jobs without a prediction
+        self._running_est = [0.0, 0.0, 0.0]
+        self._snapshot.estimates = self._estimates
+        self._snapshot.running_estimate = self._running_est
+        if predictor is not None:
+            predictor.setup(platform)
+            if getattr(predictor, "is_oracle", False):
+                predictor.truth_ = self._true_estimate
         self.qindex = QueueIndex()
         self._snapshot.queue_index = self.qindex
 
@@ -320,6 +337,8 @@ class Engine:
         cap_now = cap_at(self.now)
         stats = self.stats
         qappend = self.qindex.append
+        predictor = self.predictor
+        estimates = self._estimates
         always_call = getattr(self.policy, "wants_empty_queue_calls", False)
         submitted = 0
         calls = 0
@@ -364,6 +383,7 @@ class Engine:
                     if nxt is not None or pending or self.running:
                         self._push(t + opts.tick_s, _TICK)
             # submissions at t
+            first_new = submitted
             while nxt is not None and nxt.submit_s <= t:
                 job = self._make_job(nxt)
                 if job.id in truth:
@@ -376,6 +396,10 @@ class Engine:
                 nxt = next(self._jobs, None)
                 if bar is not None and not submitted & 1023:
                     bar.update(1024)
+            if predictor is not None and submitted > first_new:
+                new = list(islice(reversed(pending.values()), submitted - first_new))
+                new.reverse()
+                estimates.update(zip((j.id for j in new), predictor.predict(new)))
             # decide
             # A queue-only policy has nothing to do with an empty queue; control events
             # (cap changes, ticks, ...) and node-managing policies are always served.
@@ -383,6 +407,7 @@ class Engine:
                 snap.now_s = t
                 snap.epoch = self.epoch
                 snap.platform_power_w = self.power_w
+                snap.jobs_power_w = self._state_power[_BUSY]
                 if self.budgets:
                     snap.budgets = self._budget_states()
                 calls += 1
@@ -554,6 +579,16 @@ class Engine:
                     self.node_freq_hz[n] = action.freq_hz
         self._rate(run)
         self._occupy(k, idle, run.power_w)
+        est = self._estimates.get(jid)
+        if est is None:
+            est = self._default_estimates.get(job.gpus_per_node)
+            if est is None:
+                est = self._default_estimates[job.gpus_per_node] = self._snapshot.estimate(job)
+        re = self._running_est
+        re[0] += est.mean_w * k
+        re[1] += est.max_w * k
+        re[2] += (est.std_w * k) ** 2
+        run.estimate = est
         expected = self.now + job.walltime_s
         run.view = RunningJob(job, self.now, nodes, expected, run.power_w, run.speed)
         self._runs[jid] = run
@@ -580,6 +615,12 @@ class Engine:
                 self.node_cap_w.pop(n, None)
                 self.node_freq_hz.pop(n, None)
         self._occupy(-len(nodes), -idle, -run.power_w)
+        est, k, re = run.estimate, len(nodes), self._running_est
+        re[0] -= est.mean_w * k
+        re[1] -= est.max_w * k
+        re[2] -= (est.std_w * k) ** 2
+        if not self.running:  # no drift: an empty machine sums to zero exactly
+            re[0] = re[1] = re[2] = 0.0
         del self._runs[jid]
         del self.running[jid]
         ends = self._ends
@@ -591,7 +632,31 @@ class Engine:
         self._settle(run)
         self._release(run)
         done = run.work_left_s <= _EPS * max(1.0, run.truth.runtime_s)
+        if self.predictor is not None:
+            self._learn(run)
+        self._estimates.pop(run.job.id, None)
         self._record(run.job, JobState.COMPLETED if done else JobState.TIMEOUT, run.start_s, self.now, run.energy_j)
+
+    def _true_estimate(self, job_id: int):
+        """Real per-node power of a job (mean, max, std), what a node's meter would show over its run."""
+        from wattsched.model.job import PowerEstimate
+
+        tj = self._truth[job_id]
+        if tj.power_series is not None:
+            values = [w for _, w in tj.power_series]
+            mean = sum(values) / len(values)
+            std = (sum((w - mean) ** 2 for w in values) / len(values)) ** 0.5
+            return PowerEstimate(mean, max(values), std)
+        if tj.mean_w is not None:
+            return PowerEstimate(tj.mean_w, tj.max_w if tj.max_w is not None else tj.mean_w, tj.std_w or 0.0)
+        w = self._busy_w[0] + tj.gpus_per_node * self._gpu_tdp_w[0]
+        return PowerEstimate(w, w, 0.0)
+
+    def _learn(self, run: _Run) -> None:
+        from wattsched.predictors.base import CompletedJob
+
+        true = self._true_estimate(run.job.id)
+        self.predictor.update(CompletedJob(run.job, run.start_s, self.now, true.mean_w, true.max_w, true.std_w))
 
     def _power_step(self, run: _Run) -> None:
         self._settle(run)
@@ -671,6 +736,7 @@ class Engine:
         if action.requeue:
             self._requeue(job)
         else:
+            self._estimates.pop(job.id, None)
             self._record(job, JobState.CANCELLED, run.start_s, self.now)
 
     def _requeue(self, job: Job) -> None:
@@ -800,6 +866,8 @@ class Engine:
         names = ("idle", "busy", "off", "switching_on", "switching_off")
         info = {
             "policy": getattr(self.policy, "name", type(self.policy).__name__),
+            "predictor": getattr(self.predictor, "name", None),
+            "oracle": bool(getattr(self.predictor, "is_oracle", False)),
             "params": self.policy.get_params() if hasattr(self.policy, "get_params") else {},
             "seed": self.seed,
             "nodes": len(self.platform.nodes),
