@@ -21,6 +21,8 @@ from wattsched.policies.base import BasePolicy, Policy
 _BUILTIN: dict[str, str] = {
     "fcfs": "wattsched.policies.fcfs:FcfsPolicy",
     "easy": "wattsched.policies.easy:EasyPolicy",
+    "easy-pc": "wattsched.policies.easy_pc:EasyPcPolicy",
+    "easy-saf": "wattsched.policies.easy_pc:EasySafPolicy",
 }
 
 ENTRY_POINT_GROUP = "wattsched.policies"

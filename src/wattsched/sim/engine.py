@@ -336,7 +336,8 @@ class Engine:
         counts = self._state_count
         cap_now = cap_at(self.now)
         stats = self.stats
-        qappend = self.qindex.append
+        qindex = self.qindex
+        qappend = qindex.append
         predictor = self.predictor
         estimates = self._estimates
         always_call = getattr(self.policy, "wants_empty_queue_calls", False)
@@ -399,7 +400,10 @@ class Engine:
             if predictor is not None and submitted > first_new:
                 new = list(islice(reversed(pending.values()), submitted - first_new))
                 new.reverse()
-                estimates.update(zip((j.id for j in new), predictor.predict(new)))
+                predicted = predictor.predict(new)
+                for job, est in zip(new, predicted):
+                    estimates[job.id] = est
+                    qindex.set_estimate(job.id, est.mean_w, est.max_w)
             # decide
             # A queue-only policy has nothing to do with an empty queue; control events
             # (cap changes, ticks, ...) and node-managing policies are always served.

@@ -1,0 +1,113 @@
+"""Power verification shared by every power-aware policy (Carastan-Santos et al. 2024, §5.2).
+
+A :class:`PowerLedger` holds the *predicted* platform power: the measured
+power of everything that is not a running job (idle, off and switching nodes)
+plus the predictions of the running jobs. Testing a candidate job is two
+separate steps, as in the paper: :meth:`~PowerLedger.fits` (verify) and
+:meth:`~PowerLedger.add` (update).
+
+Checks
+------
+``mean``
+    sum of predicted mean powers <= cap.
+``max``
+    sum of predicted maximum powers <= cap.
+``gaussian_68``, ``gaussian_95``, ``gaussian_99``
+    ``mu + k sigma <= cap`` with ``k`` = 1, 2, 3: jobs are independent, so
+    means add and standard deviations add in quadrature (a job's nodes are
+    taken as fully correlated: its standard deviation is nodes × per-node std).
+
+A job started on ``n`` idle nodes replaces their idle power by its own, so
+its increment is ``n × (predicted node power − idle_w)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from wattsched.model.job import Job, PowerEstimate
+from wattsched.model.snapshot import Snapshot
+
+CHECKS = ("mean", "max", "gaussian_68", "gaussian_95", "gaussian_99")
+_K = {"gaussian_68": 1.0, "gaussian_95": 2.0, "gaussian_99": 3.0}
+_TOL = 1e-9
+
+
+class PowerLedger:
+    """Predicted platform power under one check method.
+
+    >>> from wattsched.model.job import PowerEstimate
+    >>> ledger = PowerLedger("gaussian_95", base_w=1000.0, idle_w=100.0)
+    >>> est = PowerEstimate(300.0, 400.0, 30.0)
+    >>> ledger.increment(est, 2)   # mean: 2 x (300 - 100); the std of the job is 2 x 30
+    (400.0, 600.0, 3600.0)
+    >>> ledger.value(*ledger.increment(est, 2))  # 1000 + 400 + 2 sigma, sigma = 60
+    1520.0
+    >>> ledger.fits(est, 2, cap_w=1519.0), ledger.fits(est, 2, cap_w=1520.0)
+    (False, True)
+    """
+
+    __slots__ = ("base_w", "idle_w", "k", "max_w", "mean_w", "method", "var_w2")
+
+    def __init__(self, method: str, base_w: float, idle_w: float, mean_w: float = 0.0, max_w: float = 0.0,
+                 var_w2: float = 0.0):
+        if method not in CHECKS:
+            raise ValueError(f"unknown power check {method!r}; choose one of {', '.join(CHECKS)}")
+        self.method = method
+        self.k = _K.get(method, 0.0)
+        self.base_w = base_w
+        self.idle_w = idle_w
+        self.mean_w = mean_w
+        self.max_w = max_w
+        self.var_w2 = var_w2
+
+    @classmethod
+    def from_snapshot(cls, snapshot: Snapshot, method: str) -> PowerLedger:
+        """The ledger of the snapshot's running jobs."""
+        mean, mx, var = snapshot.running_estimate_totals()
+        idle = snapshot.platform.nodes[0].power.idle_w
+        return cls(method, snapshot.other_power_w(), idle, mean, mx, var)
+
+    def copy(self) -> PowerLedger:
+        return PowerLedger(self.method, self.base_w, self.idle_w, self.mean_w, self.max_w, self.var_w2)
+
+    def increment(self, est: PowerEstimate, nodes: int) -> tuple[float, float, float]:
+        """What starting a job adds: (mean, max, variance)."""
+        return (est.mean_w - self.idle_w) * nodes, (est.max_w - self.idle_w) * nodes, (est.std_w * nodes) ** 2
+
+    def value(self, mean_w: float = 0.0, max_w: float = 0.0, var_w2: float = 0.0) -> float:
+        """Predicted platform power (by this method) with an extra (mean, max, var) added."""
+        if self.method == "max":
+            return self.base_w + self.max_w + max_w
+        if self.method == "mean":
+            return self.base_w + self.mean_w + mean_w
+        return self.base_w + self.mean_w + mean_w + self.k * math.sqrt(max(0.0, self.var_w2 + var_w2))
+
+    def headroom(self, cap_w: float) -> float:
+        """Cap minus the predicted power now: no job whose mean (or max) increment exceeds it can fit."""
+        return cap_w - self.value()
+
+    def fits(self, est: PowerEstimate, nodes: int, cap_w: float) -> bool:
+        """Verify: would the platform stay under ``cap_w`` with this job started?"""
+        if cap_w == math.inf:
+            return True
+        dm, dx, dv = self.increment(est, nodes)
+        return self.value(dm, dx, dv) <= cap_w * (1 + _TOL)
+
+    def add(self, est: PowerEstimate, nodes: int) -> None:
+        """Update: the job is started."""
+        self.base_w -= self.idle_w * nodes
+        self.mean_w += est.mean_w * nodes
+        self.max_w += est.max_w * nodes
+        self.var_w2 += (est.std_w * nodes) ** 2
+
+    def remove(self, est: PowerEstimate, nodes: int) -> None:
+        """A running job ends: its nodes go back to idle."""
+        self.base_w += self.idle_w * nodes
+        self.mean_w -= est.mean_w * nodes
+        self.max_w -= est.max_w * nodes
+        self.var_w2 = max(0.0, self.var_w2 - (est.std_w * nodes) ** 2)
+
+
+def job_fits(ledger: PowerLedger, snapshot: Snapshot, job: Job, cap_w: float) -> bool:
+    return ledger.fits(snapshot.estimate(job), job.nodes, cap_w)

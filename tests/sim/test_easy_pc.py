@@ -1,0 +1,106 @@
+"""EASY+PC: power checks on predicted power, power-aware reservations, the paper's check methods."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from builders import platform, tj
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wattsched.model.constraints import CapSchedule
+from wattsched.policies import make_policy
+from wattsched.predictors import make_predictor
+from wattsched.sim.engine import Engine
+
+# SIMPLE_POWER: idle 100 W, busy 300 W per node.
+
+
+def run(jobs, policy, predictor=None, n=4, cap=None):
+    return Engine(platform(n), jobs, policy, cap=cap, predictor=predictor).run()
+
+
+def starts(result):
+    return dict(zip(result.jobs["id"].tolist(), result.jobs["start_s"].tolist()))
+
+
+def test_oracle_max_never_exceeds_the_cap_while_mean_does():
+    # Ten 1-node jobs whose power swings in phase between 150 and 250 W (mean 200, max 250, std 50).
+    series = ((0.0, 150.0), (10.0, 250.0), (20.0, 150.0), (30.0, 250.0))
+    jobs = [tj(i, 0.0, 40.0, power_series=series) for i in range(1, 11)]
+    cap = CapSchedule.constant(1500.0)  # 10 idle nodes = 1000 W: room for 500 W of increments
+    peaks = {}
+    for check in ("mean", "max", "gaussian_99"):
+        r = run(jobs, make_policy("easy-pc", {"check": check}), make_predictor("oracle"), n=10, cap=cap)
+        peaks[check] = r.timeline["power_w"].max()
+        assert set(r.jobs["state"]) == {"COMPLETED"}
+    # mean: 5 jobs at once (5 x 100 W predicted), real peak 1000 - 500 + 5 x 250 = 1750 W
+    assert peaks["mean"] == pytest.approx(1750.0)
+    # max: 3 jobs at once (3 x 150 W), real peak 1450 W
+    assert peaks["max"] <= 1500.0
+    assert peaks["gaussian_99"] <= 1500.0
+
+
+def test_reservation_accounts_for_power_and_backfill_does_not_take_the_heads_power():
+    # 4 nodes, cap 1000 W: idle 400 W + room for three busy nodes (200 W each above idle).
+    jobs = [
+        tj(1, 0, 100, nodes=2),             # 800 W predicted
+        tj(2, 1, 100, nodes=3),             # head: nodes at t=100, power then 400 + 600 = 1000 W
+        tj(3, 2, 500, nodes=1),             # fits now, runs past t=100 on the spare node: no power left then
+        tj(4, 3, 50, nodes=1, walltime=60),  # ends by t=100: may backfill
+    ]
+    cap = CapSchedule.constant(1000.0)
+    s = starts(run(jobs, make_policy("easy-pc", {"check": "max"}), make_predictor("naive"), cap=cap))
+    assert s[1] == 0 and s[4] == 3 and s[2] == 100
+    assert s[3] >= 200  # after job 2, not before
+    plain = starts(run(jobs, make_policy("easy"), cap=cap))
+    assert plain[3] == 2  # power-unaware EASY backfills it on the spare node
+
+
+def test_cap_window_ends_and_jobs_start():
+    jobs = [tj(i, 0, 100, nodes=1) for i in range(1, 5)]
+    cap = CapSchedule.window(0.0, 50.0, 600.0)  # room for one busy node during [0, 50)
+    r = run(jobs, make_policy("easy-pc", {"check": "mean", "lookahead": False}), make_predictor("naive"), cap=cap)
+    s = starts(r)
+    assert sorted(s.values()) == [0, 50, 50, 50]
+
+
+def test_lookahead_keeps_jobs_out_of_a_coming_window():
+    jobs = [tj(1, 0, 100, nodes=1), tj(2, 0, 100, nodes=1)]
+    cap = CapSchedule.window(50.0, 500.0, 600.0)  # from t=50 only one busy node fits
+    with_lookahead = starts(run(jobs, make_policy("easy-pc", {"check": "max"}), make_predictor("naive"), cap=cap))
+    assert sorted(with_lookahead.values()) == [0, 100]
+    without = starts(run(jobs, make_policy("easy-pc", {"check": "max", "lookahead": False}),
+                         make_predictor("naive"), cap=cap))
+    assert sorted(without.values()) == [0, 0]
+
+
+job_strategy = st.tuples(st.integers(0, 30), st.integers(0, 25), st.integers(1, 25), st.integers(1, 5))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(job_strategy, min_size=1, max_size=30))
+def test_without_a_cap_easy_pc_is_easy(raw):
+    raw = sorted(raw, key=lambda x: x[0])
+    jobs = [tj(k + 1, float(s), float(r), nodes=n, walltime=float(w)) for k, (s, r, w, n) in enumerate(raw)]
+    a = starts(run(jobs, make_policy("easy"), n=6))
+    b = starts(run(jobs, make_policy("easy-pc"), make_predictor("history"), n=6))
+    assert a == b
+
+
+@pytest.mark.parametrize("check", ["mean", "max", "gaussian_68", "gaussian_95", "gaussian_99"])
+@pytest.mark.parametrize("order", ["fcfs", "saf"])
+def test_plans_pass_the_guard_with_their_own_power_estimate(check, order):
+    rng = random.Random(3)
+    jobs = []
+    t = 0.0
+    for i in range(400):
+        t += rng.expovariate(1 / 10)
+        mean = rng.uniform(120, 290)
+        jobs.append(tj(i + 1, t, rng.uniform(1, 300), nodes=rng.randint(1, 4), walltime=400.0, user=f"u{i % 7}",
+                       mean_w=mean, max_w=min(300.0, mean * 1.1), std_w=mean * 0.05))
+    cap = CapSchedule.window(0.0, 2000.0, 8 * 100 + 4 * 200.0)
+    # strict engine: the guard checks every plan's power estimate against the cap
+    r = run(jobs, make_policy("easy-pc", {"check": check, "order": order}), make_predictor("history"), n=8, cap=cap)
+    assert set(r.jobs["state"]) == {"COMPLETED"}
