@@ -58,6 +58,12 @@ def _add_sim_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--policy", metavar="NAME", help="policy name (see `wattsched policies`; default easy)")
     g.add_argument("--param", action="append", type=_param, default=[], metavar="KEY=VALUE",
                    help="policy parameter, repeatable (e.g. --param order=saf)")
+    g.add_argument("--predictor", metavar="NAME",
+                   help="power predictor the policy sees: naive, history, learned, per-user-tree, oracle")
+    g.add_argument("--predictor-param", action="append", type=_param, default=[], metavar="KEY=VALUE",
+                   help="predictor parameter, repeatable (e.g. --predictor-param alpha=1)")
+    g.add_argument("--baseline", metavar="POLICY",
+                   help="also run POLICY uncapped on the same jobs and report the turnaround change")
     g.add_argument("--cap", metavar="W|PCT",
                    help="constant power cap in watts, or a percentage of the maximum dynamic power ('60%%')")
     g.add_argument("--cap-schedule", metavar="FILE", help="piecewise-constant cap schedule (YAML or CSV)")
@@ -93,7 +99,11 @@ def _sim_config(args: argparse.Namespace):
         "tick_s": args.tick_s,
         "time_limit_s": args.time_limit_s,
         "bsld_threshold_s": args.bsld_threshold_s,
+        "predictor": args.predictor,
+        "baseline": args.baseline,
     }
+    if args.predictor_param:
+        cli["predictor_params"] = dict(args.predictor_param)
     if args.param:
         cli["params"] = dict(args.param)
     if args.config:
@@ -123,8 +133,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(json.dumps(outcome.summary, indent=2, default=str))
     else:
         info = outcome.result.info
+        predictor = info.get("predictor")
+        if predictor:
+            predictor = "oracle (real values)" if info.get("oracle") else predictor
         print(f"{info.get('trace', config.trace)} on {info['nodes']} nodes, policy {info['policy']}"
-              f" {info['params'] or ''}".rstrip())
+              f" {info['params'] or ''}".rstrip() + (f", predictor {predictor}" if predictor else ""))
         print(format_summary_table(outcome.summary))
         for note in info.get("notes", []):
             print(f"note: {note}")

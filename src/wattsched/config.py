@@ -435,6 +435,31 @@ class SimConfig(StrictModel):
             "Default: none (run until every job has ended). Example: `604800` (one week)."
         ),
     )
+    predictor: str | None = Field(
+        default=None,
+        description=(
+            "Power predictor whose estimates the policy sees: `naive`, `history`, `learned`, "
+            "`per-user-tree` or `oracle` (the real values: a baseline, labelled as such in every "
+            "output). Jobs are predicted at submission; the predictor learns each job's measured power "
+            "when it ends. Default: none (power-aware policies then see the node maximum, as `naive`). "
+            "Example: `history`."
+        ),
+    )
+    predictor_params: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "Parameters of the predictor, validated against its parameter model. Default: `{}`. "
+            "Example: `{alpha: 1, window_s: 2592000}`."
+        ),
+    )
+    baseline: str | None = Field(
+        default=None,
+        description=(
+            "Also simulate the same workload, uncapped, with this policy (usually `easy`) and report "
+            "the change of mean turnaround against it (`mean_turnaround_change_pct`). Default: none. "
+            "Example: `easy`."
+        ),
+    )
 
     _source: str | None = PrivateAttr(default=None)
     _origins: dict[str, str] = PrivateAttr(default_factory=dict)

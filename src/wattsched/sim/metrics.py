@@ -42,7 +42,7 @@ SUMMARY_KEYS = (
     # window
     "window_start_s", "window_end_s", "jobs_started_in_window",
     "window_energy_j", "window_mean_power_w", "window_max_power_w",
-    "window_time_above_cap_s", "window_energy_above_cap_j", "window_power_utilization",
+    "window_time_above_cap_s", "window_energy_above_cap_j", "window_power_utilization", "window_frac_above_cap",
 )
 """Keys of the dict :func:`summarize` returns, in order.
 
@@ -322,6 +322,11 @@ def summarize(
     out.update(_timeline_metrics(result.timeline, _node_count(result), window))
     out["window_start_s"] = None if window is None else float(window[0])
     out["window_end_s"] = None if window is None else float(window[1])
+    out["window_frac_above_cap"] = None
+    if window is not None and out.get("window_time_above_cap_s") is not None and out.get("start_s") is not None:
+        length = min(window[1], out["end_s"]) - max(window[0], out["start_s"])
+        if length > 0:
+            out["window_frac_above_cap"] = out["window_time_above_cap_s"] / length
     return {k: out[k] for k in SUMMARY_KEYS}
 
 
@@ -421,6 +426,10 @@ def _pct_value(x: float | None) -> str:
     return "—" if x is None else f"{x:.1f} %"
 
 
+def _signed_pct(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.1f} %"
+
+
 _ROWS: tuple[tuple[str, tuple[tuple[str, str, Any], ...]], ...] = (
     ("Jobs", (
         ("n_jobs", "jobs", _count),
@@ -467,6 +476,11 @@ _ROWS: tuple[tuple[str, tuple[tuple[str, str, Any], ...]], ...] = (
         ("wasted_node_s", "wasted node time", _node_time),
         ("evictions", "evictions", _count),
     )),
+    ("Against the baseline", (
+        ("baseline_policy", "baseline (uncapped)", str),
+        ("baseline_mean_turnaround_s", "its mean turnaround", format_duration),
+        ("mean_turnaround_change_pct", "mean turnaround change", _signed_pct),
+    )),
     ("Window", (
         ("window_start_s", "start", format_duration),
         ("window_end_s", "end", format_duration),
@@ -475,6 +489,7 @@ _ROWS: tuple[tuple[str, tuple[tuple[str, str, Any], ...]], ...] = (
         ("window_mean_power_w", "mean power", format_power),
         ("window_max_power_w", "max power", format_power),
         ("window_time_above_cap_s", "time above cap", format_duration),
+        ("window_frac_above_cap", "window time above cap", _pct),
         ("window_energy_above_cap_j", "energy above cap", format_energy),
         ("window_power_utilization", "power / cap", _pct),
     )),

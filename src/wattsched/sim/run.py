@@ -112,7 +112,19 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
         progress=progress,
         response_classes=response_classes_of(platform),
     )
-    engine = Engine(platform, workload, policy, cap=cap, budgets=budgets, options=options, seed=config.seed)
+    predictor = None
+    if config.predictor is not None:
+        from wattsched.predictors import make_predictor
+
+        predictor = make_predictor(config.predictor, config.predictor_params,
+                                   source=f"{config.source}: predictor_params")
+    baseline_workload = None
+    if config.baseline is not None:
+        # the baseline replays the very same jobs (augmented power included)
+        workload.jobs = list(workload.jobs)
+        baseline_workload = list(workload.jobs)
+    engine = Engine(platform, workload, policy, cap=cap, budgets=budgets, options=options, seed=config.seed,
+                    predictor=predictor)
     result = engine.run()
     for _ in workload.jobs:  # finish the recorded workload table if the run stopped early
         pass
@@ -127,6 +139,14 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
         }
     )
     summary = summarize(result, bsld_threshold_s=config.bsld_threshold_s, window=window)
+    if baseline_workload is not None:
+        from wattsched.model.constraints import CapSchedule
+
+        base_policy = make_policy(config.baseline)
+        base = Engine(platform, baseline_workload, base_policy, cap=CapSchedule(), options=options,
+                      seed=config.seed).run()
+        base_summary = summarize(base, bsld_threshold_s=config.bsld_threshold_s, window=window)
+        summary.update(baseline_comparison(summary, base_summary, config.baseline))
     if out_dir is not None:
         from wattsched.sim.report import write_html_report, write_run
 
@@ -134,6 +154,21 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
         if report:
             write_html_report(out_dir)
     return RunOutcome(result, summary, out_dir)
+
+
+def baseline_comparison(summary: dict, base: dict, policy: str) -> dict:
+    """Turnaround and slowdown of a run against an uncapped baseline on the same workload."""
+    out = {
+        "baseline_policy": policy,
+        "baseline_mean_turnaround_s": base.get("mean_turnaround_s"),
+        "baseline_max_turnaround_s": base.get("max_turnaround_s"),
+        "baseline_mean_bsld": base.get("mean_bsld"),
+        "mean_turnaround_change_pct": None,
+    }
+    b, m = base.get("mean_turnaround_s"), summary.get("mean_turnaround_s")
+    if b and m is not None:
+        out["mean_turnaround_change_pct"] = 100.0 * (m - b) / b
+    return out
 
 
 def _cap_window(cap) -> tuple[float, float] | None:
