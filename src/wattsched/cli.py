@@ -283,6 +283,37 @@ def cmd_policies(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_predict_evaluate(args: argparse.Namespace) -> int:
+    """Replay a trace through power predictors (no scheduler) and report their MAE, overall and per user."""
+    import time
+
+    from wattsched.config import SimConfig, merge_overrides
+    from wattsched.predictors.evaluate import format_table, run_evaluation, split_params, write_outputs
+
+    cli = {"platform": args.platform, "procs": args.procs, "cores_per_node": args.cores_per_node, "seed": args.seed,
+           "skip_bad_lines": args.skip_bad_lines}
+    config = merge_overrides(SimConfig(trace=args.trace), cli, env=os.environ)
+    names = args.predictor or ["history"]
+    specs = split_params(names, args.param)
+    evaluation = run_evaluation(config, specs, progress=not args.quiet, clock=time.perf_counter,
+                                max_jobs=args.max_jobs)
+    out = Path(args.out) if args.out else Path("runs") / f"{evaluation.info['trace']}-predict"
+    write_outputs(evaluation, out)
+    if args.json:
+        print(json.dumps(evaluation.summary(), indent=2, default=str))
+    else:
+        info = evaluation.info
+        print(f"{info['trace']}: {len(evaluation.users):,} jobs, {len(set(evaluation.users)):,} users"
+              f"{', power augmented (seed ' + str(info['seed']) + ')' if info['power_augmented'] else ''}")
+        print(format_table(evaluation))
+        for label, entry in evaluation.summary()["predictors"].items():
+            if entry.get("retrain_seconds_mean") is not None:
+                print(f"{label}: {len(entry['retrainings'])} retrainings, {entry['retrain_seconds_mean']:.2f} s "
+                      f"each on average (max {entry['retrain_seconds_max']:.2f} s)")
+    print(f"wrote {out / 'summary.json'}, {out / 'per_user_mae.csv'}, {out / 'per_user_mae.png'}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wattsched",
@@ -351,6 +382,38 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     t.add_argument("--out", required=True, metavar="FILE", help="job table to write (.csv, .csv.gz, .parquet)")
     t.set_defaults(func=cmd_traces_augment)
+
+    p = sub.add_parser("predict", help="evaluate job power predictors on a trace")
+    psub = p.add_subparsers(dest="predict_command", metavar="SUBCOMMAND", required=True)
+    t = psub.add_parser(
+        "evaluate", help="MAE of mean, max and std power predictions, overall and per user",
+        description="Replay a trace's jobs in time order without a scheduler (each job completes at submit + "
+        "runtime, completions before submissions at equal times); every predictor estimates each job at its "
+        "submission and learns its power at its completion. Traces without power are augmented as simulate "
+        "does. Writes summary.json, per_user_mae.csv and per_user_mae.png.",
+        epilog="Example: wattsched predict evaluate --trace KTH-SP2-1996-2.1-cln.swf --predictor naive "
+        "--predictor history --predictor learned --param learned.model=random_forest --out runs/kth-predict",
+    )
+    t.add_argument("--trace", required=True, metavar="FILE",
+                   help="SWF trace (.swf, .swf.gz) or job table (.csv, .csv.gz, .parquet)")
+    t.add_argument("--platform", metavar="FILE|NAME", help="platform YAML or a packaged name")
+    t.add_argument("--procs", type=_positive_int, metavar="N",
+                   help="homogeneous machine of N processors instead of --platform")
+    t.add_argument("--cores-per-node", type=_positive_int, metavar="C", help="processors per node (default 1)")
+    t.add_argument("--skip-bad-lines", action="store_true", default=None,
+                   help="skip and count malformed trace lines instead of stopping at the first")
+    t.add_argument("--predictor", action="append", metavar="NAME",
+                   help="predictor to evaluate, repeatable (naive, history, learned, per-user-tree, oracle; "
+                   "default history)")
+    t.add_argument("--param", action="append", type=_param, default=[], metavar="[NAME.]KEY=VALUE",
+                   help="predictor parameter, repeatable: NAME.KEY=VALUE for one predictor, KEY=VALUE for every "
+                   "predictor that has KEY (e.g. --param model=random_forest)")
+    t.add_argument("--seed", type=int, help="seed of the power augmentation (default 0)")
+    t.add_argument("--max-jobs", type=_positive_int, metavar="N", help="evaluate only the first N jobs")
+    t.add_argument("--out", metavar="DIR", help="output directory (default runs/TRACE-predict)")
+    t.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    t.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    t.set_defaults(func=cmd_predict_evaluate)
 
     p = sub.add_parser("check-config", help="validate a config file",
                        description="Validate a YAML config; errors name the file, the key and the line.")

@@ -23,6 +23,7 @@ _BUILTIN: dict[str, str] = {
     "easy": "wattsched.policies.easy:EasyPolicy",
     "easy-pc": "wattsched.policies.easy_pc:EasyPcPolicy",
     "easy-saf": "wattsched.policies.easy_pc:EasySafPolicy",
+    "knapsack": "wattsched.policies.knapsack:KnapsackPolicy",
 }
 
 ENTRY_POINT_GROUP = "wattsched.policies"

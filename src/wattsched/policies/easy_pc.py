@@ -19,8 +19,8 @@ window (or a demand-response event) they would overshoot.
 
 from __future__ import annotations
 
-import heapq
 import math
+from itertools import islice
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -65,28 +65,49 @@ class EasyPcPolicy(BasePolicy):
         now = snapshot.now_s
         if cap.is_uncapped or (cap.cap_at(now) == math.inf and cap.next_change_after(now) == math.inf):
             return self._easy.decide(snapshot, state)
-        return self._decide_capped(snapshot)
+        return self._decide_capped(snapshot, state)
 
     def _cap_for(self, snapshot: Snapshot, start_s: float, job: Job) -> float:
+        if not snapshot.cap.steps or len(snapshot.cap.steps) == 1:
+            return snapshot.cap.cap_at(start_s)
         if self.params.lookahead:
             return snapshot.cap.min_cap_between(start_s, start_s + max(job.walltime_s, 1e-9))
         return snapshot.cap.cap_at(start_s)
 
-    def _decide_capped(self, snapshot: Snapshot) -> Plan:
+    def _decide_capped(self, snapshot: Snapshot, state: dict[str, Any] | None) -> Plan:
         p = self.params
         now = snapshot.now_s
         free = snapshot.free_nodes
-        end = len(free)
+        nfree = len(free)
+        pending = snapshot.pending
         actions: list[Start] = []
         plan = Plan(actions)
-        if not snapshot.pending:
+        if not pending:
             return plan
+        cache = state.get("easy-pc") if state is not None else None
+        if (cache is not None and p.order == "fcfs" and cache[0] == snapshot.epoch and now < cache[1]
+                and cache[2] == nfree and len(pending) >= cache[3] and cache[4].id in pending):
+            # Only new jobs arrived since the last pass (same epoch): the jobs examined then still
+            # cannot start (time only makes fitting harder), so only the newcomers are candidates.
+            _, _, _, seen, head, shadow, extra, ledger, at_shadow = cache
+            new = list(islice(reversed(pending.values()), len(pending) - seen))
+            new.reverse()
+            if new:
+                ledger, at_shadow = ledger.copy(), at_shadow.copy() if at_shadow is not None else None
+                self._backfill(snapshot, plan, new, ledger, nfree, shadow, extra, at_shadow, head)
+            self._explain(plan, head, nfree, shadow, ledger)
+            if actions:
+                state.pop("easy-pc", None)
+            else:
+                state["easy-pc"] = (*cache[:3], len(pending), *cache[4:])
+            return plan
+
         ledger = PowerLedger.from_snapshot(snapshot, p.check)
         estimate = snapshot.estimate
         started: list[tuple[float, int, int, Job]] = []  # (expected end, nodes, id, job)
         head = None
-        jobs = queue_order(snapshot, p.order)
-        it = iter(jobs)
+        end = nfree
+        it = iter(queue_order(snapshot, p.order))
         for job in it:
             k = job.nodes
             est = estimate(job)
@@ -99,44 +120,62 @@ class EasyPcPolicy(BasePolicy):
             head = job
             break
         if head is None:
-            self._estimate_plan(plan, ledger)
+            if state is not None:
+                state.pop("easy-pc", None)
+            self._explain(plan, None, end, math.inf, ledger)
             return plan
         shadow, extra, at_shadow = self._shadow(snapshot, head, end, ledger, started)
+        if state is not None and not actions and p.order == "fcfs":
+            ends = snapshot.running_by_end()
+            valid_until = ends[0][0] if ends else math.inf
+            state["easy-pc"] = (snapshot.epoch, valid_until, nfree, len(pending), head, shadow, extra,
+                                ledger.copy(), at_shadow.copy() if at_shadow is not None else None)
         if end:
             index = snapshot.queue_index
-            if p.order == "fcfs" and index is not None and len(snapshot.pending) > 48:
+            if p.order == "fcfs" and index is not None and len(pending) > 48:
                 candidates = self._candidates(snapshot, head, end, shadow, extra, ledger)
             else:
                 candidates = it
-            for job in candidates:
-                k = job.nodes
-                if k > end:
-                    continue
-                est = estimate(job)
-                if not ledger.fits(est, k, self._cap_for(snapshot, now, job)):
-                    continue
-                if now + job.walltime_s <= shadow:
-                    pass
-                elif k <= extra and at_shadow is not None and at_shadow.fits(est, k, self._cap_at_shadow(
-                        snapshot, shadow, head)):
-                    extra -= k
-                    at_shadow.add(est, k)
-                else:
-                    continue
-                actions.append(Start(job.id, tuple(free[end - k : end])))
-                ledger.add(est, k)
-                end -= k
-                if end == 0:
-                    break
-        plan.reasons[head.id] = Reason(_HEAD_REASON, head.nodes, len(free), p.check, shadow)
-        plan.default_reason = "does not fit now (nodes or predicted power) without delaying the head job"
-        self._estimate_plan(plan, ledger)
+            self._backfill(snapshot, plan, candidates, ledger, end, shadow, extra, at_shadow, head)
+        if actions and state is not None:
+            state.pop("easy-pc", None)
+        self._explain(plan, head, end, shadow, ledger)
         return plan
 
-    def _cap_at_shadow(self, snapshot: Snapshot, shadow: float, head: Job) -> float:
-        return self._cap_for(snapshot, shadow, head)
+    def _backfill(self, snapshot: Snapshot, plan: Plan, candidates, ledger: PowerLedger, end: int,
+                  shadow: float, extra: int, at_shadow: PowerLedger | None, head: Job) -> None:
+        now = snapshot.now_s
+        free = snapshot.free_nodes
+        actions = plan.actions
+        estimate = snapshot.estimate
+        cap_at_shadow = self._cap_for(snapshot, shadow, head) if shadow != math.inf else math.inf
+        cap = snapshot.cap
+        constant_cap = cap.next_change_after(now) == math.inf
+        cap_now = cap.cap_at(now)
+        for job in candidates:
+            k = job.nodes
+            if k > end or job.id == head.id:
+                continue
+            est = estimate(job)
+            if not ledger.fits(est, k, cap_now if constant_cap else self._cap_for(snapshot, now, job)):
+                continue
+            if now + job.walltime_s <= shadow:
+                pass
+            elif k <= extra and at_shadow is not None and at_shadow.fits(est, k, cap_at_shadow):
+                extra -= k
+                at_shadow.add(est, k)
+            else:
+                continue
+            actions.append(Start(job.id, tuple(free[end - k : end])))
+            ledger.add(est, k)
+            end -= k
+            if end == 0:
+                break
 
-    def _estimate_plan(self, plan: Plan, ledger: PowerLedger) -> None:
+    def _explain(self, plan: Plan, head: Job | None, free: int, shadow: float, ledger: PowerLedger) -> None:
+        if head is not None:
+            plan.reasons[head.id] = Reason(_HEAD_REASON, head.nodes, free, self.params.check, shadow)
+            plan.default_reason = "does not fit now (nodes or predicted power) without delaying the head job"
         if plan.actions:
             plan.power_estimate_w = ledger.value()
 
@@ -157,35 +196,70 @@ class EasyPcPolicy(BasePolicy):
 
     def _shadow(self, snapshot: Snapshot, head: Job, free: int, ledger: PowerLedger,
                 started: list[tuple[float, int, int, Job]]):
-        """Earliest time the head has nodes and power; extra nodes then; the ledger then, head included."""
+        """Earliest time the head has nodes and power; extra nodes then; the ledger then, head included.
+
+        Walks the running jobs' expected ends (and the jobs just started) and the cap
+        schedule's changes in time order, releasing each ending job's nodes and predicted
+        power, until the head fits.
+        """
         now = snapshot.now_s
-        at = ledger.copy()
-        avail = free
-        est_head = snapshot.estimate(head)
-        running = snapshot.running
-        ends = [(max(e, now), n, jid, None) for e, n, jid in snapshot.running_by_end()]
-        events = list(heapq.merge(ends, sorted(started, key=lambda s: s[:3])))
         cap = snapshot.cap
-        changes = []
-        t = cap.next_change_after(now)
-        while t != math.inf and len(changes) < 64:
-            changes.append(t)
-            t = cap.next_change_after(t)
+        constant_cap = cap.next_change_after(now) == math.inf
+        est_head = snapshot.estimate(head)
+        need = head.nodes
+        at = ledger.copy()
+        idle = at.idle_w
+        dm, dx, dv = at.increment(est_head, need)
+        avail = free
+        running = snapshot.running
+        estimate = snapshot.estimate
+        ends = snapshot.running_by_end()
+        if started:
+            ends = sorted([*((e, n, jid, None) for e, n, jid in ends), *started], key=lambda x: x[:3])
+        changes: list[float] = []
+        if not constant_cap:
+            t = cap.next_change_after(now)
+            while t != math.inf and len(changes) < 64:
+                changes.append(t)
+                t = cap.next_change_after(t)
+        cap_now = self._cap_for(snapshot, now, head)
+        method, k = at.method, at.k
+        base, mean, mx, var = at.base_w, at.mean_w, at.max_w, at.var_w2
+        estimates = snapshot.estimates or {}
         i = j = 0
+        n_ends = len(ends)
         t = now
         while True:
-            if avail >= head.nodes and at.fits(est_head, head.nodes, self._cap_for(snapshot, t, head)):
-                at.add(est_head, head.nodes)
-                return t, avail - head.nodes, at
-            next_end = events[i][0] if i < len(events) else math.inf
+            if avail >= need:
+                limit = cap_now if constant_cap else self._cap_for(snapshot, t, head)
+                if method == "max":
+                    value = base + mx + dx
+                elif method == "mean":
+                    value = base + mean + dm
+                else:
+                    value = base + mean + dm + k * math.sqrt(max(0.0, var + dv))
+                if limit == math.inf or value <= limit * (1 + 1e-9):
+                    at.base_w, at.mean_w, at.max_w, at.var_w2 = base, mean, mx, max(0.0, var)
+                    at.add(est_head, need)
+                    return t, avail - need, at
+            next_end = ends[i][0] if i < n_ends else math.inf
             next_change = changes[j] if j < len(changes) else math.inf
-            t = min(next_end, next_change)
+            t = next_end if next_end < next_change else next_change
             if t == math.inf:
                 return math.inf, 0, None
-            while i < len(events) and events[i][0] <= t:
-                _, n, jid, job = events[i]
-                job = job if job is not None else running[jid].job
-                at.remove(snapshot.estimate(job), n)
+            if t < now:
+                t = now
+            while i < n_ends and ends[i][0] <= t:
+                item = ends[i]
+                n = item[1]
+                est = estimates.get(item[2])
+                if est is None:
+                    job = item[3] if len(item) > 3 and item[3] is not None else running[item[2]].job
+                    est = estimate(job)
+                base += idle * n
+                mean -= est.mean_w * n
+                mx -= est.max_w * n
+                var -= (est.std_w * n) ** 2
                 avail += n
                 i += 1
             while j < len(changes) and changes[j] <= t:
