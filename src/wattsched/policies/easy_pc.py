@@ -89,13 +89,14 @@ class EasyPcPolicy(BasePolicy):
                 and cache[2] == nfree and len(pending) >= cache[3] and cache[4].id in pending):
             # Only new jobs arrived since the last pass (same epoch): the jobs examined then still
             # cannot start (time only makes fitting harder), so only the newcomers are candidates.
-            _, _, _, seen, head, shadow, extra, ledger, at_shadow = cache
+            _, _, _, seen, head, ledger, res = cache
             new = list(islice(reversed(pending.values()), len(pending) - seen))
             new.reverse()
             if new:
-                ledger, at_shadow = ledger.copy(), at_shadow.copy() if at_shadow is not None else None
-                self._backfill(snapshot, plan, new, ledger, nfree, shadow, extra, at_shadow, head)
-            self._explain(plan, head, nfree, shadow, ledger)
+                ledger = ledger.copy()
+                res = res.fork(snapshot)
+                self._backfill(snapshot, plan, new, ledger, nfree, res, head)
+            self._explain(plan, head, nfree, res, ledger)
             if actions:
                 state.pop("easy-pc", None)
             else:
@@ -122,33 +123,33 @@ class EasyPcPolicy(BasePolicy):
         if head is None:
             if state is not None:
                 state.pop("easy-pc", None)
-            self._explain(plan, None, end, math.inf, ledger)
+            self._explain(plan, None, end, None, ledger)
             return plan
-        shadow, extra, at_shadow = self._shadow(snapshot, head, end, ledger, started)
+        # The head's reservation is computed only when a candidate needs it: under a binding cap
+        # most passes find no job that fits now, and the reservation walk is the costly part.
+        res = _Reservation(self, snapshot, head, end, ledger.copy(), started)
         if state is not None and not actions and p.order == "fcfs":
             ends = snapshot.running_by_end()
             valid_until = ends[0][0] if ends else math.inf
-            state["easy-pc"] = (snapshot.epoch, valid_until, nfree, len(pending), head, shadow, extra,
-                                ledger.copy(), at_shadow.copy() if at_shadow is not None else None)
+            state["easy-pc"] = (snapshot.epoch, valid_until, nfree, len(pending), head, ledger.copy(), res)
         if end:
             index = snapshot.queue_index
             if p.order == "fcfs" and index is not None and len(pending) > 48:
-                candidates = self._candidates(snapshot, head, end, shadow, extra, ledger)
+                candidates = self._candidates(snapshot, head, end, ledger)
             else:
                 candidates = it
-            self._backfill(snapshot, plan, candidates, ledger, end, shadow, extra, at_shadow, head)
+            self._backfill(snapshot, plan, candidates, ledger, end, res, head)
         if actions and state is not None:
             state.pop("easy-pc", None)
-        self._explain(plan, head, end, shadow, ledger)
+        self._explain(plan, head, end, res, ledger)
         return plan
 
     def _backfill(self, snapshot: Snapshot, plan: Plan, candidates, ledger: PowerLedger, end: int,
-                  shadow: float, extra: int, at_shadow: PowerLedger | None, head: Job) -> None:
+                  res: _Reservation, head: Job) -> None:
         now = snapshot.now_s
         free = snapshot.free_nodes
         actions = plan.actions
         estimate = snapshot.estimate
-        cap_at_shadow = self._cap_for(snapshot, shadow, head) if shadow != math.inf else math.inf
         cap = snapshot.cap
         constant_cap = cap.next_change_after(now) == math.inf
         cap_now = cap.cap_at(now)
@@ -159,11 +160,12 @@ class EasyPcPolicy(BasePolicy):
             est = estimate(job)
             if not ledger.fits(est, k, cap_now if constant_cap else self._cap_for(snapshot, now, job)):
                 continue
-            if now + job.walltime_s <= shadow:
+            res.compute()
+            if now + job.walltime_s <= res.shadow:
                 pass
-            elif k <= extra and at_shadow is not None and at_shadow.fits(est, k, cap_at_shadow):
-                extra -= k
-                at_shadow.add(est, k)
+            elif k <= res.extra and res.at_shadow is not None and res.at_shadow.fits(est, k, res.cap_at_shadow):
+                res.extra -= k
+                res.at_shadow.add(est, k)
             else:
                 continue
             actions.append(Start(job.id, tuple(free[end - k : end])))
@@ -172,15 +174,16 @@ class EasyPcPolicy(BasePolicy):
             if end == 0:
                 break
 
-    def _explain(self, plan: Plan, head: Job | None, free: int, shadow: float, ledger: PowerLedger) -> None:
+    def _explain(self, plan: Plan, head: Job | None, free: int, res: _Reservation | None,
+                 ledger: PowerLedger) -> None:
         if head is not None:
+            shadow = "not needed this pass" if res is None or res.shadow is None else f"t={res.shadow:.0f}s"
             plan.reasons[head.id] = Reason(_HEAD_REASON, head.nodes, free, self.params.check, shadow)
             plan.default_reason = "does not fit now (nodes or predicted power) without delaying the head job"
         if plan.actions:
             plan.power_estimate_w = ledger.value()
 
-    def _candidates(self, snapshot: Snapshot, head: Job, end: int, shadow: float, extra: int,
-                    ledger: PowerLedger) -> list[Job]:
+    def _candidates(self, snapshot: Snapshot, head: Job, end: int, ledger: PowerLedger) -> list[Job]:
         """Jobs after the head that could backfill, in queue order: from the queue index when there is one."""
         pending = snapshot.pending
         index = snapshot.queue_index
@@ -189,8 +192,7 @@ class EasyPcPolicy(BasePolicy):
         room = ledger.headroom(snapshot.cap_w)
         mean_room = room if ledger.method != "max" else math.inf
         max_room = room if ledger.method == "max" else math.inf
-        found = index.candidates(head.id, end, (shadow - snapshot.now_s) * (1 + 1e-12) + 1e-9, extra,
-                                 power=(ledger.idle_w, mean_room, max_room))
+        found = index.candidates(head.id, end, math.inf, end, power=(ledger.idle_w, mean_room, max_room))
         get = pending.get
         return [j for j in (get(int(i)) for i in index.ids[found].tolist()) if j is not None]
 
@@ -266,6 +268,33 @@ class EasyPcPolicy(BasePolicy):
                 j += 1
 
 
+class _Reservation:
+    """The head job's reservation, computed on first use: shadow time, extra nodes, ledger at the shadow time."""
+
+    __slots__ = ("at_shadow", "cap_at_shadow", "extra", "free", "head", "ledger", "policy", "shadow", "snapshot",
+                 "started")
+
+    def __init__(self, policy: EasyPcPolicy, snapshot: Snapshot, head: Job, free: int, ledger: PowerLedger,
+                 started: list):
+        self.policy, self.snapshot, self.head, self.free, self.ledger, self.started = (
+            policy, snapshot, head, free, ledger, started)
+        self.shadow = None
+
+    def compute(self) -> None:
+        if self.shadow is None:
+            p, snap = self.policy, self.snapshot
+            self.shadow, self.extra, self.at_shadow = p._shadow(snap, self.head, self.free, self.ledger, self.started)
+            self.cap_at_shadow = p._cap_for(snap, self.shadow, self.head) if self.shadow != math.inf else math.inf
+
+    def fork(self, snapshot: Snapshot) -> _Reservation:
+        """A copy for a later call of the same epoch (the backfill of that call may consume it)."""
+        other = _Reservation(self.policy, snapshot, self.head, self.free, self.ledger, self.started)
+        if self.shadow is not None:
+            other.shadow, other.extra, other.cap_at_shadow = self.shadow, self.extra, self.cap_at_shadow
+            other.at_shadow = self.at_shadow.copy() if self.at_shadow is not None else None
+        return other
+
+
 class EasySafPolicy(EasyPcPolicy):
     """EASY+PC with Smallest Area First queue order. Registered as ``easy-saf``."""
 
@@ -274,4 +303,4 @@ class EasySafPolicy(EasyPcPolicy):
 
 
 _HEAD_REASON = ("head of queue: needs {} nodes ({} free) and predicted power under the cap ({} check); "
-                "reserved at t={:.0f}s")
+                "reservation: {}")
