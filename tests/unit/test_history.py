@@ -23,7 +23,8 @@ def hist(**params):
 
 def test_whole_history_weights_by_age_squared():
     p = hist()
-    for c in (done("a", 100, 200.0, 250.0, 10.0), done("a", 200, 300.0, 320.0, 20.0), done("a", 400, 100.0, 150.0, 5.0)):
+    for c in (done("a", 100, 200.0, 250.0, 10.0), done("a", 200, 300.0, 320.0, 20.0),
+              done("a", 400, 100.0, 150.0, 5.0)):
         p.update(c)
     # s = r - C_first = 500 - 100; theta = ((C - 100) / 400)^2 -> 0, 1/16, 9/16
     w = [0.0, 1 / 16, 9 / 16]
@@ -38,7 +39,7 @@ def test_alpha_one_is_linear_aging():
     p = hist(alpha=1)
     for c in (done("a", 0, 100.0), done("a", 100, 200.0), done("a", 300, 400.0)):
         p.update(c)
-    w = [0.0, 100.0, 300.0]  # proportional to (C - C_first)
+    # weights proportional to C - C_first: 0, 100, 300
     assert p.predict([job("a", 1000.0)])[0].mean_w == pytest.approx((100 * 200 + 300 * 400) / 400)
 
 
