@@ -41,6 +41,7 @@ class QueueIndex:
         self.alive = np.zeros(capacity, dtype=bool)
         self.est_mean = np.full(capacity, np.nan)  # predicted per-node power, when known
         self.est_max = np.full(capacity, np.nan)
+        self.est_std = np.full(capacity, np.nan)
         self.pos: dict[int, int] = {}
         self.size = 0
         self.dead = 0
@@ -50,7 +51,7 @@ class QueueIndex:
 
     def _grow(self) -> None:
         cap = max(1024, 2 * len(self.ids))
-        for name in ("ids", "nodes", "wall", "alive", "est_mean", "est_max"):
+        for name in ("ids", "nodes", "wall", "alive", "est_mean", "est_max", "est_std"):
             old = getattr(self, name)
             new = np.full(cap, np.nan) if old.dtype == np.float64 and name.startswith("est") else np.zeros(
                 cap, dtype=old.dtype)
@@ -69,16 +70,17 @@ class QueueIndex:
         self.nodes[i] = job.nodes
         self.wall[i] = job.walltime_s
         self.alive[i] = True
-        self.est_mean[i] = self.est_max[i] = np.nan
+        self.est_mean[i] = self.est_max[i] = self.est_std[i] = np.nan
         self.pos[job.id] = i
         self.size = i + 1
 
-    def set_estimate(self, job_id: int, mean_w: float, max_w: float) -> None:
+    def set_estimate(self, job_id: int, mean_w: float, max_w: float, std_w: float = 0.0) -> None:
         """Record a pending job's predicted per-node power (for power-aware candidate search)."""
         i = self.pos.get(job_id)
         if i is not None:
             self.est_mean[i] = mean_w
             self.est_max[i] = max_w
+            self.est_std[i] = std_w
 
     def remove(self, job_id: int) -> None:
         i = self.pos.pop(job_id)
@@ -98,7 +100,7 @@ class QueueIndex:
         n = self.size
         keep = np.flatnonzero(self.alive[:n])
         m = len(keep)
-        for name in ("ids", "nodes", "wall", "est_mean", "est_max"):
+        for name in ("ids", "nodes", "wall", "est_mean", "est_max", "est_std"):
             arr = getattr(self, name)
             arr[:m] = arr[keep]
         self.alive[:m] = True
@@ -107,17 +109,13 @@ class QueueIndex:
         self.dead = 0
         self.pos = {int(j): p for p, j in enumerate(self.ids[:m].tolist())}
 
-    def candidates(
-        self, after_id: int, free: int, horizon_s: float, extra: int, power: tuple[float, float, float] | None = None
-    ) -> np.ndarray:
+    def candidates(self, after_id: int, free: int, horizon_s: float, extra: int) -> np.ndarray:
         """Positions, in queue order, of live jobs after ``after_id`` that could backfill.
 
         A job qualifies if it needs at most ``free`` nodes and either requests
-        at most ``horizon_s`` seconds or needs at most ``extra`` nodes. With
-        ``power = (idle_w, mean_room_w, max_room_w)`` it must also add at most
-        ``mean_room_w`` of predicted mean power and ``max_room_w`` of predicted
-        maximum power (``nodes × (estimate − idle_w)``); jobs without an
-        estimate are kept.
+        at most ``horizon_s`` seconds or needs at most ``extra`` nodes.
+        ``est_mean``, ``est_max`` and ``est_std`` at the returned positions let
+        a power-aware policy filter them further.
         """
         start = self.pos[after_id] + 1 if after_id in self.pos else 0
         n = self.size
@@ -128,13 +126,6 @@ class QueueIndex:
         if extra < free:
             ok &= (self.wall[start:n] <= horizon_s) | (nodes <= extra)
         ok &= self.alive[start:n]
-        if power is not None:
-            idle, mean_room, max_room = power
-            with np.errstate(invalid="ignore"):
-                if mean_room != np.inf:
-                    ok &= ~((self.est_mean[start:n] - idle) * nodes > mean_room)
-                if max_room != np.inf:
-                    ok &= ~((self.est_max[start:n] - idle) * nodes > max_room)
         found = np.flatnonzero(ok)
         found += start
         return found

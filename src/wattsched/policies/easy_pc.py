@@ -187,14 +187,16 @@ class EasyPcPolicy(BasePolicy):
         """Jobs after the head that could backfill, in queue order: from the queue index when there is one."""
         pending = snapshot.pending
         index = snapshot.queue_index
-        # Necessary conditions only (a superset): the increment must fit the headroom under the cap in
-        # force now; lookahead caps are lower, the Gaussian term only adds. The exact checks follow.
-        room = ledger.headroom(snapshot.cap_w)
-        mean_room = room if ledger.method != "max" else math.inf
-        max_room = room if ledger.method == "max" else math.inf
-        found = index.candidates(head.id, end, math.inf, end, power=(ledger.idle_w, mean_room, max_room))
+        # Jobs that fit the nodes free now and, vectorised, the predicted power under the cap in force
+        # now (lookahead caps can only be lower: the exact check in _backfill decides).
+        found = index.candidates(head.id, end, math.inf, end)
+        if len(found):
+            ok = ledger.fits_many(index.nodes[found], index.est_mean[found], index.est_max[found],
+                                  index.est_std[found], snapshot.cap_w)
+            found = found[ok]
         get = pending.get
-        return [j for j in (get(int(i)) for i in index.ids[found].tolist()) if j is not None]
+        return [j for j in (get(i) for i in index.ids[found].tolist()) if j is not None]
+
 
     def _shadow(self, snapshot: Snapshot, head: Job, free: int, ledger: PowerLedger,
                 started: list[tuple[float, int, int, Job]]):

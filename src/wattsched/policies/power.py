@@ -87,6 +87,23 @@ class PowerLedger:
         """Cap minus the predicted power now: no job whose mean (or max) increment exceeds it can fit."""
         return cap_w - self.value()
 
+    def fits_many(self, nodes, mean_w, max_w, std_w, cap_w: float):
+        """Vectorised :meth:`fits` over numpy arrays of jobs (NaN estimates count as fitting)."""
+        import numpy as np
+
+        if cap_w == math.inf:
+            return np.ones(len(nodes), dtype=bool)
+        limit = cap_w * (1 + _TOL)
+        with np.errstate(invalid="ignore"):
+            if self.method == "max":
+                ok = self.base_w + self.max_w + (max_w - self.idle_w) * nodes <= limit
+            elif self.method == "mean":
+                ok = self.base_w + self.mean_w + (mean_w - self.idle_w) * nodes <= limit
+            else:
+                var = self.var_w2 + (std_w * nodes) ** 2
+                ok = self.base_w + self.mean_w + (mean_w - self.idle_w) * nodes + self.k * np.sqrt(var) <= limit
+        return ok | np.isnan(mean_w)
+
     def fits(self, est: PowerEstimate, nodes: int, cap_w: float) -> bool:
         """Verify: would the platform stay under ``cap_w`` with this job started?"""
         if cap_w == math.inf:

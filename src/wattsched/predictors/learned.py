@@ -275,17 +275,27 @@ class LearnedPredictor(BasePredictor):
             out[k] = PowerEstimate(mean, mx, std)
 
     # ------------------------------------------------------------ retraining
+    def training_data(self, before_s: float = math.inf) -> tuple[np.ndarray, np.ndarray]:
+        """Rows and targets of the kept completed jobs that ended before ``before_s``, oldest first.
+
+        Rows are in the stored layout: hour of day, procs, nodes, requested
+        time, the history's mean, max and std predictions, spread, last job's
+        power; targets are the measured mean, max and std.
+        """
+        ends = np.fromiter(self._train_end, dtype=np.float64, count=len(self._train_end))
+        keep = ends < before_s
+        if not keep.any():
+            return np.empty((0, _ROW_LEN)), np.empty((0, len(METRICS)))
+        return np.vstack(self._train_x)[keep], np.asarray(self._train_y, dtype=np.float64)[keep]
+
     def _retrain_at(self, t: float) -> None:
         period = self.params.retrain_period_s
         at = math.floor(t / period) * period
         self.next_retrain_s_ = at + period
-        ends = np.fromiter(self._train_end, dtype=np.float64, count=len(self._train_end))
-        keep = ends < at  # Eq. 4: jobs completed before the boundary
-        n = int(keep.sum())
+        x, y = self.training_data(before_s=at)  # Eq. 4: jobs completed before the boundary
+        n = len(x)
         if n < self.params.min_train_jobs:
             return
-        x = np.vstack(self._train_x)[keep]
-        y = np.asarray(self._train_y, dtype=np.float64)[keep]
         t0 = self.clock() if self.clock is not None else None
         fitted, chosen = self._train(x, y)
         seconds = self.clock() - t0 if t0 is not None else None

@@ -60,7 +60,9 @@ class TreeParams(BaseModel):
         "tree", description="DecisionTreeRegressor or RandomForestRegressor (Borghesi et al. use both)."
     )
     max_depth: int | None = Field(None, ge=1, description="Depth limit of the trees (None: unlimited).")
-    min_samples_leaf: int = Field(1, ge=1, description="Fewest training jobs in a leaf.")
+    min_samples_leaf: int = Field(
+        5, ge=1, description="Fewest training jobs in a leaf (with 5, a user's first model is the user's mean)."
+    )
     n_estimators: int = Field(30, ge=1, description="Trees of a forest.")
     min_user_jobs: int = Field(5, ge=1, description="Completed jobs a user needs for a model of their own.")
     retrain_every: int = Field(10, ge=1, description="Retrain a user's model after this many new completions.")

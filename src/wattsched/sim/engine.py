@@ -403,7 +403,7 @@ class Engine:
                 predicted = predictor.predict(new)
                 for job, est in zip(new, predicted):
                     estimates[job.id] = est
-                    qindex.set_estimate(job.id, est.mean_w, est.max_w)
+                    qindex.set_estimate(job.id, est.mean_w, est.max_w, est.std_w)
             # decide
             # A queue-only policy has nothing to do with an empty queue; control events
             # (cap changes, ticks, ...) and node-managing policies are always served.
