@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from builders import platform, tj
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from builders import platform, tj
 from wattsched.model.constraints import CapSchedule
 from wattsched.policies import make_policy
 from wattsched.predictors import make_predictor
@@ -104,3 +104,28 @@ def test_plans_pass_the_guard_with_their_own_power_estimate(check, order):
     # strict engine: the guard checks every plan's power estimate against the cap
     r = run(jobs, make_policy("easy-pc", {"check": check, "order": order}), make_predictor("history"), n=8, cap=cap)
     assert set(r.jobs["state"]) == {"COMPLETED"}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(job_strategy, min_size=60, max_size=150), st.sampled_from(["mean", "max", "gaussian_95"]))
+def test_indexed_backfilling_under_a_cap_matches_the_plain_scan(raw, check):
+    import wattsched.policies.easy as easy_module
+
+    raw = sorted(raw, key=lambda x: x[0])
+    rng = random.Random(len(raw))
+    jobs = [tj(k + 1, float(s) / 4, float(r), nodes=n, walltime=float(w), user=f"u{k % 5}",
+               mean_w=rng.uniform(120, 290), max_w=300.0, std_w=rng.uniform(0, 30))
+            for k, (s, r, w, n) in enumerate(raw)]
+    cap = CapSchedule.window(0.0, 60.0, 6 * 100 + 3 * 150.0)
+
+    def go():
+        return starts(run(jobs, make_policy("easy-pc", {"check": check}), make_predictor("history"), n=6, cap=cap))
+
+    indexed = go()
+    saved = easy_module.INDEX_MIN_QUEUE
+    easy_module.INDEX_MIN_QUEUE = 10**9
+    try:
+        plain = go()
+    finally:
+        easy_module.INDEX_MIN_QUEUE = saved
+    assert indexed == plain

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from wattsched.model.job import Job
 from wattsched.model.plan import Plan, Reason, Start
 from wattsched.model.snapshot import Snapshot
+from wattsched.policies import easy as easy_module
 from wattsched.policies.base import BasePolicy
 from wattsched.policies.easy import EasyPolicy, queue_order
 from wattsched.policies.power import PowerLedger
@@ -134,18 +135,20 @@ class EasyPcPolicy(BasePolicy):
             state["easy-pc"] = (snapshot.epoch, valid_until, nfree, len(pending), head, ledger.copy(), res)
         if end:
             index = snapshot.queue_index
-            if p.order == "fcfs" and index is not None and len(pending) > 48:
-                candidates = self._candidates(snapshot, head, end, ledger)
+            if p.order == "fcfs" and index is not None and len(pending) > easy_module.INDEX_MIN_QUEUE:
+                self._backfill_indexed(snapshot, plan, ledger, end, res, head)
             else:
-                candidates = it
-            self._backfill(snapshot, plan, candidates, ledger, end, res, head)
+                self._backfill(snapshot, plan, it, ledger, end, res, head)
         if actions and state is not None:
             state.pop("easy-pc", None)
         self._explain(plan, head, end, res, ledger)
         return plan
 
     def _backfill(self, snapshot: Snapshot, plan: Plan, candidates, ledger: PowerLedger, end: int,
-                  res: _Reservation, head: Job) -> None:
+                  res: _Reservation, head: Job) -> int:
+        """Start the candidates that fit now without delaying the head; return the nodes left free."""
+        if end == 0:
+            return end
         now = snapshot.now_s
         free = snapshot.free_nodes
         actions = plan.actions
@@ -173,6 +176,7 @@ class EasyPcPolicy(BasePolicy):
             end -= k
             if end == 0:
                 break
+        return end
 
     def _explain(self, plan: Plan, head: Job | None, free: int, res: _Reservation | None,
                  ledger: PowerLedger) -> None:
@@ -183,19 +187,45 @@ class EasyPcPolicy(BasePolicy):
         if plan.actions:
             plan.power_estimate_w = ledger.value()
 
-    def _candidates(self, snapshot: Snapshot, head: Job, end: int, ledger: PowerLedger) -> list[Job]:
-        """Jobs after the head that could backfill, in queue order: from the queue index when there is one."""
-        pending = snapshot.pending
-        index = snapshot.queue_index
-        # Jobs that fit the nodes free now and, vectorised, the predicted power under the cap in force
-        # now (lookahead caps can only be lower: the exact check in _backfill decides).
-        found = index.candidates(head.id, end, math.inf, end)
+    def _filter(self, snapshot: Snapshot, index, found, end: int, ledger: PowerLedger, res: _Reservation):
+        """Positions among ``found`` that may backfill: nodes and predicted power now, then the reservation.
+
+        Vectorised and necessary only: the exact checks (lookahead caps included) are made one job
+        at a time by :meth:`_backfill`.
+        """
+        nodes = index.nodes[found]
+        ok = nodes <= end
+        ok &= ledger.fits_many(nodes, index.est_mean[found], index.est_max[found], index.est_std[found],
+                               snapshot.cap_w)
+        found = found[ok]
         if len(found):
-            ok = ledger.fits_many(index.nodes[found], index.est_mean[found], index.est_max[found],
-                                  index.est_std[found], snapshot.cap_w)
+            res.compute()
+            horizon = (res.shadow - snapshot.now_s) * (1 + 1e-12) + 1e-9
+            ok = index.wall[found] <= horizon
+            if res.at_shadow is not None:
+                nodes = index.nodes[found]
+                ok |= (nodes <= res.extra) & res.at_shadow.fits_many(
+                    nodes, index.est_mean[found], index.est_max[found], index.est_std[found], res.cap_at_shadow)
             found = found[ok]
-        get = pending.get
-        return [j for j in (get(i) for i in index.ids[found].tolist()) if j is not None]
+        return found
+
+    def _backfill_indexed(self, snapshot: Snapshot, plan: Plan, ledger: PowerLedger, end: int,
+                          res: _Reservation, head: Job) -> None:
+        """:meth:`_backfill` over the queue index, re-filtering the remaining candidates after each start."""
+        index = snapshot.queue_index
+        pending = snapshot.pending
+        found = self._filter(snapshot, index, index.candidates(head.id, end, math.inf, end), end, ledger, res)
+        while len(found):
+            job = pending.get(int(index.ids[found[0]]))
+            found = found[1:]
+            if job is None:
+                continue
+            before = len(plan.actions)
+            end = self._backfill(snapshot, plan, (job,), ledger, end, res, head)
+            if len(plan.actions) > before and len(found):
+                if end == 0:
+                    break
+                found = self._filter(snapshot, index, found, end, ledger, res)
 
 
     def _shadow(self, snapshot: Snapshot, head: Job, free: int, ledger: PowerLedger,
