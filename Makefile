@@ -30,6 +30,7 @@ lint: $(STAMP)
 ## bench: simulation throughput on every trace in ../shared/traces
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_throughput.py
+	$(BIN)/python benchmarks/easy_pc_overhead.py
 
 ## docs: regenerate docs/config.md from the config models
 docs: $(STAMP)
