@@ -71,6 +71,7 @@ def test_evaluate_writes_the_outputs_and_ranks_the_predictors(table, tmp_path, c
 
 
 def test_learned_and_tree_with_params_on_an_augmented_swf(tmp_path, capsys):
+    pytest.importorskip("sklearn")
     rng = np.random.default_rng(2)
     lines = ["; MaxProcs: 32", "; UnixStartTime: 1000000"]
     t = 0
@@ -146,6 +147,7 @@ def test_completions_come_before_submissions_and_the_future_stays_hidden():
 
 @pytest.mark.slow
 def test_kth_excerpt_learned_against_history(traces_dir, tmp_path):
+    pytest.importorskip("sklearn")
     out = tmp_path / "kth"
     rc = main(["predict", "evaluate", "--trace", str(traces_dir / "KTH-SP2-1996-2.1-cln.swf"), "--predictor",
                "naive", "--predictor", "history", "--predictor", "learned", "--max-jobs", "6000", "--out", str(out),

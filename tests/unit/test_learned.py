@@ -9,13 +9,12 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from builders import SIMPLE_POWER, platform  # noqa: E402
-
-from wattsched.model.job import Job  # noqa: E402
-from wattsched.predictors import make_predictor  # noqa: E402
-from wattsched.predictors.base import CompletedJob  # noqa: E402
-from wattsched.predictors.history import HistoryPredictor  # noqa: E402
-from wattsched.predictors.learned import WEEK_S, LearnedPredictor  # noqa: E402
+from builders import SIMPLE_POWER, platform
+from wattsched.model.job import Job
+from wattsched.predictors import make_predictor
+from wattsched.predictors.base import CompletedJob
+from wattsched.predictors.history import HistoryPredictor
+from wattsched.predictors.learned import WEEK_S, LearnedPredictor
 
 FAST = {"model": "linear", "min_train_jobs": 20, "search_max_jobs": 400}
 
@@ -174,6 +173,11 @@ def test_training_rows_are_the_features_at_submission():
     at_submission = pred.feature_row(job)
     pred.update(CompletedJob(Job(3, 150.0, 60.0, 1, user="a", procs=1), 150.0, 250.0, 100.0, 110.0, 1.0))
     assert pred.feature_row(job) == at_submission  # stored, not recomputed with the later history
+    pred.update(CompletedJob(job, 200.0, 300.0, 250.0, 260.0, 2.0))
+    rows, targets = pred.training_data()
+    assert rows[-1].tolist() == [200.0 / 3600.0, 4, 4, 3600.0, 200.0, 220.0, 5.0, 0.0, 200.0]
+    assert targets[-1].tolist() == [250.0, 260.0, 2.0]
+    assert len(pred.training_data(before_s=300.0)[0]) == 2  # C_j < 300: not the job that ended at 300
     assert at_submission["history_w"] == 200.0 and at_submission["last_job_w"] == 200.0
     assert at_submission["procs"] == 4 and at_submission["walltime_s"] == 3600.0
     fresh = LearnedPredictor(FAST).setup(plat)

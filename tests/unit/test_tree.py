@@ -8,13 +8,12 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from builders import SIMPLE_POWER, platform  # noqa: E402
-
-from wattsched.model.job import Job  # noqa: E402
-from wattsched.model.platform import Platform  # noqa: E402
-from wattsched.predictors import make_predictor  # noqa: E402
-from wattsched.predictors.base import CompletedJob  # noqa: E402
-from wattsched.predictors.tree import PerUserTreePredictor  # noqa: E402
+from builders import SIMPLE_POWER, platform
+from wattsched.model.job import Job
+from wattsched.model.platform import Platform
+from wattsched.predictors import make_predictor
+from wattsched.predictors.base import CompletedJob
+from wattsched.predictors.tree import PerUserTreePredictor
 
 _ids = iter(range(1, 1_000_000))
 
@@ -41,7 +40,7 @@ def test_per_user_model_once_the_user_has_enough_jobs():
     for _ in range(5):
         pred.update(done(job("b"), 150.0, 170.0, 4.0))
     pred.predict([job("c")])  # a newcomer: trains the global model, on b's jobs only
-    for k in range(4):
+    for _ in range(4):
         pred.update(done(job("a"), 250.0, 280.0, 9.0))
         est = pred.predict([job("a")])[0]
         assert "a" not in pred.user_models_
@@ -53,7 +52,7 @@ def test_per_user_model_once_the_user_has_enough_jobs():
 
 
 def test_a_user_model_learns_the_request():
-    pred = PerUserTreePredictor().setup(platform(8))
+    pred = PerUserTreePredictor(min_samples_leaf=1).setup(platform(8))
     for k in range(12):
         nodes = 1 + k % 4
         pred.update(done(job("a", nodes=nodes), 100.0 + 30.0 * nodes))
@@ -67,7 +66,7 @@ def test_user_models_retrain_after_retrain_every_new_jobs():
         pred.update(done(job("a"), 150.0))
     pred.predict([job("a")])
     first = pred.user_models_["a"]
-    for k in range(2):
+    for _ in range(2):
         pred.update(done(job("a"), 200.0))
         pred.predict([job("a")])
         assert pred.user_models_["a"] is first  # 5 + 2 completions: not yet
@@ -78,7 +77,7 @@ def test_user_models_retrain_after_retrain_every_new_jobs():
 
 
 def test_new_users_get_the_global_model_trained_on_everyone():
-    pred = PerUserTreePredictor(global_retrain_every=4).setup(platform(8))
+    pred = PerUserTreePredictor(global_retrain_every=4, min_samples_leaf=1).setup(platform(8))
     for _ in range(5):
         pred.update(done(job("a", nodes=1), 120.0))
     newcomer = job("z", nodes=1)

@@ -118,6 +118,10 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
 
         predictor = make_predictor(config.predictor, config.predictor_params,
                                    source=f"{config.source}: predictor_params")
+        if hasattr(predictor, "clock"):  # lets retraining predictors report their cost per retraining
+            import time
+
+            predictor.clock = time.perf_counter
     baseline_workload = None
     if config.baseline is not None:
         # the baseline replays the very same jobs (augmented power included)
