@@ -133,6 +133,8 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
     for _ in workload.jobs:  # finish the recorded workload table if the run stopped early
         pass
     window = _cap_window(cap)
+    if getattr(predictor, "retrain_log_", None):
+        result.info["predictor_retrain_log"] = list(predictor.retrain_log_)
     result.info.update(
         {
             "trace_path": str(config.trace),
