@@ -288,7 +288,7 @@ def cmd_predict_evaluate(args: argparse.Namespace) -> int:
     import time
 
     from wattsched.config import SimConfig, merge_overrides
-    from wattsched.predictors.evaluate import format_table, run_evaluation, split_params, write_outputs
+    from wattsched.sim.predict_eval import format_table, run_evaluation, split_params, write_outputs
 
     cli = {"platform": args.platform, "procs": args.procs, "cores_per_node": args.cores_per_node, "seed": args.seed,
            "skip_bad_lines": args.skip_bad_lines}

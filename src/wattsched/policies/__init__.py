@@ -9,13 +9,10 @@ are not built in.
 
 from __future__ import annotations
 
-import importlib
-from importlib.metadata import entry_points
 from typing import Any
 
-from pydantic import ValidationError
-
-from wattsched.errors import ConfigError, PolicyError
+from wattsched.errors import PolicyError
+from wattsched.plugins import Registry
 from wattsched.policies.base import BasePolicy, Policy
 
 _BUILTIN: dict[str, str] = {
@@ -33,32 +30,17 @@ class UnavailablePolicy(PolicyError):
     """A known policy whose module cannot be imported (an optional dependency is missing)."""
 
 
+REGISTRY = Registry("policy", _BUILTIN, ENTRY_POINT_GROUP, UnavailablePolicy)
+
+
 def available() -> list[str]:
     """Names of every policy: built-in first, then plugins."""
-    names = list(_BUILTIN)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name not in names:
-            names.append(ep.name)
-    return names
+    return REGISTRY.available()
 
 
 def policy_class(name: str) -> type[Policy]:
     """Import and return the class registered as ``name``."""
-    target = _BUILTIN.get(name)
-    if target is None:
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            if ep.name == name:
-                try:
-                    return ep.load()
-                except ImportError as exc:
-                    raise UnavailablePolicy(f"policy {name!r} cannot be loaded: {exc}") from exc
-        raise PolicyError(f"unknown policy {name!r}; available: {', '.join(available())}")
-    module, _, attr = target.partition(":")
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except ImportError as exc:
-        missing = getattr(exc, "name", None) or str(exc)
-        raise UnavailablePolicy(f"policy {name!r} needs {missing}, which is not installed ({exc})") from exc
+    return REGISTRY.load(name)
 
 
 def make_policy(name: str, params: dict[str, Any] | None = None, *, source: str = "params") -> Policy:
@@ -66,15 +48,7 @@ def make_policy(name: str, params: dict[str, Any] | None = None, *, source: str 
 
     Errors name the offending key as ``{source}.{key}``.
     """
-    cls = policy_class(name)
-    try:
-        return cls(dict(params or {}))
-    except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            key = ".".join(str(p) for p in err["loc"])
-            lines.append(f"{source}.{key}: {err['msg']}")
-        raise ConfigError(f"invalid parameters for policy {name!r}:\n  " + "\n  ".join(lines)) from None
+    return REGISTRY.make(name, params, source=source)
 
 
 __all__ = ["BasePolicy", "Policy", "UnavailablePolicy", "available", "make_policy", "policy_class"]

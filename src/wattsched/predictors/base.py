@@ -20,12 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from wattsched.model.job import Job, PowerEstimate
 from wattsched.model.platform import Platform
+from wattsched.plugins import NoParams, Parametrized
+
+__all__ = ["BasePredictor", "CompletedJob", "NoParams", "Predictor", "node_max_w"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +41,6 @@ class CompletedJob:
     mean_w: float
     max_w: float
     std_w: float
-
-
-class NoParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 @runtime_checkable
@@ -58,26 +57,10 @@ class Predictor(Protocol):
     def predict(self, jobs: Sequence[Job]) -> list[PowerEstimate]: ...
 
 
-class BasePredictor:
+class BasePredictor(Parametrized):
     """Optional base: typed parameters, ``get_params``, ``repr``, ``fit`` as a loop of ``update``."""
 
-    name: ClassVar[str] = ""
-    Params: ClassVar[type[BaseModel]] = NoParams
     is_oracle: ClassVar[bool] = False
-
-    def __init__(self, params: BaseModel | dict | None = None, **kwargs: Any):
-        if params is None or isinstance(params, dict):
-            params = self.Params(**{**(params or {}), **kwargs})
-        elif kwargs:
-            params = params.model_copy(update=kwargs)
-        self.params = params
-
-    def get_params(self) -> dict[str, Any]:
-        return self.params.model_dump()
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
 
     def setup(self, platform: Platform) -> BasePredictor:
         self.platform_ = platform

@@ -36,7 +36,7 @@ import numpy as np
 from wattsched.errors import PlanViolation, WattschedError
 from wattsched.model.constraints import BudgetState, CapSchedule, EnergyBudget
 from wattsched.model.guard import plan_problems
-from wattsched.model.job import Job, JobState, RunningJob
+from wattsched.model.job import Job, JobState, PowerEstimate, RunningJob
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodeState, Platform
 from wattsched.model.queue_index import QueueIndex
@@ -44,7 +44,7 @@ from wattsched.model.response import DEFAULT_CLASSES, LinearResponse, ResponseMo
 from wattsched.model.snapshot import Snapshot
 from wattsched.policies.base import Policy
 from wattsched.sim.result import JOB_COLUMNS, TIMELINE_COLUMNS, SimResult
-from wattsched.sim.workload import TraceJob, Workload
+from wattsched.sim.workload import TraceJob, Workload, true_power
 
 # Event kinds, in the order they are processed at equal times.
 _END, _SWITCH, _STEP, _CAP, _BUDGET, _TICK = range(6)
@@ -641,20 +641,9 @@ class Engine:
         self._estimates.pop(run.job.id, None)
         self._record(run.job, JobState.COMPLETED if done else JobState.TIMEOUT, run.start_s, self.now, run.energy_j)
 
-    def _true_estimate(self, job_id: int):
-        """Real per-node power of a job (mean, max, std), what a node's meter would show over its run."""
-        from wattsched.model.job import PowerEstimate
-
-        tj = self._truth[job_id]
-        if tj.power_series is not None:
-            values = [w for _, w in tj.power_series]
-            mean = sum(values) / len(values)
-            std = (sum((w - mean) ** 2 for w in values) / len(values)) ** 0.5
-            return PowerEstimate(mean, max(values), std)
-        if tj.mean_w is not None:
-            return PowerEstimate(tj.mean_w, tj.max_w if tj.max_w is not None else tj.mean_w, tj.std_w or 0.0)
-        w = self._busy_w[0] + tj.gpus_per_node * self._gpu_tdp_w[0]
-        return PowerEstimate(w, w, 0.0)
+    def _true_estimate(self, job_id: int) -> PowerEstimate:
+        """Real per-node power of a job: what the oracle sees and what the predictor learns."""
+        return true_power(self._truth[job_id], self.platform)
 
     def _learn(self, run: _Run) -> None:
         from wattsched.predictors.base import CompletedJob

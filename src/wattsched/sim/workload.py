@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from wattsched.model.job import PowerEstimate
+
 
 @dataclass(slots=True)
 class TraceJob:
@@ -43,6 +45,24 @@ class TraceJob:
     max_nodes: int = 0
     malleable: bool = False
     extra: dict = field(default_factory=dict)
+
+
+def true_power(tj: TraceJob, platform) -> PowerEstimate:
+    """Real per-node power of a job (mean, max, std), as a node's meter shows it over the run.
+
+    From its power profile if it has one, else its ``mean_w``/``max_w``/``std_w``,
+    else the node's ``busy_w`` plus the job's GPUs at TDP.
+    """
+    if tj.power_series is not None:
+        values = [w for _, w in tj.power_series]
+        mean = sum(values) / len(values)
+        std = (sum((w - mean) ** 2 for w in values) / len(values)) ** 0.5
+        return PowerEstimate(mean, max(values), std)
+    if tj.mean_w is not None:
+        return PowerEstimate(tj.mean_w, tj.max_w if tj.max_w is not None else tj.mean_w, tj.std_w or 0.0)
+    pm = platform.nodes[0].power
+    w = pm.busy_w + tj.gpus_per_node * pm.gpu_tdp_w
+    return PowerEstimate(w, w, 0.0)
 
 
 @dataclass

@@ -49,7 +49,7 @@ from wattsched.model.platform import Platform
 from wattsched.predictors import make_predictor, predictor_class
 from wattsched.predictors.base import CompletedJob
 from wattsched.sim.engine import Engine
-from wattsched.sim.workload import TraceJob
+from wattsched.sim.workload import TraceJob, true_power
 
 METRICS = ("mean", "max", "std")
 CONVENTION = (
@@ -124,20 +124,6 @@ class Evaluation:
 def label_of(name: str, oracle: bool) -> str:
     """How outputs name a predictor: the oracle says it shows the real values."""
     return f"{name} (real values)" if oracle else name
-
-
-def true_power(tj: TraceJob, platform: Platform) -> PowerEstimate:
-    """Real per-node power of a trace job, as the simulator's meters show it (``Engine._true_estimate``)."""
-    if tj.power_series is not None:
-        values = [w for _, w in tj.power_series]
-        mean = sum(values) / len(values)
-        std = (sum((w - mean) ** 2 for w in values) / len(values)) ** 0.5
-        return PowerEstimate(mean, max(values), std)
-    if tj.mean_w is not None:
-        return PowerEstimate(tj.mean_w, tj.max_w if tj.max_w is not None else tj.mean_w, tj.std_w or 0.0)
-    pm = platform.nodes[0].power
-    w = pm.busy_w + tj.gpus_per_node * pm.gpu_tdp_w
-    return PowerEstimate(w, w, 0.0)
 
 
 def evaluate(

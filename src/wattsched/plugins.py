@@ -1,0 +1,115 @@
+"""What policies and predictors share: a registry of short names with lazy imports, and typed parameters.
+
+Built-in plugins map to ``module:attribute`` strings imported on first use, so
+a plugin whose optional dependency is missing keeps its name and explains
+itself. Third-party plugins register under an entry point group, looked at
+only for names that are not built in.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from wattsched.errors import ConfigError, WattschedError
+
+
+class NoParams(BaseModel):
+    """A plugin without parameters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Parametrized:
+    """Stores validated, typed parameters; gives ``get_params`` and ``repr``.
+
+    Constructors only store parameters (no I/O, no work), so a sweep can
+    rebuild a plugin anywhere from ``get_params()``.
+    """
+
+    name: ClassVar[str] = ""
+    Params: ClassVar[type[BaseModel]] = NoParams
+
+    def __init__(self, params: BaseModel | dict | None = None, **kwargs: Any):
+        if params is None or isinstance(params, dict):
+            params = self.Params(**{**(params or {}), **kwargs})
+        elif kwargs:
+            params = params.model_copy(update=kwargs)
+        self.params = params
+
+    def get_params(self) -> dict[str, Any]:
+        return self.params.model_dump()
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+
+class Registry:
+    """Short names to plugin classes.
+
+    Parameters
+    ----------
+    kind
+        ``"policy"`` or ``"predictor"``, for messages.
+    builtin
+        Name to ``"module:attribute"``.
+    group
+        Entry point group of third-party plugins.
+    unavailable
+        Exception raised for a known plugin that cannot be imported.
+    hint
+        Appended to that exception's message (e.g. which extra to install).
+    """
+
+    def __init__(self, kind: str, builtin: dict[str, str], group: str, unavailable: type[WattschedError],
+                 hint: str = ""):
+        self.kind = kind
+        self.builtin = builtin
+        self.group = group
+        self.unavailable = unavailable
+        self.hint = hint
+
+    def available(self) -> list[str]:
+        names = list(self.builtin)
+        for ep in entry_points(group=self.group):
+            if ep.name not in names:
+                names.append(ep.name)
+        return names
+
+    def load(self, name: str) -> type:
+        target = self.builtin.get(name)
+        if target is None:
+            for ep in entry_points(group=self.group):
+                if ep.name == name:
+                    try:
+                        return ep.load()
+                    except ImportError as exc:
+                        raise self.unavailable(f"{self.kind} {name!r} cannot be loaded: {exc}") from exc
+            raise self._unknown(name)
+        module, _, attr = target.partition(":")
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except ImportError as exc:
+            missing = getattr(exc, "name", None) or str(exc)
+            raise self.unavailable(
+                f"{self.kind} {name!r} needs {missing}, which is not installed{self.hint} ({exc})"
+            ) from exc
+
+    def _unknown(self, name: str) -> WattschedError:
+        from wattsched.errors import PolicyError
+
+        cls = PolicyError if self.kind == "policy" else WattschedError
+        return cls(f"unknown {self.kind} {name!r}; available: {', '.join(self.available())}")
+
+    def make(self, name: str, params: dict[str, Any] | None = None, *, source: str = "params"):
+        """Build plugin ``name`` with ``params`` validated; errors name the key as ``{source}.{key}``."""
+        cls = self.load(name)
+        try:
+            return cls(dict(params or {}))
+        except ValidationError as exc:
+            lines = [f"{source}.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+            raise ConfigError(f"invalid parameters for {self.kind} {name!r}:\n  " + "\n  ".join(lines)) from None
