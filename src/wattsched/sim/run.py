@@ -133,6 +133,9 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
     for _ in workload.jobs:  # finish the recorded workload table if the run stopped early
         pass
     window = _cap_window(cap)
+    if predictor is None and not cap.is_uncapped:
+        result.info.setdefault("notes", []).append(
+            "no predictor given: policies saw every job at the node maximum power (as the naive predictor)")
     if getattr(predictor, "retrain_log_", None):
         result.info["predictor_retrain_log"] = list(predictor.retrain_log_)
     result.info.update(
