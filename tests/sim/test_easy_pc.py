@@ -116,7 +116,7 @@ def test_indexed_backfilling_under_a_cap_matches_the_plain_scan(raw, check):
     jobs = [tj(k + 1, float(s) / 4, float(r), nodes=n, walltime=float(w), user=f"u{k % 5}",
                mean_w=rng.uniform(120, 290), max_w=300.0, std_w=rng.uniform(0, 30))
             for k, (s, r, w, n) in enumerate(raw)]
-    cap = CapSchedule.window(0.0, 60.0, 6 * 100 + 3 * 150.0)
+    cap = CapSchedule.window(10.0, 60.0, 6 * 100 + 3 * 150.0)  # lookahead matters before t=10
 
     def go():
         return starts(run(jobs, make_policy("easy-pc", {"check": check}), make_predictor("history"), n=6, cap=cap))

@@ -75,6 +75,26 @@ class EasyPcPolicy(BasePolicy):
             return snapshot.cap.min_cap_between(start_s, start_s + max(job.walltime_s, 1e-9))
         return snapshot.cap.cap_at(start_s)
 
+    def _caps_for(self, snapshot: Snapshot, walls):
+        """Vectorised :meth:`_cap_for` at the snapshot's time, for jobs requesting ``walls`` seconds."""
+        import numpy as np
+
+        cap = snapshot.cap
+        now = snapshot.now_s
+        cap_now = cap.cap_at(now)
+        if not self.params.lookahead or cap.next_change_after(now) == math.inf:
+            return cap_now
+        changes, values = [], []
+        t = cap.next_change_after(now)
+        while t != math.inf:
+            changes.append(t)
+            values.append(cap.cap_at(t))
+            t = cap.next_change_after(t)
+        lowest = np.minimum.accumulate(np.minimum(np.array(values), cap_now))
+        # changes strictly before the job's end (now + max(wall, tiny)) are in force during its run
+        k = np.searchsorted(np.array(changes), now + np.maximum(walls, 1e-9), side="left")
+        return np.where(k > 0, lowest[np.maximum(k - 1, 0)], cap_now)
+
     def _decide_capped(self, snapshot: Snapshot, state: dict[str, Any] | None) -> Plan:
         p = self.params
         now = snapshot.now_s
@@ -196,7 +216,7 @@ class EasyPcPolicy(BasePolicy):
         nodes = index.nodes[found]
         ok = nodes <= end
         ok &= ledger.fits_many(nodes, index.est_mean[found], index.est_max[found], index.est_std[found],
-                               snapshot.cap_w)
+                               self._caps_for(snapshot, index.wall[found]))
         found = found[ok]
         if len(found):
             res.compute()

@@ -87,11 +87,14 @@ class PowerLedger:
         """Cap minus the predicted power now: no job whose mean (or max) increment exceeds it can fit."""
         return cap_w - self.value()
 
-    def fits_many(self, nodes, mean_w, max_w, std_w, cap_w: float):
-        """Vectorised :meth:`fits` over numpy arrays of jobs (NaN estimates count as fitting)."""
+    def fits_many(self, nodes, mean_w, max_w, std_w, cap_w):
+        """Vectorised :meth:`fits` over numpy arrays of jobs (NaN estimates count as fitting).
+
+        ``cap_w`` is one cap or an array of per-job caps (``inf`` where uncapped).
+        """
         import numpy as np
 
-        if cap_w == math.inf:
+        if np.isscalar(cap_w) and cap_w == math.inf:
             return np.ones(len(nodes), dtype=bool)
         limit = cap_w * (1 + _TOL)
         with np.errstate(invalid="ignore"):
