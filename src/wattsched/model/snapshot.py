@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from wattsched.model.constraints import BudgetState, CapSchedule
 from wattsched.model.job import Job, PowerEstimate, RunningJob
@@ -54,6 +55,10 @@ class Snapshot:
         source (see :meth:`running_estimate_totals`).
     jobs_power_w
         Measured power of all running jobs together.
+    end_table
+        Optional: the running jobs in :meth:`running_by_end` order with their
+        predicted power, as numpy rows ``[end, nodes, mean·n, max·n, (std·n)²]``
+        (``end_table.view()``); kept by the simulator for policies that ask.
     estimator
         Returns a power estimate for a pending job (a predictor, or the
         platform's nominal busy power when no predictor is configured).
@@ -76,6 +81,7 @@ class Snapshot:
     estimates: Mapping[int, PowerEstimate] | None = None
     running_estimate: Sequence[float] | None = None
     jobs_power_w: float | None = None
+    end_table: Any = None
     _ends: list | None = None
 
     @property

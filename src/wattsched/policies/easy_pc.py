@@ -53,6 +53,7 @@ class EasyPcPolicy(BasePolicy):
 
     name = "easy-pc"
     Params = EasyPcParams
+    wants_end_table = True
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)
@@ -248,6 +249,10 @@ class EasyPcPolicy(BasePolicy):
                 found = self._filter(snapshot, index, found, end, ledger, res)
 
 
+    def _shadow_vectorised(self, snapshot: Snapshot, head: Job, free: int, ledger: PowerLedger, started: list):
+        """:meth:`_shadow` with cumulative sums over the snapshot's end table (constant cap only)."""
+        return _shadow_vectorised_impl(self, snapshot, head, free, ledger, started)
+
     def _shadow(self, snapshot: Snapshot, head: Job, free: int, ledger: PowerLedger,
                 started: list[tuple[float, int, int, Job]]):
         """Earliest time the head has nodes and power; extra nodes then; the ledger then, head included.
@@ -259,6 +264,8 @@ class EasyPcPolicy(BasePolicy):
         now = snapshot.now_s
         cap = snapshot.cap
         constant_cap = cap.next_change_after(now) == math.inf
+        if constant_cap and snapshot.end_table is not None:
+            return self._shadow_vectorised(snapshot, head, free, ledger, started)
         est_head = snapshot.estimate(head)
         need = head.nodes
         at = ledger.copy()
@@ -318,6 +325,61 @@ class EasyPcPolicy(BasePolicy):
                 i += 1
             while j < len(changes) and changes[j] <= t:
                 j += 1
+
+
+def _shadow_vectorised_impl(policy, snapshot: Snapshot, head: Job, free: int, ledger: PowerLedger,
+                            started: list) -> tuple:
+    import numpy as np
+
+    now = snapshot.now_s
+    need = head.nodes
+    est_head = snapshot.estimate(head)
+    dm, dx, dv = ledger.increment(est_head, need)
+    cap_w = policy._cap_for(snapshot, now, head)
+    limit = cap_w * (1 + 1e-9)
+
+    def fits(base, mean, mx, var):
+        if ledger.method == "max":
+            value = base + mx + dx
+        elif ledger.method == "mean":
+            value = base + mean + dm
+        else:
+            value = base + mean + dm + ledger.k * np.sqrt(np.maximum(var + dv, 0.0))
+        return value <= limit
+
+    if free >= need and (cap_w == math.inf or fits(ledger.base_w, ledger.mean_w, ledger.max_w, ledger.var_w2)):
+        at = ledger.copy()
+        at.add(est_head, need)
+        return now, free - need, at
+    rows = snapshot.end_table.view()
+    if started:
+        extra = []
+        for end, n, _, job in started:
+            e = snapshot.estimate(job)
+            extra.append((end, n, e.mean_w * n, e.max_w * n, (e.std_w * n) ** 2))
+        rows = np.concatenate([rows, np.array(extra, dtype=float)])
+        rows = rows[np.argsort(rows[:, 0], kind="stable")]
+    if not len(rows):
+        return math.inf, 0, None
+    ends = np.maximum(rows[:, 0], now)
+    cn = np.cumsum(rows[:, 1])
+    avail = free + cn
+    base = ledger.base_w + ledger.idle_w * cn
+    mean = ledger.mean_w - np.cumsum(rows[:, 2])
+    mx = ledger.max_w - np.cumsum(rows[:, 3])
+    var = ledger.var_w2 - np.cumsum(rows[:, 4])
+    ok = avail >= need
+    if cap_w != math.inf:
+        ok &= fits(base, mean, mx, var)
+    ok[:-1] &= ends[1:] != ends[:-1]  # all jobs ending at the same time leave together
+    hits = np.flatnonzero(ok)
+    if not len(hits):
+        return math.inf, 0, None
+    i = int(hits[0])
+    at = PowerLedger(ledger.method, float(base[i]), ledger.idle_w, float(mean[i]), float(mx[i]),
+                     max(0.0, float(var[i])))
+    at.add(est_head, need)
+    return float(ends[i]), int(avail[i]) - need, at
 
 
 class _Reservation:

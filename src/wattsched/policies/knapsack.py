@@ -123,6 +123,7 @@ class KnapsackPolicy(BasePolicy):
     """
 
     name = "knapsack"
+    wants_end_table = True
     Params = KnapsackParams
 
     def __init__(self, params=None, **kwargs):

@@ -66,7 +66,8 @@ class PowerLedger:
         """The ledger of the snapshot's running jobs."""
         mean, mx, var = snapshot.running_estimate_totals()
         idle = snapshot.platform.nodes[0].power.idle_w
-        return cls(method, snapshot.other_power_w(), idle, mean, mx, var)
+        # sums kept incrementally can drift a hair below zero: a variance is never negative
+        return cls(method, snapshot.other_power_w(), idle, mean, mx, max(0.0, var))
 
     def copy(self) -> PowerLedger:
         return PowerLedger(self.method, self.base_w, self.idle_w, self.mean_w, self.max_w, self.var_w2)
@@ -103,8 +104,8 @@ class PowerLedger:
             elif self.method == "mean":
                 ok = self.base_w + self.mean_w + (mean_w - self.idle_w) * nodes <= limit
             else:
-                var = self.var_w2 + (std_w * nodes) ** 2
-                ok = self.base_w + self.mean_w + (mean_w - self.idle_w) * nodes + self.k * np.sqrt(var) <= limit
+                sigma = np.sqrt(np.maximum(self.var_w2 + (std_w * nodes) ** 2, 0.0))
+                ok = self.base_w + self.mean_w + (mean_w - self.idle_w) * nodes + self.k * sigma <= limit
         return ok | np.isnan(mean_w)
 
     def fits(self, est: PowerEstimate, nodes: int, cap_w: float) -> bool:

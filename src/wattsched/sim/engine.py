@@ -121,6 +121,35 @@ class _Run:
         self.step_index = 0
 
 
+class _EndTable:
+    """Running jobs in expected-end order as numpy rows ``[end, nodes, mean·n, max·n, (std·n)²]``.
+
+    Kept in step with the engine's sorted end list (same positions) for
+    policies that set ``wants_end_table``: a power-aware reservation then
+    walks the ends with cumulative sums instead of a Python loop.
+    """
+
+    def __init__(self):
+        self.rows = np.zeros((256, 5))
+        self.n = 0
+
+    def insert(self, i: int, row: tuple) -> None:
+        n = self.n
+        if n == len(self.rows):
+            self.rows = np.concatenate([self.rows, np.zeros_like(self.rows)])
+        self.rows[i + 1 : n + 1] = self.rows[i:n]
+        self.rows[i] = row
+        self.n = n + 1
+
+    def delete(self, i: int) -> None:
+        n = self.n
+        self.rows[i : n - 1] = self.rows[i + 1 : n]
+        self.n = n - 1
+
+    def view(self) -> np.ndarray:
+        return self.rows[: self.n]
+
+
 class _JobAccount:
     """What the engine remembers of a job across attempts."""
 
@@ -231,6 +260,8 @@ class Engine:
             node_freq_hz=self.node_freq_hz,
         )
         self._snapshot._ends = self._ends
+        self._end_table = _EndTable() if getattr(policy, "wants_end_table", False) else None
+        self._snapshot.end_table = self._end_table
         self.predictor = predictor
         self._estimates: dict = {}
         self._default_estimates: dict = {}  # by GPUs per node, for jobs without a prediction
@@ -597,7 +628,13 @@ class Engine:
         run.view = RunningJob(job, self.now, nodes, expected, run.power_w, run.speed)
         self._runs[jid] = run
         self.running[jid] = run.view
-        bisect.insort(self._ends, (expected, k, jid))
+        entry = (expected, k, jid)
+        if self._end_table is None:
+            bisect.insort(self._ends, entry)
+        else:
+            i = bisect.bisect_left(self._ends, entry)
+            self._ends.insert(i, entry)
+            self._end_table.insert(i, (expected, k, est.mean_w * k, est.max_w * k, (est.std_w * k) ** 2))
         self._schedule_end(run)
 
     def _release(self, run: _Run) -> None:
@@ -630,6 +667,8 @@ class Engine:
         ends = self._ends
         i = bisect.bisect_left(ends, (run.view.expected_end_s, len(run.view.nodes), jid))
         del ends[i]
+        if self._end_table is not None:
+            self._end_table.delete(i)
         self.epoch += 1
 
     def _end(self, run: _Run) -> None:
@@ -825,7 +864,13 @@ class Engine:
         ends = self._ends
         i = bisect.bisect_left(ends, (run.view.expected_end_s, len(old_nodes), jid))
         del ends[i]
-        bisect.insort(ends, (run.view.expected_end_s, len(new_nodes), jid))
+        entry = (run.view.expected_end_s, len(new_nodes), jid)
+        j = bisect.bisect_left(ends, entry)
+        ends.insert(j, entry)
+        if self._end_table is not None:
+            est, k = run.estimate, len(new_nodes)
+            self._end_table.delete(i)
+            self._end_table.insert(j, (entry[0], k, est.mean_w * k, est.max_w * k, (est.std_w * k) ** 2))
         run.nodes = tuple(new_nodes)
         self._rate(run)
         self._set_power(_BUSY, run.power_w - old_power)
