@@ -27,7 +27,8 @@ def plan_problems(snapshot: Snapshot, plan: Plan) -> list[str]:
     problems: list[str] = []
     if not plan.actions and plan.power_estimate_w is None:
         return problems
-    if plan.power_estimate_w is None and _checked_fast_path(snapshot, plan):
+    if _checked_fast_path(snapshot, plan):
+        _check_power_estimate(snapshot, plan, problems)
         return problems
     nodes = snapshot.platform.nodes
     n_nodes = len(nodes)
@@ -118,13 +119,17 @@ def plan_problems(snapshot: Snapshot, plan: Plan) -> list[str]:
         else:
             problems.append(f"unknown action {action!r}")
 
+    _check_power_estimate(snapshot, plan, problems)
+    return problems
+
+
+def _check_power_estimate(snapshot: Snapshot, plan: Plan, problems: list[str]) -> None:
     if plan.power_estimate_w is not None:
         cap = snapshot.cap_w
         if math.isfinite(cap) and plan.power_estimate_w > cap * (1 + CAP_TOLERANCE):
             problems.append(
                 f"plan's own power estimate {plan.power_estimate_w:.0f} W exceeds the cap {cap:.0f} W"
             )
-    return problems
 
 
 def _plain_starts_ok(snapshot: Snapshot, plan: Plan) -> bool:
