@@ -106,9 +106,11 @@ def _sim_config(args: argparse.Namespace):
         cli["predictor_params"] = dict(args.predictor_param)
     if args.param:
         cli["params"] = dict(args.param)
+    if getattr(args, "clear_params", False):
+        cli["params"] = dict(args.param)
     if args.config:
         config = load_config(args.config, SimConfig, cli=cli, env=os.environ)
-        if args.param:  # --param adds to the file's params instead of replacing them
+        if args.param and not getattr(args, "clear_params", False):  # --param adds to the file's params
             config = merge_overrides(config, {"params": {**_file_params(args.config), **dict(args.param)}}, env={})
         return config
     if not args.trace:
@@ -160,6 +162,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     with as_file(demo) as path:
         ns = argparse.Namespace(**{**vars(_SIM_DEFAULTS), "config": str(path), "out": args.out, "quiet": args.quiet,
                                    "policy": args.policy, "cap": args.cap})
+        ns.clear_params = bool(args.policy)  # the demo's params belong to its own policy
         return cmd_simulate(ns)
 
 
@@ -253,9 +256,10 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     config = load_config(args.file, CONFIG_KINDS[kind].model, env=os.environ)
     if kind == "simulation":
         from wattsched.policies import make_policy
-        from wattsched.sim.run import build_platform
+        from wattsched.sim.run import build_platform, validate_plugins
 
         make_policy(config.policy, config.params, source=f"{args.file}: params")
+        validate_plugins(config)
         if Path(config.trace).exists():
             platform = build_platform(config)
             config.build_cap_schedule(platform)
@@ -334,8 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sim_options(p)
     p.set_defaults(func=cmd_simulate)
 
-    p = sub.add_parser("demo", help="simulate the bundled trace under a power cap and write a report",
-                       description="Simulate the bundled trace excerpt (KTH SP2) with EASY under a power cap.")
+    p = sub.add_parser("demo", help="simulate the bundled trace through a capped window and write a report",
+                       description="Simulate the bundled trace excerpt (KTH SP2) with EASY+PC and the history "
+                       "predictor through a one-week capped window, against uncapped EASY on the same jobs.")
     p.add_argument("--out", default="runs/demo", metavar="DIR", help="run directory (default runs/demo)")
     p.add_argument("--policy", metavar="NAME", help="policy instead of the demo's")
     p.add_argument("--cap", metavar="W|PCT", help="cap instead of the demo's")

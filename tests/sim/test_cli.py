@@ -152,8 +152,22 @@ def test_demo_runs_on_the_bundled_trace(tmp_path, capsys):
     assert main(["demo", "--out", str(out), "-q"]) == 0
     run, summary = load_run(out)
     assert summary["n_jobs"] == 5000 and run.info["policy"] == "easy-pc" and run.info["predictor"] == "history"
-    # EASY+PC on predicted power stays under the 60 % cap nearly all the time (predictions err:
-    # a little time above is expected); the uncapped EASY baseline is reported next to it
-    assert summary["frac_capped_time_above_cap"] < 0.05
+    # EASY+PC on predicted power stays under the 60 % cap of the capped week nearly all the time
+    # (predictions err: a little time above is expected); uncapped EASY is reported next to it
+    assert summary["frac_capped_time_above_cap"] < 0.05 and summary["jobs_unfinished"] == 0
     assert summary["baseline_policy"] == "easy" and summary["mean_turnaround_change_pct"] is not None
     assert (out / "report.html").exists()
+
+
+def test_bad_predictor_or_baseline_fails_before_running(trace, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["simulate", "--trace", str(trace), "--out", str(out), "-q", "--baseline", "nope"]) == 2
+    assert "unknown policy 'nope'" in capsys.readouterr().err
+    assert main(["simulate", "--trace", str(trace), "--out", str(out), "-q", "--predictor", "history",
+                 "--predictor-param", "alpha=-1"]) == 2
+    assert "predictor_params.alpha" in capsys.readouterr().err
+    assert not (out / "jobs.csv").exists()
+    cfg = tmp_path / "sim.yaml"
+    cfg.write_text(f"trace: {trace}\npredictor: crystal-ball\n")
+    assert main(["check-config", str(cfg)]) == 2
+    assert "unknown predictor 'crystal-ball'" in capsys.readouterr().err

@@ -156,6 +156,8 @@ def write_html_report(run_dir: str | Path) -> Path:
         ("trace", info.get("trace") or info.get("trace_path")),
         ("policy", f"{info.get('policy')} {json.dumps(info.get('params') or {})}"),
         ("platform", f"{info.get('platform')} ({info.get('nodes')} nodes)"),
+        ("predictor", "oracle (real values: a baseline, not a prediction)" if info.get("oracle")
+         else (info.get("predictor") or "none (node maximum)")),
         ("cap", _cap_text(info.get("cap"))),
         ("seed", info.get("seed")),
         ("kill at walltime", info.get("kill_at_walltime")),

@@ -80,6 +80,7 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
 
     platform = build_platform(config)
     policy = make_policy(config.policy, config.params, source=f"{config.source}: params")
+    validate_plugins(config)
     cap = config.build_cap_schedule(platform)
     budgets = config.build_energy_budgets()
     workload = open_workload(config, platform)
@@ -163,6 +164,17 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
         if report:
             write_html_report(out_dir)
     return RunOutcome(result, summary, out_dir)
+
+
+def validate_plugins(config: SimConfig) -> None:
+    """Fail before any work if the predictor, its parameters or the baseline policy are invalid."""
+    from wattsched.policies import make_policy
+    from wattsched.predictors import make_predictor
+
+    if config.predictor is not None:
+        make_predictor(config.predictor, config.predictor_params, source=f"{config.source}: predictor_params")
+    if config.baseline is not None:
+        make_policy(config.baseline, source=f"{config.source}: baseline")
 
 
 def baseline_comparison(summary: dict, base: dict, policy: str) -> dict:

@@ -50,14 +50,20 @@ class TraceJob:
 def true_power(tj: TraceJob, platform) -> PowerEstimate:
     """Real per-node power of a job (mean, max, std), as a node's meter shows it over the run.
 
-    From its power profile if it has one, else its ``mean_w``/``max_w``/``std_w``,
+    From its power profile if it has one (time-weighted), else its ``mean_w``/``max_w``/``std_w``,
     else the node's ``busy_w`` plus the job's GPUs at TDP.
     """
     if tj.power_series is not None:
-        values = [w for _, w in tj.power_series]
-        mean = sum(values) / len(values)
-        std = (sum((w - mean) ** 2 for w in values) / len(values)) ** 0.5
-        return PowerEstimate(mean, max(values), std)
+        # each step weighs by how long it lasts (the last until the job's end)
+        series = tj.power_series
+        ends = [t for t, _ in series[1:]] + [max(tj.runtime_s, series[-1][0])]
+        weights = [max(e - t, 0.0) for (t, _), e in zip(series, ends)]
+        total = sum(weights)
+        if total <= 0:
+            weights, total = [1.0] * len(series), float(len(series))
+        mean = sum(w * p for w, (_, p) in zip(weights, series)) / total
+        var = sum(w * (p - mean) ** 2 for w, (_, p) in zip(weights, series)) / total
+        return PowerEstimate(mean, max(p for _, p in series), var**0.5)
     if tj.mean_w is not None:
         return PowerEstimate(tj.mean_w, tj.max_w if tj.max_w is not None else tj.mean_w, tj.std_w or 0.0)
     pm = platform.nodes[0].power
