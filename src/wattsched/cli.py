@@ -294,8 +294,8 @@ def cmd_predict_evaluate(args: argparse.Namespace) -> int:
     from wattsched.config import SimConfig, merge_overrides
     from wattsched.sim.predict_eval import format_table, run_evaluation, split_params, write_outputs
 
-    cli = {"platform": args.platform, "procs": args.procs, "cores_per_node": args.cores_per_node, "seed": args.seed,
-           "skip_bad_lines": args.skip_bad_lines}
+    cli = {"trace": args.trace, "platform": args.platform, "procs": args.procs, "cores_per_node": args.cores_per_node,
+           "seed": args.seed, "skip_bad_lines": args.skip_bad_lines}
     config = merge_overrides(SimConfig(trace=args.trace), cli, env=os.environ)
     names = args.predictor or ["history"]
     specs = split_params(names, args.param)
@@ -446,6 +446,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("wattsched: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into a command that stopped reading (| head)
+        sys.stderr.close()
+        return 0
 
 
 def _init_sim_defaults() -> None:
