@@ -473,18 +473,24 @@ def _finite_max(x: np.ndarray) -> float | None:
     return float(x.max()) if x.size else None
 
 
-def verify_identical(cfg: Config, ref_dyn_w: float, specs: Sequence[RunSpec] | None = None) -> list[str]:
+def verify_identical(cfg: Config, ref_dyn_w: float, specs: Sequence[RunSpec] | None = None,
+                     indices: Sequence[int] | None = None, progress: bool = False) -> list[str]:
     """Run ``specs`` (default: every capped run) with the library's policies and with the fast stand-ins.
 
-    Returns the runs whose job start or end times differ (an empty list when they all agree).
+    ``indices`` picks workloads of the design (default all). Returns the runs whose job start or
+    end times differ (an empty list when they all agree).
     """
     tr = load_trace(cfg.trace, cfg.cores_per_node, cfg.machine_nodes)
     platform = _platform(cfg.platform)
     ws, we = window_of(cfg)
     bad = []
     for wspec in workload_specs(cfg, tr.span_s):
+        if indices is not None and wspec.index not in indices:
+            continue
         prep = prepare_workload(cfg, wspec)
         for spec in specs if specs is not None else run_specs(cfg):
+            if progress:
+                print(f"workload {wspec.index}: {spec.run_id}", flush=True)
             cap = CapSchedule.window(ws, we, platform.idle_power_w + spec.cap_frac * ref_dyn_w)
             out = []
             for fast in (False, True):
@@ -730,6 +736,9 @@ def run_experiment(cfg: Config, out: str | Path, *, workers: int = 2, jobs_per_p
     finally:
         if pool is not None:
             pool.shutdown()
+    for w in wspecs:  # a resumed run may not have prepared every workload in this process
+        if w.index not in infos:
+            infos[w.index] = get_prepared(cfg, w, out).info
     with open(wl_path, "w", newline="") as fh:
         keys = list(next(iter(infos.values())))
         wr = csv.DictWriter(fh, fieldnames=keys)

@@ -11,6 +11,7 @@ Runs already in DIR/runs.csv are skipped, so an interrupted run resumes. See REA
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from lwp_experiment import Config, default_trace, run_experiment  # noqa: E402
+from lwp_experiment import Config, default_trace, run_experiment, verify_identical  # noqa: E402
 from lwp_report import write_report  # noqa: E402
 
 
@@ -43,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report-only", action="store_true", help="only rewrite summary.md and the figures")
     ap.add_argument("--keep-cache", action="store_true", help="keep the prepared workloads in OUT/.cache")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--check-policies", metavar="INDICES", default=None,
+                    help="instead of the experiment: check on these workloads (e.g. 1,3,21) that the fast policy "
+                         "stand-ins (lwp_policies.py) take the library policies' decisions; needs OUT/reference.json")
     args = ap.parse_args(argv)
 
     out = Path(args.out) if args.out else HERE / ("results-quick" if args.quick else "results")
@@ -63,6 +67,12 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         power_model=args.power_model,
     )
+    if args.check_policies:
+        ref = json.loads((out / "reference.json").read_text())["ref_dyn_w"]
+        indices = [int(x) for x in args.check_policies.split(",")]
+        bad = verify_identical(cfg, ref, indices=indices, progress=not args.no_progress)
+        print("identical decisions" if not bad else "DIFFERENT:\n  " + "\n  ".join(bad))
+        return 1 if bad else 0
     t = time.perf_counter()
     facts = run_experiment(cfg, out, workers=args.workers, jobs_per_process=args.jobs_per_process,
                            progress=not args.no_progress, keep_cache=args.keep_cache)

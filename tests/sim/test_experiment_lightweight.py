@@ -33,7 +33,6 @@ def _f(row: dict, key: str) -> float:
     return float(row[key]) if row[key] not in ("", "nan") else math.nan
 
 
-@pytest.mark.slow
 def test_one_tiny_workload(traces_dir, lwp, tmp_path):
     trace = traces_dir / "RICC-2010-2.swf.gz"
     if not trace.exists():
