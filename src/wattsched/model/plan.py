@@ -104,5 +104,3 @@ class Reason:
 
     __repr__ = __str__
 
-
-EMPTY_PLAN_REASON = "no resources"

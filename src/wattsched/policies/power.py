@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from wattsched.model.job import Job, PowerEstimate
+from wattsched.model.job import PowerEstimate
 from wattsched.model.snapshot import Snapshot
 
 CHECKS = ("mean", "max", "gaussian_68", "gaussian_95", "gaussian_99")
@@ -128,7 +128,3 @@ class PowerLedger:
         self.mean_w -= est.mean_w * nodes
         self.max_w -= est.max_w * nodes
         self.var_w2 = max(0.0, self.var_w2 - (est.std_w * nodes) ** 2)
-
-
-def job_fits(ledger: PowerLedger, snapshot: Snapshot, job: Job, cap_w: float) -> bool:
-    return ledger.fits(snapshot.estimate(job), job.nodes, cap_w)
