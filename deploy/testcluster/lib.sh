@@ -1,0 +1,31 @@
+# Shared settings of the wattsched test cluster scripts (sourced by up, down, status).
+# Everything lives under $WS_TC_DIR; nothing outside it is written except the network
+# namespaces, veths and the bridge named below, all removed by `down`.
+set -euo pipefail
+
+WS_TC_DIR=${WS_TC_DIR:-/tmp/wattsched-testcluster}
+WS_TC_NODES=${WS_TC_NODES:-4}
+WS_TC_CORES=${WS_TC_CORES:-2}
+WS_TC_SUBNET=${WS_TC_SUBNET:-10.199.7}      # /24 used only inside this machine's own namespaces
+WS_TC_BRIDGE=${WS_TC_BRIDGE:-wsbr0}
+WS_TC_PREFIX=${WS_TC_PREFIX:-wsn}           # node names: wsn1, wsn2, ...
+WS_TC_CTLD_PORT=${WS_TC_CTLD_PORT:-6817}
+WS_TC_SLURMD_PORT=${WS_TC_SLURMD_PORT:-6818}
+WS_TC_GATE=${WS_TC_GATE:-none}              # none | lua: install deploy/slurm/job_submit.lua
+
+WS_TC_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+WS_TC_HOST_ADDR=$WS_TC_SUBNET.1
+
+node_name() { echo "$WS_TC_PREFIX$1"; }
+node_addr() { echo "$WS_TC_SUBNET.$((10 + $1))"; }
+node_ns() { echo "wattsched-$WS_TC_PREFIX$1"; }
+
+# Node count recorded by `up`, so `down` and `status` work without the same environment.
+recorded_nodes() {
+    if [ -f "$WS_TC_DIR/nodes" ]; then cat "$WS_TC_DIR/nodes"; else echo "$WS_TC_NODES"; fi
+}
+
+pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+say() { echo "testcluster: $*" >&2; }
+die() { say "$*"; exit 1; }

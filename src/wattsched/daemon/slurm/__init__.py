@@ -1,0 +1,1 @@
+"""Slurm backends: the one place that talks to Slurm (CLI JSON, plain text, pyslurm)."""

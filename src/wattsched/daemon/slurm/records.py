@@ -1,0 +1,121 @@
+"""Jobs and nodes as Slurm reports them, independent of the Slurm version and the way they were read.
+
+Every backend (CLI JSON of any data_parser version, plain ``scontrol`` text,
+pyslurm) produces these records; the rest of the daemon reads only them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Base job states, as Slurm names them.
+PENDING = "PENDING"
+RUNNING = "RUNNING"
+SUSPENDED = "SUSPENDED"
+COMPLETING = "COMPLETING"
+
+# Reasons of a held job (priority 0).
+HELD_ADMIN = "JobHeldAdmin"
+HELD_USER = "JobHeldUser"
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmJob:
+    """One job from ``squeue``/``scontrol show job``.
+
+    Times are epoch seconds (``None`` when Slurm has none). ``time_limit_s`` is
+    ``None`` for an unlimited job. ``nodes`` are the allocated nodes and
+    ``required_nodes`` the ReqNodeList, both expanded from Slurm's hostlist form.
+    ``state`` is the base state (``PENDING``, ``RUNNING``, ...); ``flags`` the
+    extra state flags newer Slurm versions report next to it (``REQUEUED``,
+    ``COMPLETING``, ...). ``priority`` 0 means held.
+    """
+
+    job_id: int
+    state: str
+    user: str = ""
+    account: str = ""
+    partition: str = ""
+    qos: str = ""
+    name: str = ""
+    reason: str = ""
+    flags: frozenset[str] = frozenset()
+    priority: int | None = None
+    submit_time: float | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    time_limit_s: float | None = None
+    node_count: int = 1
+    cpus: int = 0
+    nodes: tuple[str, ...] = ()
+    required_nodes: tuple[str, ...] = ()
+    excluded_nodes: tuple[str, ...] = ()
+    comment: str = ""
+    requeue: bool = True
+    batch: bool = True
+    restart_count: int = 0
+    gpus_per_node: int = 0
+    features: str = ""
+
+    @property
+    def held(self) -> bool:
+        return self.state == PENDING and (self.priority == 0 or self.reason in (HELD_ADMIN, HELD_USER))
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmNode:
+    """One node from ``sinfo``/``scontrol show node``.
+
+    ``state`` is the base state in upper case (``IDLE``, ``ALLOCATED``,
+    ``MIXED``, ``DOWN``, ``UNKNOWN``, ...); ``flags`` the state flags
+    (``DRAIN``, ``POWERED_DOWN``, ``POWERING_UP``, ``POWERING_DOWN``,
+    ``POWER_DOWN``, ``NOT_RESPONDING``, ...), upper case, as newer Slurm
+    reports them (22.05's lowercase ``state_flags`` and the plain-text
+    ``IDLE+DRAIN+POWERED_DOWN`` form are normalised to this).
+    ``current_watts`` is ``None`` when Slurm has no energy data.
+    """
+
+    name: str
+    state: str
+    flags: frozenset[str] = frozenset()
+    cpus: int = 0
+    sockets: int = 0
+    cores_per_socket: int = 0
+    threads_per_core: int = 1
+    real_memory_mb: int = 0
+    features: tuple[str, ...] = ()
+    partitions: tuple[str, ...] = ()
+    gres: str = ""
+    reason: str = ""
+    current_watts: float | None = None
+
+    @property
+    def drained(self) -> bool:
+        return "DRAIN" in self.flags or "DRAINED" in self.flags or "DRAINING" in self.flags
+
+    @property
+    def down(self) -> bool:
+        return self.state in ("DOWN", "FAIL", "FUTURE", "UNKNOWN") or "NOT_RESPONDING" in self.flags
+
+    @property
+    def powered_off(self) -> bool:
+        return "POWERED_DOWN" in self.flags
+
+    @property
+    def powering_up(self) -> bool:
+        return "POWERING_UP" in self.flags or "POWER_UP" in self.flags
+
+    @property
+    def powering_down(self) -> bool:
+        return "POWERING_DOWN" in self.flags or "POWER_DOWN" in self.flags
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    """What one read of Slurm returned: jobs (pending and running), nodes, and Slurm's version string."""
+
+    jobs: tuple[SlurmJob, ...]
+    nodes: tuple[SlurmNode, ...]
+    version: str = ""
+    read_at: float = 0.0
+    partitions: dict[str, tuple[str, ...]] = field(default_factory=dict)
