@@ -250,6 +250,7 @@ def cmd_traces_augment(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
+    import wattsched.daemon.config  # noqa: F401  (registers the daemon kind)
     from wattsched.config import CONFIG_KINDS, detect_config_kind, load_config
 
     kind = detect_config_kind(args.file)
@@ -266,6 +267,16 @@ def cmd_check_config(args: argparse.Namespace) -> int:
             print(f"{args.file}: valid {kind} config ({config.policy} on {len(platform)} nodes)")
             return 0
         print(f"{args.file}: valid {kind} config; note: trace {str(config.trace)!r} does not exist here")
+        return 0
+    if kind == "daemon":
+        from wattsched.policies import make_policy
+        from wattsched.predictors import make_predictor
+
+        make_policy(config.policy, config.params, source=f"{args.file}: params")
+        if config.predictor:
+            make_predictor(config.predictor, config.predictor_params, source=f"{args.file}: predictor_params")
+        mode = "dry-run" if config.dry_run else f"gate {config.gate}"
+        print(f"{args.file}: valid {kind} config ({config.policy}, {config.slurm.backend} backend, {mode})")
         return 0
     print(f"{args.file}: valid {kind} config")
     return 0
@@ -427,6 +438,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("policies", help="list policies and their parameters")
     p.set_defaults(func=cmd_policies)
+
+    from wattsched.daemon.commands import add_commands
+
+    add_commands(sub)
     return parser
 
 

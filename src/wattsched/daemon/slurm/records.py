@@ -26,6 +26,7 @@ class SlurmJob:
     Times are epoch seconds (``None`` when Slurm has none). ``time_limit_s`` is
     ``None`` for an unlimited job. ``nodes`` are the allocated nodes and
     ``required_nodes`` the ReqNodeList, both expanded from Slurm's hostlist form.
+    ``admin_comment`` (which only admins can set) carries wattsched's hold marker.
     ``state`` is the base state (``PENDING``, ``RUNNING``, ...); ``flags`` the
     extra state flags newer Slurm versions report next to it (``REQUEUED``,
     ``COMPLETING``, ...). ``priority`` 0 means held.
@@ -51,6 +52,7 @@ class SlurmJob:
     required_nodes: tuple[str, ...] = ()
     excluded_nodes: tuple[str, ...] = ()
     comment: str = ""
+    admin_comment: str = ""
     requeue: bool = True
     batch: bool = True
     restart_count: int = 0

@@ -1,0 +1,216 @@
+"""The daemon's commands: ``wattsched daemon``, ``status``, ``audit`` and ``release``."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from wattsched.errors import ConfigError
+
+log = logging.getLogger("wattsched.daemon")
+
+
+def load_daemon_config(args: argparse.Namespace):
+    from wattsched.config import load_config
+    from wattsched.daemon.config import DaemonConfig
+
+    cli = {}
+    if getattr(args, "backend", None):
+        cli["slurm"] = {"backend": args.backend}
+    if getattr(args, "dry_run", False):
+        cli["dry_run"] = True
+    if getattr(args, "state_dir", None):
+        cli["state_dir"] = args.state_dir
+    if args.config is None:
+        raw = {"kind": "daemon", **cli}
+        if "state_dir" not in raw and raw.get("slurm", {}).get("backend") == "sim":
+            raw["state_dir"] = "runs/daemon-sim"
+        try:
+            return DaemonConfig.model_validate(raw), None
+        except Exception as exc:  # pragma: no cover - only the CLI's own keys here
+            raise ConfigError(f"command line: {exc}") from exc
+    config = load_config(args.config, DaemonConfig, env=os.environ)
+    if cli:
+        merged = config.model_dump()
+        for k, v in cli.items():
+            merged[k] = {**merged[k], **v} if isinstance(v, dict) else v
+        config = DaemonConfig.model_validate(merged)
+    return config, Path(args.config)
+
+
+def make_backend(config):
+    kind = config.slurm.backend
+    if kind == "cli":
+        from wattsched.daemon.slurm.cli import SlurmCLI
+
+        s = config.slurm
+        return SlurmCLI(conf=s.conf, bin_dir=s.bin_dir, output=s.output, timeout_s=s.timeout_s, retries=s.retries,
+                        retry_backoff_s=s.retry_backoff_s)
+    if kind == "pyslurm":
+        from wattsched.daemon.slurm.pyslurm_backend import PyslurmBackend
+
+        return PyslurmBackend()
+    from wattsched.daemon.simcluster import SimCluster
+
+    return SimCluster.from_config(config.sim)
+
+
+def cmd_daemon(args: argparse.Namespace) -> int:
+    from wattsched.daemon.loop import Daemon
+    from wattsched.daemon.metrics import serve
+
+    config, path = load_daemon_config(args)
+    if args.verbose == 0:
+        logging.getLogger("wattsched").setLevel(logging.INFO)
+    backend = make_backend(config)
+    daemon = Daemon(config, backend)
+    daemon.config_path = path
+    daemon.install_signal_handlers()
+    server = None
+    if config.metrics.port:
+        server = serve(daemon.metrics, config.metrics.address, config.metrics.port)
+        log.info("metrics on http://%s:%d/metrics", config.metrics.address, config.metrics.port)
+    log.info("wattsched daemon: policy %s, backend %s, %s, state %s, every %g s", config.policy,
+             config.slurm.backend, "DRY-RUN" if config.dry_run else "gate " + config.gate, config.state_dir,
+             config.poll_interval_s)
+    try:
+        return daemon.run(max_cycles=args.cycles)
+    finally:
+        if server is not None:
+            server.shutdown()
+        daemon.store.close()
+
+
+def _store(args):
+    from wattsched.daemon.store import Store
+
+    config, _ = load_daemon_config(args)
+    path = Path(config.state_dir) / "state.db"
+    if not path.exists():
+        raise ConfigError(f"{path}: no state store (has the daemon run with state_dir {config.state_dir}?)")
+    return config, Store(path)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from wattsched.daemon.loop import Daemon
+
+    config, store = _store(args)
+    daemon = Daemon(config, make_backend(config), store=store)
+    view_state = daemon.backend.read_state()
+    from wattsched.daemon.view import build_view
+
+    view = build_view(
+        view_state, partitions=daemon.partitions, holds=store.holds(), starts=store.starts(), power=daemon.power,
+        cap_w=daemon._cap_w, estimator=None, epoch=0, include_adopted=False, platform_cache={},
+    )
+    c, snap = view.classified, view.snapshot
+    holds = store.holds()
+    print(f"policy {config.policy}, {'dry-run' if config.dry_run else 'active'}, cycle {store.get('cycle', 0)}")
+    hb = config.heartbeat_path
+    if hb.exists():
+        age = time.time() - hb.stat().st_mtime
+        print(f"heartbeat {hb}: {age:.0f} s old" + (" (stale: the lua gate is open)" if age > 60 else ""))
+    print(f"jobs: {len(c.running)} running, {len(c.starting)} released and starting, {len(c.ours)} held by "
+          f"wattsched, {len(c.adopt)} pending not held, {len(c.others_held)} held by users or admins")
+    cap = snap.cap_w
+    print(f"cap: {'none' if cap == float('inf') else f'{cap:,.0f} W'}; estimated power {snap.platform_power_w:,.0f} W "
+          f"on {len(snap.platform)} nodes")
+    if c.ours:
+        print("held by wattsched:")
+        for job in c.ours[: args.limit]:
+            reason = holds.get(job.job_id, ("", ""))[1] or "waiting for the next cycle"
+            print(f"  {job.job_id:>8}  {job.user:<10} {job.node_count:>4} nodes  {reason}")
+        if len(c.ours) > args.limit:
+            print(f"  ... and {len(c.ours) - args.limit} more")
+    store.close()
+    return 0
+
+
+def _parse_since(text: str) -> float:
+    text = text.strip()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    if text and text[-1] in units and text[:-1].replace(".", "", 1).isdigit():
+        return time.time() - float(text[:-1]) * units[text[-1]]
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(f"--since: expected a duration such as 2h or 30m, or a date such as 2026-11-22T10:00, "
+                          f"got {text!r}") from None
+    if when.tzinfo is None:
+        when = when.astimezone()
+    return when.timestamp()
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    _config, store = _store(args)
+    entries = store.audit_since(_parse_since(args.since))
+    if args.action:
+        entries = [e for e in entries if e.action in args.action]
+    for e in entries[-args.limit:] if args.limit else entries:
+        when = dt.datetime.fromtimestamp(e.time).isoformat(timespec="seconds")
+        flag = " [dry-run]" if e.dry_run else ""
+        print(f"{when}  cycle {e.cycle:<6} {e.action:<11} {e.target:<10} {e.outcome:<10}{flag} {e.reason}")
+    store.close()
+    return 0
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    from wattsched.daemon.loop import Daemon
+
+    config, store = _store(args)
+    daemon = Daemon(config.model_copy(update={"dry_run": False}), make_backend(config), store=store)
+    released = daemon.release_all(reason="released by wattsched release")
+    print(f"released {len(released)} jobs held by wattsched" + (f": {', '.join(map(str, released))}" if released
+                                                                  else ""))
+    store.close()
+    return 0
+
+
+def add_commands(sub) -> None:
+    def common(p, config_required=False):
+        p.add_argument("--config", "-c", metavar="FILE", required=config_required,
+                       help="daemon config (YAML); see docs/config.md")
+        p.add_argument("--state-dir", metavar="DIR", help="state directory (overrides the config)")
+        p.add_argument("--backend", choices=("cli", "pyslurm", "sim"), help="Slurm backend (overrides the config)")
+
+    p = sub.add_parser(
+        "daemon", help="run the power-aware dispatcher against Slurm (or the built-in simulated cluster)",
+        description="Each cycle: read the Slurm queue and nodes, predict job power, run the policy, check its plan, "
+        "and act (release jobs pinned to the chosen nodes, hold, requeue, power nodes down and up). SIGHUP reloads "
+        "the config, SIGTERM stops (on_stop: release or keep held jobs). With --backend sim it runs against a "
+        "simulated cluster replaying the bundled trace, no Slurm needed.",
+        epilog="Examples: wattsched daemon --backend sim;  wattsched daemon -c /etc/wattsched/wattsched.yaml --dry-run",
+    )
+    common(p)
+    p.add_argument("--dry-run", action="store_true", help="decide, audit and export; change nothing")
+    p.add_argument("--cycles", type=int, metavar="N", help="stop after N cycles (default: run until stopped)")
+    p.set_defaults(func=cmd_daemon)
+
+    p = sub.add_parser("status", help="jobs by state, the jobs wattsched holds and why, cap and power",
+                       description="Read Slurm and the daemon's state store and print what wattsched is doing.")
+    common(p)
+    p.add_argument("--limit", type=int, default=20, help="held jobs listed (default 20)")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("audit", help="list the daemon's decisions",
+                       description="List decisions from the audit log: time, cycle, action, target, outcome, reason.")
+    common(p)
+    p.add_argument("--since", default="1h", help="a duration (30m, 2h, 7d) or a date (default 1h)")
+    p.add_argument("--action", action="append", help="only this action (start, hold, requeue, ...); repeatable")
+    p.add_argument("--limit", type=int, default=0, help="only the last N entries")
+    p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser("release", help="release every job wattsched holds (roll back)",
+                       description="Release all jobs held by wattsched, unpinned, so Slurm schedules them itself. "
+                       "Stop the daemon first, or it holds new jobs again.")
+    common(p)
+    p.set_defaults(func=cmd_release)
+
+
+def print_err(msg: str) -> None:
+    print(msg, file=sys.stderr)

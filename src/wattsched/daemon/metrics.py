@@ -1,0 +1,71 @@
+"""The daemon's own Prometheus metrics (``wattsched_`` prefix), on an injected registry."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+
+
+class DaemonMetrics:
+    """Every series the daemon exports. Pass a fresh ``CollectorRegistry`` in tests."""
+
+    def __init__(self, registry: CollectorRegistry | None = None):
+        r = self.registry = registry if registry is not None else CollectorRegistry()
+        self.info = Info("wattsched", "wattsched build and configuration", registry=r)
+        self.cycles = Counter("wattsched_cycles", "Control cycles run", registry=r)
+        self.cycle_failures = Counter(
+            "wattsched_cycle_failures", "Cycles that failed and were skipped", ["stage"], registry=r
+        )
+        self.cycle_duration = Histogram(
+            "wattsched_cycle_duration_seconds", "Duration of a control cycle", registry=r,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+        )
+        self.last_cycle = Gauge(
+            "wattsched_last_cycle_timestamp_seconds", "End of the last successful cycle (epoch)", registry=r
+        )
+        self.dry_run = Gauge("wattsched_dry_run", "1 when the daemon only logs what it would do", registry=r)
+        self.jobs = Gauge("wattsched_jobs", "Managed jobs by state as the daemon sees them", ["state"], registry=r)
+        self.held_reasons = Gauge(
+            "wattsched_held_jobs", "Jobs wattsched holds, by the kind of reason they wait", ["reason"], registry=r
+        )
+        self.nodes = Gauge("wattsched_nodes", "Managed nodes by state", ["state"], registry=r)
+        self.decisions = Counter(
+            "wattsched_decisions", "Actions decided, by action and outcome", ["action", "outcome"], registry=r
+        )
+        self.start_timeouts = Counter(
+            "wattsched_start_timeouts", "Released jobs Slurm did not start in time (held again)", registry=r
+        )
+        self.start_mismatches = Counter(
+            "wattsched_start_mismatches", "Jobs Slurm started on other nodes than planned", registry=r
+        )
+        self.plan_rejections = Counter(
+            "wattsched_plan_rejections", "Plans the guard rejected (a policy bug)", registry=r
+        )
+        self.power = Gauge(
+            "wattsched_platform_power_watts", "Platform power of the managed nodes", ["source"], registry=r
+        )
+        self.cap = Gauge("wattsched_power_cap_watts", "Power cap in force (+Inf when uncapped)", registry=r)
+        self.slurm_errors = Counter(
+            "wattsched_slurm_command_failures", "Slurm commands that failed", ["command"], registry=r
+        )
+
+    def set_jobs(self, counts: dict[str, int]) -> None:
+        for state in ("held", "pending_unheld", "starting", "running", "held_by_others"):
+            self.jobs.labels(state).set(counts.get(state, 0))
+
+    def set_held_reasons(self, counts: dict[str, int]) -> None:
+        self.held_reasons.clear()
+        for reason, n in counts.items():
+            self.held_reasons.labels(reason).set(n)
+
+    def set_nodes(self, counts: dict[str, int]) -> None:
+        self.nodes.clear()
+        for state, n in counts.items():
+            self.nodes.labels(state).set(n)
+
+
+def serve(metrics: DaemonMetrics, address: str, port: int):
+    """Start the ``/metrics`` HTTP endpoint in a thread; returns the server (``shutdown()`` stops it)."""
+    from prometheus_client import start_http_server
+
+    server, _thread = start_http_server(port, addr=address, registry=metrics.registry)
+    return server

@@ -1,0 +1,187 @@
+"""The Slurm command-line backend: the one place that runs ``squeue``, ``sinfo``, ``scontrol`` and ``scancel``.
+
+Every command has a time limit; failures to reach slurmctld (and time-outs) are
+retried with exponential backoff; anything else Slurm refuses is raised at once
+as a :class:`~wattsched.errors.SlurmCommandError` carrying the command, exit
+code, stdout and stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from wattsched.daemon.slurm import parse
+from wattsched.daemon.slurm.records import ClusterState
+from wattsched.errors import SlurmCommandError
+
+log = logging.getLogger(__name__)
+
+TRANSIENT = (
+    "Unable to contact slurm controller",
+    "Socket timed out",
+    "Connection refused",
+    "Zero Bytes were transmitted",
+    "Slurm backup controller in standby mode",
+    "Communication connection failure",
+    "Unable to establish control machine address",
+    "timed out",
+)
+"""Fragments of Slurm error messages worth a retry: slurmctld down, restarting or busy."""
+
+
+class SlurmCLI:
+    """Runs Slurm commands.
+
+    Parameters
+    ----------
+    conf
+        slurm.conf, passed as ``SLURM_CONF``; ``None`` leaves Slurm's default.
+    bin_dir
+        Where the commands are; ``None`` looks them up on ``PATH``.
+    output
+        ``json``, ``text`` or ``auto`` (JSON, text if the JSON commands fail).
+    """
+
+    name = "cli"
+
+    def __init__(
+        self,
+        conf: str | os.PathLike | None = None,
+        bin_dir: str | os.PathLike | None = None,
+        output: str = "auto",
+        timeout_s: float = 30.0,
+        retries: int = 2,
+        retry_backoff_s: float = 1.0,
+        sleep=time.sleep,
+    ):
+        self.env = dict(os.environ)
+        if conf is not None:
+            self.env["SLURM_CONF"] = str(conf)
+        self.bin_dir = Path(bin_dir) if bin_dir else None
+        self.output = output
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.retry_backoff_s = retry_backoff_s
+        self._sleep = sleep
+        self.version: tuple[int, int, int] | None = None
+        self.commands_run = 0
+
+    # ------------------------------------------------------------------ running
+
+    def _argv(self, args: Sequence[str]) -> list[str]:
+        cmd = list(args)
+        if self.bin_dir is not None:
+            cmd[0] = str(self.bin_dir / cmd[0])
+        return cmd
+
+    def run(self, args: Sequence[str], *, retry: bool = True) -> str:
+        """Run one Slurm command and return its stdout; raise :class:`SlurmCommandError` on failure."""
+        cmd = self._argv(args)
+        attempts = 1 + (self.retries if retry else 0)
+        delay = self.retry_backoff_s
+        for attempt in range(1, attempts + 1):
+            self.commands_run += 1
+            try:
+                proc = subprocess.run(
+                    cmd, env=self.env, capture_output=True, text=True, timeout=self.timeout_s, check=False
+                )
+            except subprocess.TimeoutExpired as exc:
+                err = SlurmCommandError(
+                    cmd, -1, _text(exc.stdout), f"timed out after {self.timeout_s:g} s. " + _text(exc.stderr)
+                )
+                transient = True
+            except OSError as exc:
+                raise SlurmCommandError(cmd, -1, "", f"cannot run {cmd[0]}: {exc.strerror}") from exc
+            else:
+                if proc.returncode == 0:
+                    return proc.stdout
+                err = SlurmCommandError(cmd, proc.returncode, proc.stdout, proc.stderr)
+                transient = any(t in proc.stderr or t in proc.stdout for t in TRANSIENT)
+            if not transient or attempt == attempts:
+                raise err
+            log.warning("%s (attempt %d of %d); retrying in %.1f s", err, attempt, attempts, delay)
+            self._sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # ------------------------------------------------------------------ reading
+
+    def slurm_version(self) -> tuple[int, int, int]:
+        if self.version is None:
+            self.version = parse.parse_slurm_version(self.run(["sinfo", "--version"]))
+        return self.version
+
+    def read_state(self) -> ClusterState:
+        version = self.slurm_version()
+        now = time.time()
+        if self.output in ("json", "auto"):
+            try:
+                return self._read_json(version, now)
+            except SlurmCommandError as exc:
+                if self.output == "json" or _unreachable(exc):
+                    raise
+                log.warning("JSON output failed (%s); reading plain text", exc)
+        return self._read_text(version, now)
+
+    def _read_json(self, version, now) -> ClusterState:
+        jobs, _ = parse.parse_squeue_json(self.run(["squeue", "--all", "--json"]), source="squeue --json")
+        if version < (23, 2, 0):
+            nodes, _ = parse.parse_nodes_json(self.run(["sinfo", "--json"]), source="sinfo --json")
+        else:
+            nodes, _ = parse.parse_nodes_json(
+                self.run(["scontrol", "show", "nodes", "--json"]), source="scontrol show nodes --json"
+            )
+        return ClusterState(tuple(jobs), tuple(nodes), version=".".join(map(str, version)), read_at=now)
+
+    def _read_text(self, version, now) -> ClusterState:
+        jobs = parse.parse_scontrol_jobs_text(self.run(["scontrol", "-o", "show", "jobs"]))
+        nodes = parse.parse_scontrol_nodes_text(self.run(["scontrol", "-o", "show", "nodes"]))
+        return ClusterState(tuple(jobs), tuple(nodes), version=".".join(map(str, version)), read_at=now)
+
+    # ------------------------------------------------------------------ acting
+
+    def hold(self, job_id: int, admin_comment: str) -> None:
+        # marker first: a marker on a job that is not held means nothing, a hold without it
+        # would look like someone else's
+        self.run(["scontrol", "update", f"jobid={job_id}", f"AdminComment={admin_comment}"])
+        self.run(["scontrol", "hold", str(job_id)])
+
+    def release(self, job_id: int, nodes: Sequence[str], admin_comment: str) -> None:
+        self.run(
+            ["scontrol", "update", f"jobid={job_id}", f"ReqNodeList={','.join(nodes)}", f"AdminComment={admin_comment}"]
+        )
+        self.run(["scontrol", "release", str(job_id)])
+
+    def requeue(self, job_id: int) -> None:
+        self.run(["scontrol", "requeue", str(job_id)])
+
+    def cancel(self, job_id: int) -> None:
+        self.run(["scancel", str(job_id)])
+
+    def power_down(self, node: str) -> None:
+        self.run(["scontrol", "update", f"nodename={node}", "state=POWER_DOWN"])
+
+    def power_up(self, node: str) -> None:
+        self.run(["scontrol", "update", f"nodename={node}", "state=POWER_UP"])
+
+    def ping(self) -> bool:
+        try:
+            self.run(["scontrol", "ping"], retry=False)
+        except SlurmCommandError:
+            return False
+        return True
+
+
+def _text(value) -> str:
+    if value is None:
+        return ""
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
+
+
+def _unreachable(exc: SlurmCommandError) -> bool:
+    return exc.returncode == -1 or any(t in exc.stderr for t in TRANSIENT)

@@ -1,0 +1,832 @@
+"""Pure parsers for what the Slurm CLI prints: JSON of any supported data_parser version, and plain ``scontrol -o``.
+
+Every function takes the captured text and returns :mod:`records` values; none
+runs a command. Supported JSON (REFERENCE-slurm-power.md §1.1):
+
+- Slurm 22.05 ``squeue --json`` / ``sinfo --json`` (openapi/v0.0.38 dumps,
+  ``src/plugins/openapi/v0.0.38/{jobs,nodes}.c``): plain ints or ``null``,
+  ``job_state`` a string, node ``state`` a lowercase string plus ``state_flags``,
+  envelope ``meta.Slurm.version`` with int parts.
+- data_parser v0.0.39 (23.02) to v0.0.44 (25.11), from ``squeue --json`` and
+  ``scontrol show nodes --json`` (``src/plugins/data_parser/v0.0.4x/parsers.c``):
+  NO_VAL-capable numbers become ``{"set", "infinite", "number"}``, timestamps do
+  so from v0.0.40, ``job_state`` becomes a list of base state plus flags from
+  v0.0.40, node ``state`` is an upper-case list, and 23.11+ moves the envelope
+  to ``meta.slurm.version`` with string parts.
+
+Normalisations every version shares (so the same cluster gives equal records):
+
+- ``time_limit`` is minutes in Slurm's JSON and ``TimeLimit=`` is
+  ``[days-]hh:mm:ss``; both become seconds, ``None`` when unlimited or unset.
+- A timestamp of 0 (or ``Unknown``/``None`` in text) becomes ``None``.
+- The reason ``None`` (Slurm's ``WAIT_NO_REASON``) becomes ``""``.
+- ``current_watts`` of 0 becomes ``None``: Slurm reports 0 both without an
+  energy plugin and before the first sample (live 23.11-25.11 outputs), and
+  22.05 omits node energy from its JSON altogether.
+- A node's ``reason`` loses the ``[user@time]`` suffix ``scontrol`` appends, and
+  a job's text ``Reason=`` keeps only the code before the first comma
+  (scontrol prints the state description there when one is set).
+- 22.05 and v0.0.39 print one job-state string, which for a job with a state
+  flag is the flag alone (``job_state_string()`` in ``src/common/slurm_protocol_defs.c``);
+  see :data:`FLAG_ONLY_JOB_STATES` for how those map to a base state.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from datetime import datetime, tzinfo
+from typing import Any
+
+from wattsched.daemon.slurm import hostlist
+from wattsched.daemon.slurm.records import COMPLETING, PENDING, RUNNING, SlurmJob, SlurmNode
+from wattsched.errors import WattschedError
+
+__all__ = [
+    "BASE_JOB_STATES",
+    "BASE_NODE_STATES",
+    "FLAG_ONLY_JOB_STATES",
+    "SlurmOutputError",
+    "parse_nodes_json",
+    "parse_scontrol_jobs_text",
+    "parse_scontrol_nodes_text",
+    "parse_slurm_version",
+    "parse_squeue_json",
+    "parse_time_limit",
+]
+
+
+class SlurmOutputError(WattschedError):
+    """Slurm printed something the parsers cannot read.
+
+    The message names the source (the command), where the problem is (a JSON
+    path such as ``jobs[3].job_state`` or a text line and key) and what is wrong.
+    """
+
+    def __init__(self, source: str, where: str | None, message: str):
+        self.source = source
+        self.where = where
+        self.problem = message
+        super().__init__(f"{source}: {where}: {message}" if where else f"{source}: {message}")
+
+
+# Base job states, in the order of ``enum job_states`` (slurm.h).
+BASE_JOB_STATES = frozenset(
+    {
+        "PENDING",
+        "RUNNING",
+        "SUSPENDED",
+        "COMPLETED",
+        "CANCELLED",
+        "FAILED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "OUT_OF_MEMORY",
+    }
+)
+
+# A single state string (22.05, v0.0.39, ``JobState=``) naming a flag hides the
+# base state; map it to the base state the flag implies. COMPLETING is kept as
+# the state (``records.COMPLETING``) because the job may have ended in any of
+# several states and still holds its nodes.
+FLAG_ONLY_JOB_STATES: dict[str, str] = {
+    "COMPLETING": COMPLETING,
+    "CONFIGURING": RUNNING,
+    "RESIZING": RUNNING,
+    "SIGNALING": RUNNING,
+    "STOPPED": RUNNING,
+    "STAGE_OUT": "COMPLETED",
+    "REQUEUED": PENDING,
+    "REQUEUE_HOLD": PENDING,
+    "REQUEUE_FED": PENDING,
+    "SPECIAL_EXIT": PENDING,
+    "RESV_DEL_HOLD": PENDING,
+}
+
+# Base node states (``enum node_states``, slurm.h); everything else is a flag.
+BASE_NODE_STATES = frozenset({"UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE"})
+
+# Short and sinfo-style spellings of node states: name -> (base, flags).
+_NODE_STATE_ALIASES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "ALLOC": ("ALLOCATED", ()),
+    "MIX": ("MIXED", ()),
+    "UNK": ("UNKNOWN", ()),
+    "DRAIN": ("IDLE", ("DRAIN",)),
+    "DRAINED": ("IDLE", ("DRAIN",)),
+    "DRAINING": ("ALLOCATED", ("DRAIN",)),
+    "DRNG": ("ALLOCATED", ("DRAIN",)),
+}
+
+# sinfo/scontrol state suffixes (sinfo(1), "NODE STATE CODES").
+_NODE_STATE_SUFFIXES = {
+    "*": "NOT_RESPONDING",
+    "~": "POWERED_DOWN",
+    "#": "POWERING_UP",
+    "%": "POWERING_DOWN",
+    "!": "POWER_DOWN",
+    "@": "REBOOT_REQUESTED",
+    "^": "REBOOT_ISSUED",
+    "-": "PLANNED",
+    "$": "MAINTENANCE",
+}
+
+# NO_VAL/INFINITE sentinels (slurm.h) that 22.05 sometimes prints as plain ints.
+_SENTINELS = frozenset({0xFFFFFFFE, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF})
+
+_NULL_STRINGS = frozenset({"(null)"})
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def parse_squeue_json(text: str, source: str = "squeue --json") -> tuple[list[SlurmJob], str]:
+    """Parse ``squeue --json`` (22.05 and data_parser v0.0.39-v0.0.44) into jobs and the Slurm version.
+
+    Parameters
+    ----------
+    text : str
+        The command's standard output.
+    source : str
+        How to name the output in error messages, e.g. the command line.
+
+    Returns
+    -------
+    jobs : list of SlurmJob
+        In Slurm's order.
+    version : str
+        Slurm's version such as ``"22.05.8"``; ``""`` when the envelope has none.
+
+    Raises
+    ------
+    SlurmOutputError
+        For text that is not JSON, JSON that is not an object with ``jobs``, a
+        non-empty ``errors`` array, a job without ``job_id`` or ``job_state``,
+        or a field of the wrong type. The message gives the JSON path.
+    """
+    doc = _load_json(text, source)
+    _raise_on_errors(doc, source)
+    jobs = doc.get("jobs")
+    if jobs is None:
+        raise SlurmOutputError(source, None, f"no 'jobs' in the JSON (top-level keys: {_keys(doc)})")
+    if not isinstance(jobs, list):
+        raise SlurmOutputError(source, "jobs", f"expected a list, got {type(jobs).__name__}")
+    out = []
+    for i, raw in enumerate(jobs):
+        path = f"jobs[{i}]"
+        if not isinstance(raw, dict):
+            raise SlurmOutputError(source, path, f"expected an object, got {type(raw).__name__}")
+        out.append(_job_from_json(raw, _Fields(raw, path, source)))
+    return out, _envelope_version(doc)
+
+
+def parse_nodes_json(text: str, source: str = "sinfo --json") -> tuple[list[SlurmNode], str]:
+    """Parse per-node JSON into nodes and the Slurm version.
+
+    Accepts 22.05 ``sinfo --json`` and ``scontrol show nodes --json`` of
+    data_parser v0.0.39-v0.0.44 (both ``{"nodes": [...]}``). The aggregated
+    ``sinfo --json`` of 23.02+ (top-level ``sinfo``) has no per-node records and
+    is rejected.
+
+    Raises
+    ------
+    SlurmOutputError
+        As :func:`parse_squeue_json`; a node needs ``name`` and ``state``.
+    """
+    doc = _load_json(text, source)
+    if "sinfo" in doc and "nodes" not in doc:
+        raise SlurmOutputError(
+            source,
+            None,
+            "this is the aggregated 'sinfo --json' of Slurm 23.02+, which has no per-node records; "
+            "use 'scontrol show nodes --json' on 23.02 and later ('sinfo --json' only on 22.05)",
+        )
+    _raise_on_errors(doc, source)
+    nodes = doc.get("nodes")
+    if nodes is None:
+        raise SlurmOutputError(source, None, f"no 'nodes' in the JSON (top-level keys: {_keys(doc)})")
+    if not isinstance(nodes, list):
+        raise SlurmOutputError(source, "nodes", f"expected a list, got {type(nodes).__name__}")
+    out = []
+    for i, raw in enumerate(nodes):
+        path = f"nodes[{i}]"
+        if not isinstance(raw, dict):
+            raise SlurmOutputError(source, path, f"expected an object, got {type(raw).__name__}")
+        out.append(_node_from_json(raw, _Fields(raw, path, source)))
+    return out, _envelope_version(doc)
+
+
+def _load_json(text: str, source: str) -> dict[str, Any]:
+    if not text or not text.strip():
+        raise SlurmOutputError(source, None, "no output (expected JSON)")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        # An error at the very end, or an unterminated string, usually means the output was cut off.
+        truncated = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated")
+        hint = " (truncated output?)" if truncated else ""
+        what = exc.msg.removesuffix(" at")  # "Unterminated string starting at"
+        raise SlurmOutputError(
+            source, None, f"not valid JSON at line {exc.lineno} column {exc.colno}: {what}{hint}"
+        ) from None
+    if not isinstance(doc, dict):
+        raise SlurmOutputError(source, None, f"expected a JSON object, got {type(doc).__name__}")
+    return doc
+
+
+def _keys(doc: dict[str, Any]) -> str:
+    return ", ".join(sorted(doc)) or "none"
+
+
+def _raise_on_errors(doc: dict[str, Any], source: str) -> None:
+    errors = doc.get("errors")
+    if not errors:
+        return
+    if not isinstance(errors, list):
+        errors = [errors]
+    texts = []
+    for err in errors:
+        if isinstance(err, dict):
+            # 22.05: {error, error_number|errno, description, source}; v0.0.39+: the same plus data_type.
+            parts = [str(err[k]) for k in ("error", "description") if err.get(k)]
+            number = err.get("error_number", err.get("errno"))
+            if number is not None:
+                parts.append(f"error_number {number}")
+            if err.get("source"):
+                parts.append(f"from {err['source']}")
+            texts.append(", ".join(parts) or json.dumps(err))
+        else:
+            texts.append(str(err))
+    raise SlurmOutputError(source, "errors", "Slurm reported: " + "; ".join(texts))
+
+
+def _envelope_version(doc: dict[str, Any]) -> str:
+    meta = doc.get("meta")
+    if not isinstance(meta, dict):
+        return ""
+    slurm = meta.get("slurm")  # 23.11+
+    if not isinstance(slurm, dict):
+        slurm = meta.get("Slurm")  # 22.05, 23.02
+    if not isinstance(slurm, dict):
+        return ""
+    version = slurm.get("version")
+    if isinstance(version, dict):
+        try:
+            major, minor, micro = (int(version[k]) for k in ("major", "minor", "micro"))
+        except (KeyError, TypeError, ValueError):
+            pass
+        else:
+            return f"{major}.{minor:02d}.{micro}"
+    release = slurm.get("release")
+    return release if isinstance(release, str) else ""
+
+
+class _Fields:
+    """Typed, path-aware access to one JSON record."""
+
+    def __init__(self, raw: dict[str, Any], path: str, source: str):
+        self.raw = raw
+        self.path = path
+        self.source = source
+
+    def error(self, key: str, message: str) -> SlurmOutputError:
+        return SlurmOutputError(self.source, f"{self.path}.{key}", message)
+
+    def string(self, key: str) -> str:
+        value = self.raw.get(key)
+        if value is None:
+            return ""
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise self.error(key, f"expected a string, got {_describe(value)}")
+        text = str(value)
+        return "" if text in _NULL_STRINGS else text
+
+    def number(self, key: str) -> int | float | None:
+        """A number, or ``None`` when null, unset, infinite or a NO_VAL sentinel."""
+        value = self.raw.get(key)
+        if isinstance(value, dict) and ("number" in value or "set" in value or "infinite" in value):
+            if value.get("infinite") or value.get("set") is False:
+                return None
+            value = value.get("number")
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            raise self.error(key, f"expected a number, got {_describe(value)}")
+        if isinstance(value, str):
+            try:
+                value = int(value)
+            except ValueError:
+                raise self.error(key, f"expected a number, got {value!r}") from None
+        if not isinstance(value, (int, float)):
+            raise self.error(key, f"expected a number, got {_describe(value)}")
+        if value in _SENTINELS:
+            return None
+        return value
+
+    def integer(self, key: str, default: int) -> int:
+        value = self.number(key)
+        return default if value is None else int(value)
+
+    def time(self, key: str) -> float | None:
+        value = self.number(key)
+        return None if not value else float(value)
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.raw.get(key)
+        if value is None:
+            return default
+        if isinstance(value, (bool, int)):
+            return bool(value)
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise self.error(key, f"expected true/false, got {_describe(value)}")
+
+    def string_list(self, key: str) -> tuple[str, ...]:
+        """A list of strings; also accepts 22.05's comma-separated string."""
+        value = self.raw.get(key)
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            return _csv(value)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(v for v in value if v)
+        raise self.error(key, f"expected a list of strings, got {_describe(value)}")
+
+    def nodes(self, key: str) -> tuple[str, ...]:
+        value = self.string(key)
+        try:
+            return hostlist.expand(value)
+        except ValueError as exc:
+            raise self.error(key, str(exc)) from None
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return type(value).__name__
+    return repr(value)
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    if text.strip() in ("", "(null)"):
+        return ()
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _job_from_json(raw: dict[str, Any], f: _Fields) -> SlurmJob:
+    if raw.get("job_id") is None:
+        raise f.error("job_id", "missing")
+    job_id = f.number("job_id")
+    if job_id is None:
+        raise f.error("job_id", f"not set: {raw['job_id']!r}")
+    if "job_state" not in raw or raw["job_state"] is None:
+        raise f.error("job_state", "missing")
+    state, flags = _job_state(raw["job_state"], f)
+    limit = f.number("time_limit")
+    priority = f.number("priority")
+    gpus = _gpus_per_node(f.string("tres_per_node") or f.string("gres"))
+    return SlurmJob(
+        job_id=int(job_id),
+        state=state,
+        user=f.string("user_name"),
+        account=f.string("account"),
+        partition=f.string("partition"),
+        qos=f.string("qos"),
+        name=f.string("name"),
+        reason=_reason(f.string("state_reason")),
+        flags=flags,
+        priority=None if priority is None else int(priority),
+        submit_time=f.time("submit_time"),
+        start_time=f.time("start_time"),
+        end_time=f.time("end_time"),
+        time_limit_s=None if limit is None else float(limit) * 60.0,
+        node_count=f.integer("node_count", 1),
+        cpus=f.integer("cpus", 0),
+        nodes=f.nodes("nodes"),
+        required_nodes=f.nodes("required_nodes"),
+        excluded_nodes=f.nodes("excluded_nodes"),
+        comment=f.string("comment"),
+        admin_comment=f.string("admin_comment"),
+        requeue=f.boolean("requeue", True),
+        batch=f.boolean("batch_flag", True),
+        restart_count=f.integer("restart_cnt", 0),
+        gpus_per_node=gpus,
+        features=f.string("features"),
+    )
+
+
+def _job_state(value: Any, f: _Fields) -> tuple[str, frozenset[str]]:
+    if isinstance(value, str):
+        if not value.strip():
+            raise f.error("job_state", "empty")
+        return _job_state_from_names([value])
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return _job_state_from_names(value)
+    raise f.error("job_state", f"expected a state string or a list of states, got {_describe(value)}")
+
+
+def _job_state_from_names(names: list[str]) -> tuple[str, frozenset[str]]:
+    upper = [n.strip().upper() for n in names if n.strip()]
+    base = next((n for n in upper if n in BASE_JOB_STATES), None)
+    if base is None:
+        # Only flags (22.05/v0.0.39 single string): derive the base from the first one.
+        first = upper[0]
+        base = FLAG_ONLY_JOB_STATES.get(first, first)
+    flags = frozenset(n for n in upper if n != base or n in FLAG_ONLY_JOB_STATES)
+    return base, flags
+
+
+def _reason(text: str) -> str:
+    return "" if text == "None" else text
+
+
+def _gpus_per_node(tres: str) -> int:
+    """GPUs per node from ``gres:gpu:4`` (22.05), ``gres/gpu:4`` (23.02+), ``gres/gpu=4``, ``gpu:a100:2``.
+
+    >>> _gpus_per_node("gres/gpu:a100:2,gres/shard:1")
+    2
+    """
+    total = 0
+    for item in tres.split(","):
+        item = item.strip()
+        for prefix in ("gres:", "gres/"):
+            if item.startswith(prefix):
+                item = item[len(prefix) :]
+        parts = re.split(r"[:=]", item)
+        if parts[0] != "gpu":
+            continue
+        count = parts[-1] if len(parts) > 1 else "1"
+        total += int(count) if count.isdigit() else 1
+    return total
+
+
+def _node_from_json(raw: dict[str, Any], f: _Fields) -> SlurmNode:
+    name = f.string("name")
+    if not name:
+        raise f.error("name", "missing")
+    state_value = raw.get("state")
+    if state_value is None or state_value == [] or state_value == "":
+        raise f.error("state", "missing")
+    if isinstance(state_value, str):
+        # 22.05: lower-case base state plus a separate state_flags list.
+        names = [state_value, *f.string_list("state_flags")]
+    elif isinstance(state_value, list) and all(isinstance(v, str) for v in state_value):
+        names = list(state_value)
+    else:
+        raise f.error("state", f"expected a state string or a list of states, got {_describe(state_value)}")
+    state, flags = _node_state_from_names(names)
+    features = f.string_list("features") or f.string_list("active_features")
+    energy = raw.get("energy")
+    watts: float | None = None
+    if isinstance(energy, dict):
+        value = _Fields(energy, f"{f.path}.energy", f.source).number("current_watts")
+        watts = float(value) if value else None
+    elif energy is not None:
+        raise f.error("energy", f"expected an object, got {_describe(energy)}")
+    return SlurmNode(
+        name=name,
+        state=state,
+        flags=flags,
+        cpus=f.integer("cpus", 0),
+        sockets=f.integer("sockets", 0),
+        cores_per_socket=f.integer("cores", 0),
+        threads_per_core=f.integer("threads", 1),
+        real_memory_mb=f.integer("real_memory", 0),
+        features=features,
+        partitions=f.string_list("partitions"),
+        gres=f.string("gres"),
+        reason=_strip_reason_stamp(f.string("reason")),
+        current_watts=watts,
+    )
+
+
+def _node_state_from_names(names: list[str]) -> tuple[str, frozenset[str]]:
+    """Base state and flags from state names such as ``["IDLE", "POWERED_DOWN"]`` or ``["idle*", "drain"]``."""
+    flags: set[str] = set()
+    cleaned: list[str] = []
+    for raw_name in names:
+        name = raw_name.strip().upper()
+        while name and name[-1] in _NODE_STATE_SUFFIXES:
+            flags.add(_NODE_STATE_SUFFIXES[name[-1]])
+            name = name[:-1]
+        if name:
+            cleaned.append(name)
+    base = next((n for n in cleaned if n in BASE_NODE_STATES), None)
+    for name in cleaned:
+        if name == base:
+            continue
+        if name in _NODE_STATE_ALIASES:
+            alias_base, extra = _NODE_STATE_ALIASES[name]
+            base = base or alias_base
+            flags.update(extra)
+        else:
+            flags.add(name)
+    return base or "UNKNOWN", frozenset(flags)
+
+
+def _strip_reason_stamp(reason: str) -> str:
+    # scontrol prints "Reason=text [user@2026-11-22T01:00:00]"; JSON has the text only.
+    return re.sub(r"\s*\[[^\[\]]*@[^\[\]]*\]\s*$", "", reason)
+
+
+# --------------------------------------------------------------------------- plain text
+
+# Keys whose value is free text and may contain " word=..." (scontrol prints them unquoted).
+_FREE_TEXT_KEYS = frozenset(
+    {"Reason", "Comment", "AdminComment", "SystemComment", "JobName", "Command", "OS", "Extra", "WorkDir"}
+    | {"StdErr", "StdIn", "StdOut", "Features", "AvailableFeatures", "ActiveFeatures", "Dependency"}
+)
+
+# Keys scontrol prints for jobs and nodes (22.05-25.11). A token after a free-text key
+# is only treated as a new key if it is one of these, so "Reason=bad slot=3" stays whole.
+_KNOWN_KEY_NAMES = """
+    JobId ArrayJobId ArrayTaskId ArrayTaskThrottle HetJobId HetJobOffset HetJobIdSet JobName UserId GroupId
+    MCS_label Priority Nice Account QOS WCKey JobState Reason Dependency Requeue Restarts BatchFlag Reboot
+    ExitCode DerivedExitCode RunTime TimeLimit TimeMin SubmitTime EligibleTime AccrueTime StartTime EndTime
+    Deadline SuspendTime SecsPreSuspend LastSchedEval Scheduler Partition AllocNode:Sid ReqNodeList
+    ExcNodeList NodeList SchedNodeList BatchHost NumNodes NumCPUs NumTasks CPUs/Task ReqB:S:C:T TRES
+    Socks/Node NtasksPerN:B:S:C CoreSpec MinCPUsNode MinMemoryNode MinMemoryCPU MinTmpDiskNode Features
+    Prefer ClusterFeatures BatchFeatures DelayBoot OverSubscribe Contiguous Licenses LicensesAlloc Network
+    Command WorkDir AdminComment SystemComment Comment StdErr StdIn StdOut StdErrP StdInP StdOutP Power
+    CpusPerTres MemPerTres TresBind TresFreq TresPerJob TresPerNode TresPerSocket TresPerTask NtasksPerTRES
+    MailUser MailType Reservation Container ContainerID CpuFreqMin CpuFreqMax CpuFreqGov Switches Wait4Switch
+    BurstBuffer BurstBufferState KillOInInvalidDependent SegmentSize CronJob CrontabSpec Extra FailedNode
+    ResizeTime PreemptEligibleTime PreemptTime Tres NodeName Arch CoresPerSocket CPUAlloc CPUEfctv CPUTot
+    CPULoad AvailableFeatures ActiveFeatures Gres GresDrain GresUsed NodeAddr NodeHostName Port Version OS
+    RealMemory AllocMem FreeMem Sockets Boards State ThreadsPerCore TmpDisk Weight Owner Partitions BootTime
+    SlurmdStartTime LastBusyTime ResumeAfterTime CfgTRES AllocTRES CapWatts CurrentWatts AveWatts LowestJoules
+    ConsumedJoules ExtSensorsJoules ExtSensorsWatts ExtSensorsTemp InstanceId InstanceType CoreSpecCount
+    CPUSpecList MemSpecLimit NextState GresDrained CpuBind MCS LastBusy ReservationName Topology
+"""
+_KNOWN_KEYS = frozenset(_KNOWN_KEY_NAMES.split())
+
+_KEY_START = re.compile(r" (?=[A-Za-z][A-Za-z0-9_:/]*=)")
+_KEY_VALUE = re.compile(r"([A-Za-z][A-Za-z0-9_:/]*)=(.*)", re.DOTALL)
+_EMPTY_MESSAGES = ("No jobs in the system", "No nodes in the system")
+
+
+def parse_scontrol_jobs_text(
+    text: str, source: str = "scontrol -o show jobs", tz: tzinfo | None = None
+) -> list[SlurmJob]:
+    """Parse ``scontrol -o show jobs`` (one ``Key=Value ...`` line per job) into jobs.
+
+    Lines indented with white space continue the record above, so plain
+    ``scontrol show jobs`` output is read too.
+
+    Parameters
+    ----------
+    text : str
+        The command's standard output.
+    source : str
+        How to name the output in error messages.
+    tz : tzinfo, optional
+        Time zone of the ``SubmitTime=``-style wall-clock times; scontrol prints
+        the controller host's local time, so the default is this host's zone.
+
+    Raises
+    ------
+    SlurmOutputError
+        For a line that is not ``Key=Value``, a bad number or time, or a job
+        without ``JobId`` or ``JobState``; the message names the line and key.
+    """
+    return [_job_from_text(_TextRecord(fields, lineno, source, tz)) for lineno, fields in _records(text, source)]
+
+
+def parse_scontrol_nodes_text(text: str, source: str = "scontrol -o show nodes") -> list[SlurmNode]:
+    """Parse ``scontrol -o show nodes`` (one ``Key=Value ...`` line per node) into nodes.
+
+    Raises
+    ------
+    SlurmOutputError
+        As :func:`parse_scontrol_jobs_text`; a node needs ``NodeName`` and ``State``.
+    """
+    return [_node_from_text(_TextRecord(fields, lineno, source, None)) for lineno, fields in _records(text, source)]
+
+
+def _records(text: str, source: str) -> Iterator[tuple[int, dict[str, str]]]:
+    pending: tuple[int, str] | None = None
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.strip() in _EMPTY_MESSAGES:
+            continue
+        if line[0].isspace() and pending is not None:
+            pending = (pending[0], pending[1] + " " + line.strip())
+            continue
+        if pending is not None:
+            yield pending[0], _split_record(pending[1], pending[0], source)
+        pending = (lineno, line.strip())
+    if pending is not None:
+        yield pending[0], _split_record(pending[1], pending[0], source)
+
+
+def _split_record(line: str, lineno: int, source: str) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    previous: str | None = None
+    for part in _KEY_START.split(line):
+        match = _KEY_VALUE.fullmatch(part)
+        if match is None:
+            raise SlurmOutputError(source, f"line {lineno}", f"expected Key=Value, got {part[:60]!r}")
+        key, value = match.groups()
+        if previous in _FREE_TEXT_KEYS and key not in _KNOWN_KEYS:
+            fields[previous] += " " + part
+            continue
+        fields[key] = value
+        previous = key
+    return fields
+
+
+class _TextRecord:
+    """Typed access to one ``Key=Value`` record, with line-numbered errors."""
+
+    def __init__(self, fields: dict[str, str], lineno: int, source: str, tz: tzinfo | None):
+        self.fields = fields
+        self.lineno = lineno
+        self.source = source
+        self.tz = tz
+
+    def error(self, key: str, message: str) -> SlurmOutputError:
+        return SlurmOutputError(self.source, f"line {self.lineno}, {key}", message)
+
+    def required(self, key: str) -> str:
+        value = self.fields.get(key)
+        if value is None or not value.strip():
+            raise self.error(key, "missing")
+        return value.strip()
+
+    def string(self, key: str, *fallbacks: str) -> str:
+        for k in (key, *fallbacks):
+            value = self.fields.get(k)
+            if value is not None:
+                value = value.strip()
+                return "" if value in _NULL_STRINGS else value
+        return ""
+
+    def integer(self, key: str, default: int | None) -> int | None:
+        value = self.string(key)
+        if value in ("", "N/A", "n/a", "n/s", "*"):
+            return default
+        # NumNodes=2-2 / NumCPUs=4-8: Slurm prints min-max for pending jobs; the JSON has the minimum.
+        head = value.split("-", 1)[0] if re.fullmatch(r"\d+-\d+", value) else value
+        try:
+            return int(head)
+        except ValueError:
+            raise self.error(key, f"expected a number, got {value!r}") from None
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.integer(key, None)
+        return default if value is None else bool(value)
+
+    def time(self, key: str) -> float | None:
+        value = self.string(key)
+        if value in ("", "Unknown", "None", "N/A", "0"):
+            return None
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            raise self.error(key, f"expected a time like 2026-11-22T02:30:00, got {value!r}") from None
+        if moment.tzinfo is None and self.tz is not None:
+            moment = moment.replace(tzinfo=self.tz)
+        return moment.timestamp()
+
+    def converted(self, key: str, convert: Callable[[str], Any]) -> Any:
+        value = self.string(key)
+        try:
+            return convert(value)
+        except ValueError as exc:
+            raise self.error(key, str(exc)) from None
+
+
+def _job_from_text(r: _TextRecord) -> SlurmJob:
+    r.required("JobId")
+    job_id = r.integer("JobId", None)
+    state, flags = _job_state_from_names(r.required("JobState").split("+"))
+    user = r.string("UserId")
+    user = re.sub(r"\(\d+\)$", "", user)  # "alice(1001)" -> "alice"
+    return SlurmJob(
+        job_id=int(job_id or 0),  # required() above guarantees a value
+        state=state,
+        user=user,
+        account=r.string("Account"),
+        partition=r.string("Partition"),
+        qos=r.string("QOS"),
+        name=r.string("JobName"),
+        # scontrol prints the state description instead of the reason code when there is one
+        # ("ReqNodeNotAvail,_UnavailableNodes:n4", spaces made "_"); the code is the part before
+        # the comma, which is what the JSON's state_reason holds.
+        reason=_reason(r.string("Reason").split(",", 1)[0]),
+        flags=flags,
+        priority=r.integer("Priority", None),
+        submit_time=r.time("SubmitTime"),
+        start_time=r.time("StartTime"),
+        end_time=r.time("EndTime"),
+        time_limit_s=r.converted("TimeLimit", parse_time_limit),
+        node_count=r.integer("NumNodes", 1) or 0,
+        cpus=r.integer("NumCPUs", 0) or 0,
+        nodes=r.converted("NodeList", hostlist.expand),
+        required_nodes=r.converted("ReqNodeList", hostlist.expand),
+        excluded_nodes=r.converted("ExcNodeList", hostlist.expand),
+        comment=r.string("Comment"),
+        admin_comment=r.string("AdminComment"),
+        requeue=r.flag("Requeue", True),
+        batch=r.flag("BatchFlag", True),
+        restart_count=r.integer("Restarts", 0) or 0,
+        gpus_per_node=_gpus_per_node(r.string("TresPerNode", "Gres")),
+        features=r.string("Features"),
+    )
+
+
+def _node_from_text(r: _TextRecord) -> SlurmNode:
+    name = r.required("NodeName")
+    state, flags = _node_state_from_names(r.required("State").split("+"))
+    return SlurmNode(
+        name=name,
+        state=state,
+        flags=flags,
+        cpus=r.integer("CPUTot", 0) or 0,
+        sockets=r.integer("Sockets", 0) or 0,
+        cores_per_socket=r.integer("CoresPerSocket", 0) or 0,
+        threads_per_core=r.integer("ThreadsPerCore", 1) or 0,
+        real_memory_mb=r.integer("RealMemory", 0) or 0,
+        features=_csv(r.string("AvailableFeatures", "Features") or r.string("ActiveFeatures")),
+        partitions=_csv(r.string("Partitions")),
+        gres=r.string("Gres"),
+        reason=_strip_reason_stamp(r.string("Reason")),
+        current_watts=r.converted("CurrentWatts", _watts),
+    )
+
+
+def _watts(value: str) -> float | None:
+    # 0 and the "not supported" markers (n/s in 22.05, n/a in 25.05) mean "no reading".
+    if value in ("", "n/s", "n/a", "N/A"):
+        return None
+    try:
+        watts = float(value)
+    except ValueError:
+        raise ValueError(f"expected watts, got {value!r}") from None
+    return watts or None
+
+
+# --------------------------------------------------------------------------- small values
+
+_DURATION = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
+
+
+def parse_time_limit(value: str) -> float | None:
+    """Seconds from a Slurm time limit; ``None`` when unlimited or unset.
+
+    Slurm's forms (sbatch(1) ``--time``): ``minutes``, ``minutes:seconds``,
+    ``hours:minutes:seconds``, ``days-hours``, ``days-hours:minutes`` and
+    ``days-hours:minutes:seconds``. ``scontrol`` prints ``[days-]hh:mm:ss``.
+
+    >>> parse_time_limit("1-02:03:04")
+    93784.0
+    >>> parse_time_limit("5:00"), parse_time_limit("00:05:00"), parse_time_limit("60")
+    (300.0, 300.0, 3600.0)
+    >>> parse_time_limit("UNLIMITED") is None
+    True
+    """
+    text = value.strip()
+    if text.upper() in ("", "UNLIMITED", "INFINITE", "NONE", "N/A", "PARTITION_LIMIT", "(NULL)"):
+        return None
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(f"expected a time limit like 1-02:03:04, 01:00:00 or UNLIMITED, got {value!r}")
+    days, first, second, third = match.groups()
+    d = int(days) if days else 0
+    a = int(first)
+    b = int(second) if second else 0
+    c = int(third) if third else 0
+    if days is not None:
+        # days-hours[:minutes[:seconds]]
+        seconds = ((d * 24 + a) * 60 + b) * 60 + c
+    elif third is not None:
+        seconds = (a * 60 + b) * 60 + c  # hours:minutes:seconds
+    elif second is not None:
+        seconds = a * 60 + b  # minutes:seconds
+    else:
+        seconds = a * 60  # minutes
+    return float(seconds)
+
+
+_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
+
+def parse_slurm_version(text: str) -> tuple[int, int, int]:
+    """``(major, minor, micro)`` from ``sinfo --version`` / ``scontrol --version``.
+
+    >>> parse_slurm_version("slurm-wlm 22.05.8")
+    (22, 5, 8)
+    >>> parse_slurm_version("slurm 23.11.4")
+    (23, 11, 4)
+
+    Raises
+    ------
+    SlurmOutputError
+        When the text holds no ``X.Y.Z`` version.
+    """
+    match = _VERSION.search(text or "")
+    if match is None:
+        raise SlurmOutputError("slurm --version", None, f"no version like 22.05.8 in {text.strip()[:80]!r}")
+    major, minor, micro = (int(g) for g in match.groups())
+    return major, minor, micro

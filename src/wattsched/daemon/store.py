@@ -1,0 +1,207 @@
+"""The daemon's state store: SQLite in WAL mode, with a versioned schema.
+
+Tables:
+
+``holds``
+    Jobs the daemon holds (by the lua gate or itself), with the reason it last gave.
+``starts``
+    Jobs the daemon released onto chosen nodes and has not yet seen start.
+``intents``
+    Write-ahead log of actions: a row is written (``outcome = 'pending'``) before
+    an action reaches Slurm and completed after, so a daemon killed in between
+    knows on restart which actions may have been applied and checks them against
+    Slurm instead of applying them again.
+``audit``
+    Every decision: time, action, target, reason, dry-run, outcome.
+``history``
+    Completed jobs with their measured or estimated per-node power, fed to the predictor.
+``kv``
+    Policy state and small daemon facts (JSON values).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wattsched.errors import WattschedError
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS holds (
+    job_id INTEGER PRIMARY KEY, since REAL NOT NULL, source TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS starts (
+    job_id INTEGER PRIMARY KEY, nodes TEXT NOT NULL, released_at REAL NOT NULL, cycles INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS intents (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, action TEXT NOT NULL, target TEXT NOT NULL,
+    args TEXT NOT NULL DEFAULT '{}', outcome TEXT NOT NULL DEFAULT 'pending');
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, cycle INTEGER NOT NULL, action TEXT NOT NULL,
+    target TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', dry_run INTEGER NOT NULL, outcome TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS audit_time ON audit(time);
+CREATE TABLE IF NOT EXISTS history (
+    job_id INTEGER NOT NULL, start_s REAL NOT NULL, user TEXT NOT NULL, partition TEXT NOT NULL,
+    nodes INTEGER NOT NULL, walltime_s REAL NOT NULL, submit_s REAL NOT NULL, end_s REAL NOT NULL,
+    mean_w REAL NOT NULL, max_w REAL NOT NULL, std_w REAL NOT NULL, source TEXT NOT NULL,
+    PRIMARY KEY (job_id, start_s));
+CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+class StoreError(WattschedError):
+    """The state store cannot be opened or has an unknown schema."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    time: float
+    cycle: int
+    action: str
+    target: str
+    reason: str
+    dry_run: bool
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    id: int
+    time: float
+    action: str
+    target: str
+    args: dict
+
+
+class Store:
+    """The state store at ``path`` (created with its directory if missing)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=10.0)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"{self.path}: cannot open the state store: {exc}") from exc
+        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        elif int(row[0]) > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: schema version {row[0]} is newer than this wattsched's ({SCHEMA_VERSION}); "
+                "upgrade wattsched or move the file away"
+            )
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ------------------------------------------------------------------ holds
+
+    def holds(self) -> dict[int, tuple[str, str]]:
+        """Job id to (source, reason) of every hold the daemon owns."""
+        return {r[0]: (r[1], r[2]) for r in self.db.execute("SELECT job_id, source, reason FROM holds")}
+
+    def add_hold(self, job_id: int, source: str, reason: str = "", now: float | None = None) -> None:
+        self.db.execute(
+            "INSERT INTO holds VALUES (?, ?, ?, ?) ON CONFLICT(job_id) DO UPDATE SET reason=excluded.reason",
+            (job_id, now or time.time(), source, reason),
+        )
+
+    def set_reasons(self, reasons: dict[int, str]) -> None:
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.executemany("UPDATE holds SET reason=? WHERE job_id=?", [(r, j) for j, r in reasons.items()])
+
+    def drop_holds(self, job_ids: Iterable[int]) -> None:
+        self.db.executemany("DELETE FROM holds WHERE job_id=?", [(j,) for j in job_ids])
+
+    # ------------------------------------------------------------------ starts awaiting confirmation
+
+    def starts(self) -> dict[int, tuple[tuple[str, ...], float, int]]:
+        return {
+            r[0]: (tuple(r[1].split(",")) if r[1] else (), r[2], r[3])
+            for r in self.db.execute("SELECT job_id, nodes, released_at, cycles FROM starts")
+        }
+
+    def add_start(self, job_id: int, nodes: Iterable[str], now: float) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO starts VALUES (?, ?, ?, 0)", (job_id, ",".join(nodes), now)
+        )
+
+    def bump_starts(self, job_ids: Iterable[int]) -> None:
+        self.db.executemany("UPDATE starts SET cycles = cycles + 1 WHERE job_id=?", [(j,) for j in job_ids])
+
+    def drop_starts(self, job_ids: Iterable[int]) -> None:
+        self.db.executemany("DELETE FROM starts WHERE job_id=?", [(j,) for j in job_ids])
+
+    # ------------------------------------------------------------------ intents (write-ahead)
+
+    def begin(self, action: str, target: str, args: dict | None = None, now: float | None = None) -> int:
+        cur = self.db.execute(
+            "INSERT INTO intents (time, action, target, args) VALUES (?, ?, ?, ?)",
+            (now or time.time(), action, target, json.dumps(args or {})),
+        )
+        return int(cur.lastrowid)
+
+    def finish(self, intent_id: int, outcome: str) -> None:
+        self.db.execute("UPDATE intents SET outcome=? WHERE id=?", (outcome, intent_id))
+
+    def open_intents(self) -> list[Intent]:
+        return [
+            Intent(r[0], r[1], r[2], r[3], json.loads(r[4]))
+            for r in self.db.execute(
+                "SELECT id, time, action, target, args FROM intents WHERE outcome='pending' ORDER BY id"
+            )
+        ]
+
+    def prune_intents(self, older_than_s: float) -> None:
+        self.db.execute("DELETE FROM intents WHERE outcome != 'pending' AND time < ?", (older_than_s,))
+
+    # ------------------------------------------------------------------ audit
+
+    def audit(self, entries: Iterable[AuditEntry]) -> None:
+        rows = [(e.time, e.cycle, e.action, e.target, e.reason, int(e.dry_run), e.outcome) for e in entries]
+        if not rows:
+            return
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.executemany(
+                "INSERT INTO audit (time, cycle, action, target, reason, dry_run, outcome) VALUES (?,?,?,?,?,?,?)",
+                rows,
+            )
+
+    def audit_since(self, since: float, limit: int | None = None) -> list[AuditEntry]:
+        sql = "SELECT time, cycle, action, target, reason, dry_run, outcome FROM audit WHERE time >= ? ORDER BY id"
+        args: tuple = (since,)
+        if limit is not None:
+            sql += " LIMIT ?"
+            args += (limit,)
+        return [AuditEntry(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6]) for r in self.db.execute(sql, args)]
+
+    # ------------------------------------------------------------------ history and key-value state
+
+    def add_history(self, rows: Iterable[tuple]) -> int:
+        """Insert completed jobs ``(job_id, start_s, user, partition, nodes, walltime_s, submit_s, end_s,
+        mean_w, max_w, std_w, source)``; already known ones are ignored. Returns how many were new."""
+        before = self.db.total_changes
+        self.db.executemany("INSERT OR IGNORE INTO history VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", list(rows))
+        return self.db.total_changes - before
+
+    def history(self) -> list[tuple]:
+        return list(self.db.execute("SELECT * FROM history ORDER BY end_s"))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        row = self.db.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone()
+        return default if row is None else json.loads(row[0])
+
+    def put(self, key: str, value: Any) -> None:
+        self.db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, json.dumps(value)))

@@ -1,0 +1,228 @@
+"""From what Slurm reports to what a policy sees: which jobs and nodes the daemon manages, and the snapshot.
+
+Pure functions of a :class:`~wattsched.daemon.slurm.records.ClusterState` and
+the daemon's own bookkeeping (its holds and the starts it awaits); no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from wattsched.daemon.slurm.backend import MARKER
+from wattsched.daemon.slurm.records import COMPLETING, PENDING, RUNNING, SUSPENDED, ClusterState, SlurmJob, SlurmNode
+from wattsched.model.constraints import CapSchedule
+from wattsched.model.job import Job, PowerEstimate, RunningJob
+from wattsched.model.platform import Node, NodePowerModel, NodeState, Platform
+from wattsched.model.snapshot import Snapshot
+
+UNLIMITED_WALLTIME_S = 365 * 86400.0
+"""Requested time assumed for a job with no time limit (its expected end for backfilling)."""
+
+ACTIVE = (RUNNING, SUSPENDED, COMPLETING)
+
+
+def natural_key(name: str):
+    """``node2`` before ``node10``."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+@dataclass(slots=True)
+class Classified:
+    """Managed jobs sorted by what the daemon does with them."""
+
+    ours: list[SlurmJob] = field(default_factory=list)  # pending, held by wattsched: the policy's queue
+    adopt: list[SlurmJob] = field(default_factory=list)  # pending, not held, not awaiting start: to hold
+    starting: list[SlurmJob] = field(default_factory=list)  # released by wattsched, not yet running
+    running: list[SlurmJob] = field(default_factory=list)
+    others_held: list[SlurmJob] = field(default_factory=list)  # held by a user or an admin: never touched
+
+
+def is_managed_job(job: SlurmJob, partitions: frozenset[str]) -> bool:
+    if not partitions:
+        return True
+    return any(p in partitions for p in job.partition.split(","))
+
+
+def is_our_hold(job: SlurmJob, holds: Mapping[int, object]) -> bool:
+    """A held pending job whose hold is wattsched's: marked in AdminComment, or recorded in the store."""
+    if not job.held:
+        return False
+    return MARKER in job.admin_comment.split() or job.job_id in holds
+
+
+def classify(
+    state: ClusterState, partitions: frozenset[str], holds: Mapping[int, object], starts: Mapping[int, object]
+) -> Classified:
+    out = Classified()
+    for job in state.jobs:
+        if not is_managed_job(job, partitions):
+            continue
+        if job.state in ACTIVE:
+            out.running.append(job)
+        elif job.state == PENDING:
+            if job.held:
+                (out.ours if is_our_hold(job, holds) else out.others_held).append(job)
+            elif job.job_id in starts:
+                out.starting.append(job)
+            else:
+                out.adopt.append(job)
+    key = lambda j: (j.submit_time or 0.0, j.job_id)  # noqa: E731
+    out.ours.sort(key=key)
+    out.adopt.sort(key=key)
+    return out
+
+
+def managed_nodes(state: ClusterState, partitions: frozenset[str]) -> list[SlurmNode]:
+    nodes = [n for n in state.nodes if not partitions or partitions.intersection(n.partitions)]
+    return sorted(nodes, key=lambda n: natural_key(n.name))
+
+
+def build_platform(nodes: list[SlurmNode], power: NodePowerModel, name: str = "slurm") -> Platform:
+    return Platform(
+        [
+            Node(i, n.name, cores=max(n.cpus, 1), gpus=_gpus(n.gres), mem_mb=n.real_memory_mb, features=n.features,
+                 power=power)
+            for i, n in enumerate(nodes)
+        ],
+        name=name,
+    )
+
+
+def _gpus(gres: str) -> int:
+    m = re.search(r"gpu(?::[\w-]+)?:(\d+)", gres or "")
+    return int(m.group(1)) if m else 0
+
+
+def node_state(node: SlurmNode, busy: bool) -> NodeState:
+    if node.down:
+        return NodeState.DOWN
+    if node.drained:
+        return NodeState.DRAINED
+    if node.powering_down:
+        return NodeState.SWITCHING_OFF
+    if node.powered_off:
+        return NodeState.SWITCHING_ON if node.powering_up else NodeState.OFF
+    if node.powering_up:
+        return NodeState.SWITCHING_ON
+    if busy or node.state in ("ALLOCATED", "MIXED", "COMPLETING"):
+        return NodeState.BUSY
+    return NodeState.IDLE
+
+
+def to_job(j: SlurmJob) -> Job:
+    nodes = max(j.node_count, 1)
+    walltime = j.time_limit_s if j.time_limit_s and math.isfinite(j.time_limit_s) else UNLIMITED_WALLTIME_S
+    return Job(
+        id=j.job_id,
+        submit_s=j.submit_time or 0.0,
+        walltime_s=walltime,
+        nodes=nodes,
+        user=j.user,
+        account=j.account,
+        partition=j.partition,
+        qos=j.qos,
+        procs=j.cpus,
+        cores_per_node=max(1, j.cpus // nodes),
+        gpus_per_node=j.gpus_per_node,
+    )
+
+
+@dataclass(slots=True)
+class View:
+    """The snapshot of one cycle and the mappings needed to act on the plan made from it."""
+
+    snapshot: Snapshot
+    classified: Classified
+    slurm_jobs: dict[int, SlurmJob]
+    node_names: list[str]
+
+
+def build_view(
+    state: ClusterState,
+    *,
+    partitions: frozenset[str],
+    holds: Mapping[int, object],
+    starts: Mapping[int, tuple],
+    power: NodePowerModel,
+    cap_w: Callable[[Platform], float],
+    estimator: Callable[[list[Job]], list[PowerEstimate]] | None,
+    epoch: int,
+    include_adopted: bool,
+    platform_cache: dict,
+) -> View:
+    """The snapshot a policy decides on.
+
+    ``include_adopted`` puts pending jobs that are not held yet into the queue
+    too (dry-run, where the daemon holds nothing but decides as if it did).
+    """
+    c = classify(state, partitions, holds, starts)
+    nodes = managed_nodes(state, partitions)
+    key = tuple((n.name, n.cpus, n.gres) for n in nodes)
+    platform = platform_cache.get(key)
+    if platform is None:
+        platform_cache.clear()
+        platform = platform_cache[key] = build_platform(nodes, power)
+    index = {n.name: i for i, n in enumerate(nodes)}
+
+    busy: set[int] = set()
+    for job in c.running:
+        busy.update(index[n] for n in job.nodes if n in index)
+    for job in c.starting:  # released onto these nodes: taken until Slurm starts the job or we take it back
+        planned = starts[job.job_id][0]
+        busy.update(index[n] for n in planned if n in index)
+    states = [int(node_state(n, i in busy)) for i, n in enumerate(nodes)]
+
+    queue = c.ours + c.adopt if include_adopted else c.ours
+    queue.sort(key=lambda j: (j.submit_time or 0.0, j.job_id))
+    pending = {j.job_id: to_job(j) for j in queue}
+    now = state.read_at
+    running_jobs = {}
+    for j in c.running:
+        idx = tuple(index[n] for n in j.nodes if n in index)
+        if not idx:
+            continue
+        job = to_job(j)
+        start = j.start_time or now
+        running_jobs[j.job_id] = (job, start, idx)
+
+    estimates: dict[int, PowerEstimate] = {}
+    if estimator is not None:
+        jobs = list(pending.values()) + [r[0] for r in running_jobs.values()]
+        if jobs:
+            estimates = dict(zip((j.id for j in jobs), estimator(jobs), strict=True))
+    busy_w = power.busy_w
+    running: dict[int, RunningJob] = {}
+    jobs_power = 0.0
+    for jid, (job, start, idx) in running_jobs.items():
+        est = estimates.get(jid)
+        per_node = est.mean_w if est is not None else busy_w + job.gpus_per_node * power.gpu_tdp_w
+        running[jid] = RunningJob(job, start, idx, start + job.walltime_s, power_w=per_node * len(idx))
+        jobs_power += per_node * len(idx)
+    other = 0.0
+    for i, s in enumerate(states):
+        if s == NodeState.OFF:
+            other += power.off_w
+        elif s == NodeState.SWITCHING_ON:
+            other += power.switch_on_w
+        elif s == NodeState.SWITCHING_OFF:
+            other += power.switch_off_w
+        elif i not in busy or s in (NodeState.DOWN, NodeState.DRAINED):
+            other += power.idle_w
+    free = [i for i in range(len(states) - 1, -1, -1) if states[i] == NodeState.IDLE]
+    snapshot = Snapshot(
+        now_s=now,
+        platform=platform,
+        pending=pending,
+        running=running,
+        free_nodes=free,
+        node_state=states,
+        cap=CapSchedule.constant(cap_w(platform)),
+        platform_power_w=jobs_power + other,
+        jobs_power_w=jobs_power,
+        epoch=epoch,
+        estimates=estimates if estimator is not None else None,
+    )
+    return View(snapshot, c, {j.job_id: j for j in state.jobs}, [n.name for n in nodes])
