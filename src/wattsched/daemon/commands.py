@@ -26,10 +26,14 @@ def load_daemon_config(args: argparse.Namespace):
         cli["dry_run"] = True
     if getattr(args, "state_dir", None):
         cli["state_dir"] = args.state_dir
+    if getattr(args, "poll_interval", None):
+        cli["poll_interval_s"] = args.poll_interval
     if args.config is None:
         raw = {"kind": "daemon", **cli}
-        if "state_dir" not in raw and raw.get("slurm", {}).get("backend") == "sim":
-            raw["state_dir"] = "runs/daemon-sim"
+        if raw.get("slurm", {}).get("backend") == "sim":
+            # the embedded demo: EASY+PC under a cap on the simulated cluster, one cycle a second
+            raw = {"policy": "easy-pc", "predictor": "history", "cap_w": "60%", "poll_interval_s": 1.0,
+                   "state_dir": "runs/daemon-sim", **raw}
         try:
             return DaemonConfig.model_validate(raw), None
         except Exception as exc:  # pragma: no cover - only the CLI's own keys here
@@ -79,7 +83,14 @@ def cmd_daemon(args: argparse.Namespace) -> int:
              config.slurm.backend, "DRY-RUN" if config.dry_run else "gate " + config.gate, config.state_dir,
              config.poll_interval_s)
     try:
-        return daemon.run(max_cycles=args.cycles)
+        status = daemon.run(max_cycles=args.cycles)
+        if args.show_metrics:
+            from prometheus_client import generate_latest
+
+            text = generate_latest(daemon.metrics.registry).decode()
+            print("\n".join(line for line in text.splitlines() if line.startswith("wattsched_")
+                            and "_created" not in line and "_bucket" not in line))
+        return status
     finally:
         if server is not None:
             server.shutdown()
@@ -189,6 +200,8 @@ def add_commands(sub) -> None:
     common(p)
     p.add_argument("--dry-run", action="store_true", help="decide, audit and export; change nothing")
     p.add_argument("--cycles", type=int, metavar="N", help="stop after N cycles (default: run until stopped)")
+    p.add_argument("--poll-interval", type=float, metavar="S", help="seconds between cycles (overrides the config)")
+    p.add_argument("--show-metrics", action="store_true", help="print the daemon's metrics when it stops")
     p.set_defaults(func=cmd_daemon)
 
     p = sub.add_parser("status", help="jobs by state, the jobs wattsched holds and why, cap and power",

@@ -24,6 +24,7 @@ from wattsched.daemon.config import DaemonConfig
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier
 from wattsched.daemon.slurm.backend import SlurmBackend, with_marker, without_marker
+from wattsched.daemon.slurm.hostlist import compress
 from wattsched.daemon.store import AuditEntry, Store
 from wattsched.daemon.view import View, build_view
 from wattsched.errors import PlanViolation, SlurmCommandError, WattschedError
@@ -95,6 +96,8 @@ class Daemon:
         self.config_path: Path | None = None
         self.last_view: View | None = None
         self._reasons: dict[int, str] = {}
+        self._samples: dict[int, list[float]] = {}  # per-node watts of running jobs, one reading per cycle
+        self._running: dict[int, object] = {}
         self.apply_config(config)
 
     # ------------------------------------------------------------------ configuration
@@ -176,6 +179,7 @@ class Daemon:
         audit: list[AuditEntry] = []
         now = state.read_at
 
+        self._learn(state, view)
         # 1. Starts released earlier: confirm, or take back after too many cycles.
         self._check_starts(view, starts, audit, report, now)
         # 2. Pending jobs nobody holds (gate: daemon, or let through while the gate was open): hold them.
@@ -207,6 +211,38 @@ class Daemon:
         self._export(view, report, now)
         log.info("%s", report.summary())
         return report
+
+    def _learn(self, state, view: View) -> None:
+        """Job power history: sample the per-node power Slurm reports for running jobs; record finished ones."""
+        watts = {n.name: n.current_watts for n in state.nodes}
+        running = {j.job_id: j for j in view.classified.running}
+        for jid, job in running.items():
+            readings = [watts.get(n) for n in job.nodes]
+            if readings and all(w is not None for w in readings):
+                self._samples.setdefault(jid, []).append(sum(readings) / len(readings))
+        rows = []
+        for jid, job in self._running.items():
+            if jid in running:
+                continue
+            samples = self._samples.pop(jid, None)
+            if not samples:
+                continue
+            mean = sum(samples) / len(samples)
+            std = (sum((x - mean) ** 2 for x in samples) / len(samples)) ** 0.5
+            start = job.start_time or state.read_at
+            rows.append((jid, start, job.user, job.partition, max(job.node_count, 1), job.time_limit_s or 0.0,
+                         job.submit_time or start, state.read_at, mean, max(samples), std, "slurm"))
+        if rows:
+            self.store.add_history(rows)
+            if self.predictor is not None and self._predictor_ready:
+                from wattsched.daemon.history import completed_jobs
+
+                for c in completed_jobs(rows):
+                    self.predictor.update(c)
+        for jid in list(self._samples):
+            if jid not in running:
+                del self._samples[jid]
+        self._running = running
 
     def _heartbeat(self, now: float) -> None:
         path = self.config.heartbeat_path
@@ -248,12 +284,12 @@ class Daemon:
                 done.append(jid)
                 if job is not None and job.nodes:
                     if set(job.nodes) == set(planned):
-                        audit.append(AuditEntry(now, self.cycle_no, "started", str(jid), ",".join(job.nodes),
+                        audit.append(AuditEntry(now, self.cycle_no, "started", str(jid), compress(job.nodes),
                                                 False, "confirmed"))
                     else:
                         self.metrics.start_mismatches.inc()
                         audit.append(AuditEntry(now, self.cycle_no, "started", str(jid),
-                                                f"planned {','.join(planned)}, Slurm used {','.join(job.nodes)}",
+                                                f"planned {compress(planned)}, Slurm used {compress(job.nodes)}",
                                                 False, "mismatch"))
                         log.warning("job %s started on %s, not on the planned %s", jid, ",".join(job.nodes),
                                     ",".join(planned))
@@ -288,7 +324,7 @@ class Daemon:
             if kind is Start:
                 nodes = [names[i] for i in action.nodes]
                 job = jobs[action.job_id]
-                reason = f"on {','.join(nodes)}"
+                reason = f"on {compress(nodes)}"
                 if self._act("start", action.job_id, reason, audit, now,
                              lambda j=job, n=nodes: self.backend.release(j.job_id, n, without_marker(j.admin_comment)),
                              {"nodes": nodes}):
