@@ -6,10 +6,11 @@ daemon starts them (it pins each job to the nodes it chose and releases it). The
 is fail-open: it holds jobs only while the daemon's heartbeat is fresh, so a stopped or
 dead daemon never leaves new jobs stuck.
 
-A held job gets priority 0 (reason JobHeldAdmin, which users cannot release) and the
-marker "wattsched:held" in its AdminComment, which users cannot set: that is how the
-daemon tells its own holds from anyone else's. Jobs submitted held by their user
-(sbatch --hold) are left alone.
+A held job gets priority 0 and the marker "wattsched:held" in its AdminComment, which
+users cannot set: that is how the daemon tells its own holds from anyone else's. Slurm
+records a hold set at submission as a user hold (JobHeldUser), so slurm_job_modify below
+refuses releases of marked jobs by anyone but root and admin_uids. Jobs submitted held
+by their user (sbatch --hold) are left alone.
 
 Install: JobSubmitPlugins=lua in slurm.conf, this file as job_submit.lua beside
 slurm.conf, and wattsched-gate.conf beside it (all keys optional):

@@ -24,6 +24,13 @@ node_ns() { echo "wattsched-$WS_TC_PREFIX$1"; }
 recorded_nodes() {
     if [ -f "$WS_TC_DIR/nodes" ]; then cat "$WS_TC_DIR/nodes"; else echo "$WS_TC_NODES"; fi
 }
+# The rest of the settings `up` used (bridge, subnet, names), likewise (for down and status).
+load_settings() {
+    if [ -f "$WS_TC_DIR/etc/settings.env" ]; then
+        # shellcheck disable=SC1091
+        source "$WS_TC_DIR/etc/settings.env"
+    fi
+}
 
 pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 

@@ -58,7 +58,7 @@ def make_backend(config):
     if kind == "pyslurm":
         from wattsched.daemon.slurm.pyslurm_backend import PyslurmBackend
 
-        return PyslurmBackend()
+        return PyslurmBackend(conf=config.slurm.conf)
     from wattsched.daemon.simcluster import SimCluster
 
     return SimCluster.from_config(config.sim)

@@ -186,6 +186,19 @@ class DaemonConfig(StrictModel):
     sim: SimBackendConfig = Field(default_factory=SimBackendConfig, description="See *sim block*.")
     metrics: MetricsConfig = Field(default_factory=MetricsConfig, description="See *metrics block*.")
 
+    @field_validator("node_power")
+    @classmethod
+    def _node_power(cls, value: dict[str, float]) -> dict[str, float]:
+        from dataclasses import fields
+
+        from wattsched.model.platform import NodePowerModel
+
+        known = {f.name for f in fields(NodePowerModel)} - {"freq_levels_hz"}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return value
+
     @field_validator("cap_w", mode="before")
     @classmethod
     def _cap(cls, value):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wattsched import __version__
-from wattsched.config import ConfigError, _cap_in_watts
+from wattsched.config import _cap_in_watts
 from wattsched.daemon.config import DaemonConfig
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier
@@ -468,7 +468,7 @@ class Daemon:
             if config.slurm != self.config.slurm or config.state_dir != self.config.state_dir:
                 log.warning("SIGHUP: changes to slurm and state_dir take effect at the next restart")
             self.apply_config(config)
-        except (ConfigError, WattschedError) as exc:
+        except Exception as exc:  # an invalid new config never stops the service
             log.error("SIGHUP: the new config is invalid, keeping the old one: %s", exc)
             return
         log.info("SIGHUP: config reloaded from %s (policy %s)", self.config_path, config.policy)
@@ -512,6 +512,9 @@ class Daemon:
 
     def stop(self) -> int:
         self.notifier.stopping()
+        if not self.config.dry_run:
+            # the lua gate stops holding new jobs at once rather than when the heartbeat goes stale
+            self.config.heartbeat_path.unlink(missing_ok=True)
         if self.config.on_stop == "release" and not self.config.dry_run:
             try:
                 released = self.release_all()

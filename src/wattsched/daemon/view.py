@@ -187,6 +187,13 @@ def build_view(
         job = to_job(j)
         start = j.start_time or now
         running_jobs[j.job_id] = (job, start, idx)
+    # Released jobs Slurm has not started yet count as running on their planned nodes: their
+    # nodes and power are committed (a policy that ignored them would over-commit the cap).
+    for j in c.starting:
+        planned, released_at = starts[j.job_id][0], starts[j.job_id][1]
+        idx = tuple(index[n] for n in planned if n in index)
+        if idx:
+            running_jobs[j.job_id] = (to_job(j), released_at, idx)
 
     estimates: dict[int, PowerEstimate] = {}
     if estimator is not None:

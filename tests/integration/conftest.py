@@ -1,0 +1,204 @@
+"""Fixtures for the live tests: a real multi-node Slurm (deploy/testcluster) and the daemon as a process.
+
+The cluster is brought up once per session (4 nodes of 2 cores, the lua gate
+installed) and torn down at the end. These tests need root (network namespaces,
+munged, slurmd) and Debian's Slurm packages, which deploy/testcluster installs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from wattsched.daemon.slurm.parse import parse_nodes_json, parse_squeue_json
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTCLUSTER = ROOT / "deploy" / "testcluster"
+NODES = 4
+PREFIX = "wst"
+
+
+def _why_not() -> str | None:
+    if sys.platform != "linux":
+        return "the test cluster needs Linux network namespaces"
+    if os.geteuid() != 0:
+        return "the test cluster needs root (network namespaces, munged, slurmd)"
+    if shutil.which("ip") is None or shutil.which("nsenter") is None:
+        return "iproute2 and util-linux (ip, nsenter) are needed"
+    if shutil.which("apt-get") is None and shutil.which("slurmctld") is None:
+        return "Slurm is not installed and apt-get is not available to install it"
+    return None
+
+
+class Cluster:
+    """The running test cluster: Slurm commands with its SLURM_CONF, job and node views through wattsched's parsers."""
+
+    def __init__(self, directory: Path):
+        self.dir = directory
+        self.conf = directory / "etc" / "slurm.conf"
+        self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        self.heartbeat = directory / "state" / "wattsched" / "heartbeat"
+        self.nodes = [f"{PREFIX}{i}" for i in range(1, NODES + 1)]
+
+    def run(self, *args: str, check: bool = True, user: str | None = None) -> subprocess.CompletedProcess:
+        cmd = list(args)
+        if user is not None:
+            cmd = ["runuser", "-u", user, "--", *cmd]
+        proc = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=60)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
+        return proc
+
+    def submit(self, nodes: int = 1, seconds: float = 5, *, time_limit_min: int = 2, user: str | None = None,
+               extra: tuple[str, ...] = ()) -> int:
+        out = self.run("sbatch", "--parsable", "-N", str(nodes), "-t", str(time_limit_min), "-o", "/dev/null",
+                       *extra, "--wrap", f"sleep {seconds}", user=user).stdout
+        return int(out.strip().split(";")[0])
+
+    def jobs(self) -> dict:
+        jobs, _ = parse_squeue_json(self.run("squeue", "--json").stdout)
+        return {j.job_id: j for j in jobs}
+
+    def active(self) -> dict:
+        """Jobs not finished (22.05's squeue --json also lists finished jobs until MinJobAge)."""
+        return {i: j for i, j in self.jobs().items() if j.state in ("PENDING", "RUNNING", "COMPLETING", "SUSPENDED")}
+
+    def node_states(self) -> dict:
+        nodes, _ = parse_nodes_json(self.run("sinfo", "--json").stdout)
+        return {n.name: n for n in nodes}
+
+    def fresh_heartbeat(self) -> None:
+        self.heartbeat.parent.mkdir(parents=True, exist_ok=True)
+        self.heartbeat.write_text(f"{int(time.time())}\n")
+
+    def stale_heartbeat(self) -> None:
+        self.heartbeat.parent.mkdir(parents=True, exist_ok=True)
+        self.heartbeat.write_text(f"{int(time.time()) - 3600}\n")
+
+    def reset(self) -> None:
+        """No jobs, every node idle and up, heartbeat stale (gate open)."""
+        self.stale_heartbeat()
+        self.run("scancel", "--full", "-u", "root", check=False)
+        self.run("scancel", "--full", "-u", "alice", check=False)
+        for name, node in self.node_states().items():
+            if node.drained or node.down:
+                self.run("scontrol", "update", f"nodename={name}", "state=resume", check=False)
+        wait_for(lambda: not self.active() and all(
+            n.state == "IDLE" and not n.flags for n in self.node_states().values()), 60, "cluster idle")
+
+
+def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.25):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(interval_s)
+
+
+@pytest.fixture(scope="session")
+def cluster_session(tmp_path_factory):
+    reason = _why_not()
+    if reason:
+        pytest.skip(reason)
+    directory = Path(os.environ.get("WATTSCHED_TESTCLUSTER_DIR", "/tmp/wattsched-testcluster-pytest"))
+    env = {**os.environ, "WS_TC_DIR": str(directory), "WS_TC_BRIDGE": "wsbrt0", "WS_TC_SUBNET": "10.199.8",
+           "WS_TC_PREFIX": PREFIX, "WS_TC_CTLD_PORT": "6917"}
+    subprocess.run([str(TESTCLUSTER / "down")], env=env, capture_output=True, timeout=120)
+    proc = subprocess.run([str(TESTCLUSTER / "up"), "--nodes", str(NODES), "--gate", "lua"], env=env,
+                          capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        pytest.fail(f"deploy/testcluster/up failed:\n{proc.stdout}\n{proc.stderr}")
+    if subprocess.run(["id", "alice"], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", "alice"], check=True)
+    cluster = Cluster(directory)
+    yield cluster
+    if not os.environ.get("WATTSCHED_TESTCLUSTER_KEEP"):
+        subprocess.run([str(TESTCLUSTER / "down")], env=env, capture_output=True, timeout=120)
+
+
+@pytest.fixture
+def cluster(cluster_session):
+    cluster_session.reset()
+    return cluster_session
+
+
+class DaemonProcess:
+    """``wattsched daemon`` as a separate process, as systemd would run it."""
+
+    def __init__(self, config: Path, log: Path, args: tuple[str, ...] = ()):
+        self.config, self.log = config, log
+        self.args = args
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> DaemonProcess:
+        self.logf = open(self.log, "a")  # noqa: SIM115
+        self.proc = subprocess.Popen([sys.executable, "-m", "wattsched", "-v", "daemon", "-c", str(self.config),
+                                      *self.args], stdout=self.logf, stderr=subprocess.STDOUT)
+        return self
+
+    def send(self, sig) -> None:
+        self.proc.send_signal(sig)
+
+    def stop(self, sig=signal.SIGTERM, timeout_s: float = 30) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout_s)
+        finally:
+            self.logf.close()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+
+@pytest.fixture
+def daemon_config(tmp_path, cluster):
+    """Write a daemon config for the test cluster; returns a function taking overrides."""
+
+    def make(**overrides) -> Path:
+        config = {
+            "kind": "daemon", "policy": "easy", "poll_interval_s": 1.0, "state_dir": str(tmp_path / "state"),
+            "heartbeat_file": str(cluster.heartbeat), "partitions": ["batch"],
+            "node_power": {"idle_w": 100.0, "busy_w": 300.0, "off_w": 10.0},
+            "slurm": {"conf": str(cluster.conf), "timeout_s": 10, "retries": 1, "retry_backoff_s": 0.5},
+            "metrics": {"port": 0},
+        }
+        for key, value in overrides.items():
+            if isinstance(value, dict) and isinstance(config.get(key), dict):
+                config[key] = {**config[key], **value}
+            else:
+                config[key] = value
+        path = tmp_path / "wattsched.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    return make
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    started: list[DaemonProcess] = []
+
+    def start(config: Path, *args: str) -> DaemonProcess:
+        d = DaemonProcess(config, tmp_path / "daemon.log", args).start()
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        d.stop(signal.SIGKILL)
