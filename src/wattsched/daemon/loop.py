@@ -500,9 +500,9 @@ class Daemon:
         step = self.notifier.watchdog_s / 2 if self.notifier.watchdog_s else None
         while True:
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 and not self._stop.is_set():
                 return True
-            if self._stop.wait(min(left, step) if step else left):
+            if self._stop.wait(max(0.0, min(left, step) if step else left)):
                 if self._reload_requested:
                     self._stop.clear()
                     self._reload()
