@@ -27,10 +27,11 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
-## bench: simulation throughput on every trace in ../shared/traces
+## bench: simulation throughput on every trace in ../shared/traces, easy-pc overhead, one daemon cycle at scale
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_throughput.py
 	$(BIN)/python benchmarks/easy_pc_overhead.py
+	$(BIN)/python benchmarks/daemon_cycle.py
 
 ## docs: regenerate docs/config.md from the config models
 docs: $(STAMP)

@@ -1,0 +1,116 @@
+"""One daemon cycle at scale: 10,000 pending jobs and 1,000 nodes, Slurm 22.05 JSON through the real parsers.
+
+Usage: python benchmarks/daemon_cycle.py [--pending 10000] [--nodes 1000] [--running 600] [--cycles 5]
+                                         [--policy easy]
+
+The Slurm outputs are generated from the job and node records captured on the
+test cluster (tests/fixtures/slurm/v0.0.38-live), scaled up: every pending job
+held by the wattsched gate, `--running` jobs on the first nodes. A backend that
+answers `squeue --json` / `sinfo --json` with this text (and accepts the
+actions) stands in for the Slurm commands, so the figure is the daemon's own
+cost: parsing, classification, snapshot, policy, guard, state store, metrics.
+Target (issue #4): one cycle with the defaults in at most 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from wattsched.daemon.config import DaemonConfig
+from wattsched.daemon.loop import Daemon
+from wattsched.daemon.slurm.cli import SlurmCLI
+from wattsched.daemon.slurm.hostlist import compress
+
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "slurm" / "v0.0.38-live"
+
+
+def slurm_outputs(pending: int, nodes: int, running: int, now: int) -> tuple[str, str]:
+    squeue = json.loads((FIXTURES / "squeue.json").read_text())
+    sinfo = json.loads((FIXTURES / "sinfo.json").read_text())
+    run_tpl = next(j for j in squeue["jobs"] if j["job_state"] == "RUNNING")
+    held_tpl = next(j for j in squeue["jobs"] if j["state_reason"] == "JobHeldAdmin")
+    node_tpl = sinfo["nodes"][0]
+    names = [f"n{i:04d}" for i in range(nodes)]
+    node_list = []
+    for i, name in enumerate(names):
+        n = copy.deepcopy(node_tpl)
+        n.update(name=name, hostname=name, address=name, state="allocated" if i < running else "idle",
+                 state_flags=[], partitions=["batch"], reason="")
+        node_list.append(n)
+    jobs = []
+    for i in range(running):
+        j = copy.deepcopy(run_tpl)
+        j.update(job_id=i + 1, nodes=names[i], node_count=1, start_time=now - 600, submit_time=now - 900,
+                 time_limit=60 + i % 120, user_name=f"u{i % 50}", partition="batch")
+        jobs.append(j)
+    for k in range(pending):
+        j = copy.deepcopy(held_tpl)
+        size = 1 + (k * 7919) % 64
+        j.update(job_id=running + k + 1, node_count=size, cpus=2 * size, submit_time=now - 600 + k // 20,
+                 time_limit=30 + (k * 31) % 600, user_name=f"u{k % 50}", priority=0,
+                 state_reason="JobHeldUser", admin_comment="wattsched:held", partition="batch")
+        jobs.append(j)
+    squeue["jobs"] = jobs
+    sinfo["nodes"] = node_list
+    return json.dumps(squeue), json.dumps(sinfo)
+
+
+class CannedSlurm(SlurmCLI):
+    """The CLI backend with the commands answered from memory."""
+
+    def __init__(self, squeue: str, sinfo: str):
+        super().__init__()
+        self.outputs = {"squeue": squeue, "sinfo": sinfo}
+        self.actions = 0
+
+    def run(self, args, *, retry=True):
+        if args[:2] == ["sinfo", "--version"]:
+            return "slurm-wlm 22.05.8\n"
+        if args[0] in ("squeue", "sinfo"):
+            return self.outputs[args[0]]
+        self.actions += 1
+        return ""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pending", type=int, default=10_000)
+    ap.add_argument("--nodes", type=int, default=1_000)
+    ap.add_argument("--running", type=int, default=600)
+    ap.add_argument("--cycles", type=int, default=5)
+    ap.add_argument("--policy", default="easy")
+    args = ap.parse_args()
+    now = int(time.time())
+    squeue, sinfo = slurm_outputs(args.pending, args.nodes, args.running, now)
+    print(f"squeue --json {len(squeue) / 1e6:.1f} MB ({args.running + args.pending:,} jobs), "
+          f"sinfo --json {len(sinfo) / 1e6:.1f} MB ({args.nodes:,} nodes: {compress(['n0000', f'n{args.nodes - 1:04d}'])})")
+    with tempfile.TemporaryDirectory() as tmp:
+        config = DaemonConfig(policy=args.policy, state_dir=Path(tmp), partitions=["batch"], metrics={"port": 0})
+        backend = CannedSlurm(squeue, sinfo)
+        daemon = Daemon(config, backend)
+        times, reports = [], []
+        for _ in range(args.cycles):
+            t0 = time.perf_counter()
+            reports.append(daemon.cycle())
+            times.append(time.perf_counter() - t0)
+        daemon.store.close()
+    first = reports[0]
+    print(f"policy {args.policy}: {first.pending:,} queued, {first.running:,} running; the first cycle started "
+          f"{len(first.started)} jobs ({backend.actions} Slurm actions over {args.cycles} cycles)")
+    print("cycle  seconds")
+    for i, t in enumerate(times, 1):
+        print(f"{i:>5}  {t:7.3f}")
+    med = statistics.median(times)
+    worst = max(times)
+    print(f"median {med:.3f} s, worst {worst:.3f} s; target one cycle <= 1.0 s: {'met' if worst <= 1.0 else 'NOT met'}")
+    return 0 if worst <= 1.0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
