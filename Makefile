@@ -14,9 +14,13 @@ $(STAMP): $(BIN)/python setup.cfg pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-## demo: set up and simulate the bundled trace under a power cap; writes runs/demo/report.html
+## demo: set up, simulate the bundled trace under a power cap (runs/demo/report.html), then run the
+## daemon against the built-in simulated cluster and show its decisions and metrics
 demo: $(STAMP)
 	$(BIN)/wattsched demo --out runs/demo
+	rm -rf runs/daemon-sim
+	$(BIN)/wattsched daemon --backend sim --cycles 20 --state-dir runs/daemon-sim --show-metrics
+	$(BIN)/wattsched audit --state-dir runs/daemon-sim --backend sim --since 1d --limit 15
 
 ## test: set up (pip and system packages) and run the whole suite, slow end-to-end tests included
 test: $(STAMP)

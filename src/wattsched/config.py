@@ -1328,6 +1328,20 @@ def render_config_reference() -> str:
     lines += _model_reference(
         EnergyBudgetConfig, "Energy budget entries", "Items of `energy_budgets`."
     )
+    from wattsched.daemon.config import DaemonConfig, MetricsConfig, SimBackendConfig, SlurmConfig
+
+    lines += ["# Daemon config", "",
+              "The live daemon's file (`wattsched daemon --config /etc/wattsched/wattsched.yaml`); "
+              "`deploy/examples/` has commented examples and `docs/operations.md` the procedures.", ""]
+    lines += _model_reference(
+        DaemonConfig, "Daemon keys", "Top level of the daemon config. Every key is optional.",
+        overrides={"cap_w": {"type": _CAP_TYPE}, "slurm": {"type": "slurm block"}, "sim": {"type": "sim block"},
+                   "metrics": {"type": "metrics block"}},
+    )
+    lines += _model_reference(SlurmConfig, "Slurm block (`slurm`)", "How the daemon reaches Slurm.")
+    lines += _model_reference(SimBackendConfig, "Sim block (`sim`)",
+                              "The simulated cluster of `slurm.backend: sim` (`wattsched daemon --backend sim`).")
+    lines += _model_reference(MetricsConfig, "Metrics block (`metrics`)", "The Prometheus endpoint.")
     lines += ["# Platform files", "", _PLATFORM_INTRO]
     lines += _model_reference(PlatformConfig, "Platform keys", "Top level of a platform file.")
     lines += _model_reference(
