@@ -77,7 +77,12 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     daemon.install_signal_handlers()
     server = None
     if config.metrics.port:
-        server = serve(daemon.metrics, config.metrics.address, config.metrics.port)
+        try:
+            server = serve(daemon.metrics, config.metrics.address, config.metrics.port)
+        except OSError as exc:
+            daemon.store.close()
+            raise ConfigError(f"metrics: cannot listen on {config.metrics.address}:{config.metrics.port}: "
+                              f"{exc.strerror or exc} (set metrics.port, or 0 for no endpoint)") from exc
         log.info("metrics on http://%s:%d/metrics", config.metrics.address, config.metrics.port)
     log.info("wattsched daemon: policy %s, backend %s, %s, state %s, every %g s", config.policy,
              config.slurm.backend, "DRY-RUN" if config.dry_run else "gate " + config.gate, config.state_dir,
