@@ -217,3 +217,26 @@ def test_unreachable_slurmctld_and_garbage_output_do_not_kill_the_daemon(cluster
     time.sleep(2)
     assert d2.alive()
     assert "Traceback" not in log.read_text()[offset:]
+
+
+def test_a_released_job_slurm_does_not_start_is_held_again(cluster, daemon_config, daemon, tmp_path):
+    # Slurm is told to run the job on a drained node (the wrapper swaps the daemon's choice), so it never starts
+    cluster.run("scontrol", "update", "nodename=wst4", "state=drain", "reason=wattsched test")
+    real = subprocess.run(["which", "scontrol"], capture_output=True, text=True).stdout.strip()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for cmd in ("squeue", "sinfo", "scancel"):
+        (bin_dir / cmd).symlink_to(subprocess.run(["which", cmd], capture_output=True, text=True).stdout.strip())
+    (bin_dir / "scontrol").write_text(
+        "#!/bin/bash\nargs=()\nfor a in \"$@\"; do\n"
+        "  case \"$a\" in ReqNodeList=*) args+=(ReqNodeList=wst4) ;; *) args+=(\"$a\") ;; esac\n"
+        f"done\nexec {real} \"${{args[@]}}\"\n")
+    (bin_dir / "scontrol").chmod(0o755)
+    daemon(daemon_config(policy="easy", start_timeout_cycles=2, slurm={"bin_dir": str(bin_dir)}))
+    cluster.fresh_heartbeat()
+    jid = cluster.submit()
+    wait_for(lambda: any(int(t) == jid and "not started by Slurm" in r
+                         for _, t, _o, r, _ in audit_rows(tmp_path, "hold")), 60, "the job to be held again")
+    job = cluster.jobs()[jid]
+    assert job.state == "PENDING"
+    assert [r for _, t, o, r, _ in audit_rows(tmp_path, "started") if int(t) == jid] == []

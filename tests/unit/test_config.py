@@ -371,17 +371,26 @@ def test_required_key_may_come_from_the_cli(tmp_path):
 def test_detect_config_kind(tmp_path):
     assert detect_config_kind(write(tmp_path, "trace: t.swf\nprocs: 3\n")) == "simulation"
     assert detect_config_kind(write(tmp_path, "kind: simulation\n", "k.yaml")) == "simulation"
-    with pytest.raises(ConfigError, match=r"kind: unknown kind 'daemon'; choose one of simulation \(line 1\)"):
-        detect_config_kind(write(tmp_path, "kind: daemon\n", "d.yaml"))
+    import wattsched.daemon.config  # noqa: F401  (registers the daemon kind)
+
+    assert detect_config_kind(write(tmp_path, "kind: daemon\n", "d.yaml")) == "daemon"
+    assert detect_config_kind(write(tmp_path, "poll_interval_s: 3\n", "p.yaml")) == "daemon"
+    with pytest.raises(ConfigError, match=r"kind: unknown kind 'bogus'; choose one of daemon, simulation \(line 1\)"):
+        detect_config_kind(write(tmp_path, "kind: bogus\n", "b.yaml"))
     with pytest.raises(ConfigError, match=r"x\.yaml: this file is not a known kind of config; add a 'kind:' key"):
-        detect_config_kind(write(tmp_path, "poll_interval_s: 3\n", "x.yaml"))
+        detect_config_kind(write(tmp_path, "seed: 3\n", "x.yaml"))
+    with pytest.raises(ConfigError, match=r"y\.yaml: this file matches several kinds"):
+        detect_config_kind(write(tmp_path, "trace: t.swf\nslurm: {}\n", "y.yaml"))
 
 
 def test_every_field_is_documented():
     from wattsched.config import CapEntryConfig, EnergyBudgetConfig
     from wattsched.sim.platforms import NodeGroupConfig, PlatformConfig, PowerModelConfig
 
-    for model in (SimConfig, CapEntryConfig, EnergyBudgetConfig, PlatformConfig, NodeGroupConfig, PowerModelConfig):
+    from wattsched.daemon.config import DaemonConfig, MetricsConfig, SimBackendConfig, SlurmConfig
+
+    for model in (SimConfig, CapEntryConfig, EnergyBudgetConfig, PlatformConfig, NodeGroupConfig, PowerModelConfig,
+                  DaemonConfig, SlurmConfig, SimBackendConfig, MetricsConfig):
         for name, field in model.model_fields.items():
             assert field.description and len(field.description) > 30, f"{model.__name__}.{name}"
 

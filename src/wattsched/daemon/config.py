@@ -127,7 +127,11 @@ class DaemonConfig(StrictModel):
         description="Power predictor by registered name (`history`, `naive`, ...); its history is kept in the "
         "state store. Default: none (nominal busy power of a node).",
     )
-    predictor_params: dict[str, Any] = Field(default_factory=dict, description="Parameters of the predictor.")
+    predictor_params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Parameters of the predictor, checked against its own parameter model. Default: `{}`. "
+        "Example: `{alpha: 2}`.",
+    )
     cap_w: CapValue = Field(
         default=None,
         description="Constant platform power cap: watts, or a percentage of the managed nodes' maximum dynamic "
@@ -182,9 +186,18 @@ class DaemonConfig(StrictModel):
         description="File the daemon writes the time into each cycle; the lua gate holds jobs only while it "
         "is fresh. Default: `STATE_DIR/heartbeat`.",
     )
-    slurm: SlurmConfig = Field(default_factory=SlurmConfig, description="See *slurm block*.")
-    sim: SimBackendConfig = Field(default_factory=SimBackendConfig, description="See *sim block*.")
-    metrics: MetricsConfig = Field(default_factory=MetricsConfig, description="See *metrics block*.")
+    slurm: SlurmConfig = Field(
+        default_factory=SlurmConfig,
+        description="How the daemon reaches Slurm: backend, slurm.conf, commands, time limits (see *Slurm block*).",
+    )
+    sim: SimBackendConfig = Field(
+        default_factory=SimBackendConfig,
+        description="The simulated cluster used with `slurm.backend: sim` (see *Sim block*).",
+    )
+    metrics: MetricsConfig = Field(
+        default_factory=MetricsConfig,
+        description="The Prometheus `/metrics` endpoint: address and port (see *Metrics block*).",
+    )
 
     @field_validator("node_power")
     @classmethod
