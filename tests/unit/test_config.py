@@ -385,9 +385,8 @@ def test_detect_config_kind(tmp_path):
 
 def test_every_field_is_documented():
     from wattsched.config import CapEntryConfig, EnergyBudgetConfig
-    from wattsched.sim.platforms import NodeGroupConfig, PlatformConfig, PowerModelConfig
-
     from wattsched.daemon.config import DaemonConfig, MetricsConfig, SimBackendConfig, SlurmConfig
+    from wattsched.sim.platforms import NodeGroupConfig, PlatformConfig, PowerModelConfig
 
     for model in (SimConfig, CapEntryConfig, EnergyBudgetConfig, PlatformConfig, NodeGroupConfig, PowerModelConfig,
                   DaemonConfig, SlurmConfig, SimBackendConfig, MetricsConfig):
