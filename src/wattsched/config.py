@@ -1328,7 +1328,15 @@ def render_config_reference() -> str:
     lines += _model_reference(
         EnergyBudgetConfig, "Energy budget entries", "Items of `energy_budgets`."
     )
-    from wattsched.daemon.config import DaemonConfig, MetricsConfig, SimBackendConfig, SlurmConfig
+    from wattsched.daemon.config import (
+        ActuatorConfig,
+        DaemonConfig,
+        ForecastConfig,
+        MetricsConfig,
+        SimBackendConfig,
+        SlurmConfig,
+        TelemetryConfig,
+    )
 
     lines += ["# Daemon config", "",
               "The live daemon's file (`wattsched daemon --config /etc/wattsched/wattsched.yaml`); "
@@ -1336,12 +1344,23 @@ def render_config_reference() -> str:
     lines += _model_reference(
         DaemonConfig, "Daemon keys", "Top level of the daemon config. Every key is optional.",
         overrides={"cap_w": {"type": _CAP_TYPE}, "slurm": {"type": "slurm block"}, "sim": {"type": "sim block"},
-                   "metrics": {"type": "metrics block"}},
+                   "metrics": {"type": "metrics block"}, "telemetry": {"type": "telemetry block"},
+                   "actuator": {"type": "actuator block"}, "forecast": {"type": "forecast block"},
+                   "node_map": {"type": "regular expression or mapping"}},
     )
     lines += _model_reference(SlurmConfig, "Slurm block (`slurm`)", "How the daemon reaches Slurm.")
     lines += _model_reference(SimBackendConfig, "Sim block (`sim`)",
                               "The simulated cluster of `slurm.backend: sim` (`wattsched daemon --backend sim`).")
     lines += _model_reference(MetricsConfig, "Metrics block (`metrics`)", "The Prometheus endpoint.")
+    lines += _model_reference(TelemetryConfig, "Telemetry block (`telemetry`)",
+                              "Measured node power. Missing or stale data is never read as zero: the daemon "
+                              "uses its predictions for those nodes and exports `wattsched_telemetry_stale`.",
+                              overrides={"node_map": {"type": "regular expression or mapping"}})
+    lines += _model_reference(ActuatorConfig, "Actuator block (`actuator`)",
+                              "How the plan's SetNodeCap and SetNodeFreq actions reach the nodes.")
+    lines += _model_reference(ForecastConfig, "Forecast block (`forecast`)",
+                              "Exported as `wattsched_forecast_power_watts{horizon}` and given to policies in the "
+                              "snapshot.")
     lines += ["# Platform files", "", _PLATFORM_INTRO]
     lines += _model_reference(PlatformConfig, "Platform keys", "Top level of a platform file.")
     lines += _model_reference(

@@ -385,11 +385,20 @@ def test_detect_config_kind(tmp_path):
 
 def test_every_field_is_documented():
     from wattsched.config import CapEntryConfig, EnergyBudgetConfig
-    from wattsched.daemon.config import DaemonConfig, MetricsConfig, SimBackendConfig, SlurmConfig
+    from wattsched.daemon.config import (
+        ActuatorConfig,
+        DaemonConfig,
+        ForecastConfig,
+        MetricsConfig,
+        SimBackendConfig,
+        SlurmConfig,
+        TelemetryConfig,
+    )
     from wattsched.sim.platforms import NodeGroupConfig, PlatformConfig, PowerModelConfig
 
     for model in (SimConfig, CapEntryConfig, EnergyBudgetConfig, PlatformConfig, NodeGroupConfig, PowerModelConfig,
-                  DaemonConfig, SlurmConfig, SimBackendConfig, MetricsConfig):
+                  DaemonConfig, SlurmConfig, SimBackendConfig, MetricsConfig, TelemetryConfig, ActuatorConfig,
+                  ForecastConfig):
         for name, field in model.model_fields.items():
             assert field.description and len(field.description) > 30, f"{model.__name__}.{name}"
 

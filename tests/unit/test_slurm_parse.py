@@ -160,6 +160,7 @@ _NODE = dict(cpus=64, sockets=2, cores_per_socket=16, threads_per_core=2, real_m
 EXPECTED_NODES = [
     SlurmNode(
         name="n1",
+        address="n1",
         state="ALLOCATED",
         features=("intel", "ib"),
         partitions=("batch",),
@@ -168,6 +169,7 @@ EXPECTED_NODES = [
     ),
     SlurmNode(
         name="n2",
+        address="n2",
         state="ALLOCATED",
         features=("intel", "ib"),
         partitions=("batch",),
@@ -176,6 +178,7 @@ EXPECTED_NODES = [
     ),
     SlurmNode(
         name="n3",
+        address="n3",
         state="IDLE",
         flags=frozenset({"DRAIN"}),
         features=("intel", "ib", "gpu"),
@@ -187,6 +190,7 @@ EXPECTED_NODES = [
     ),
     SlurmNode(
         name="n4",
+        address="n4",
         state="IDLE",
         flags=frozenset({"POWERED_DOWN"}),
         features=("intel", "ib", "gpu"),

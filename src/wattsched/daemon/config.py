@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from wattsched.config import CapValue, StrictModel, parse_cap_value, register_config_kind
+from wattsched.config import CapValue, StrictModel, field_problems, parse_cap_value, register_config_kind
 
 
 class SlurmConfig(StrictModel):
@@ -103,6 +103,78 @@ class MetricsConfig(StrictModel):
     address: str = Field(
         default="127.0.0.1", description="Address the endpoint listens on. Default: `127.0.0.1`."
     )
+
+
+class TelemetryConfig(StrictModel):
+    """Where the daemon reads node power."""
+
+    doc_name: ClassVar[str] = "telemetry block"
+
+    source: Literal["none", "prometheus", "agents"] = Field(
+        default="none",
+        description="`prometheus`: the Prometheus HTTP API at `url` with the PromQL `query`; `agents`: scrape the "
+        "wattsched agents' `/metrics` directly (`agent_url`); `none`: predictions only. Default: `none`.",
+    )
+    url: str = Field(
+        default="http://127.0.0.1:9090",
+        description="Base URL of the Prometheus server. Default: `http://127.0.0.1:9090`.",
+    )
+    query: str = Field(
+        default="rapl",
+        description="Node power in watts per node as PromQL, or a preset: `rapl` (node_exporter's "
+        "`rate(node_rapl_package_joules_total[1m])` summed per node), `ipmi` (`ipmi_dcmi_power_consumption_watts`), "
+        "`dcgm` (GPU power summed per node), `agent` (the wattsched agents' RAPL counters). Default: `rapl`.",
+    )
+    node_label: str = Field(
+        default="instance",
+        description="Series label that names the node. Default: `instance`. Example: `node`.",
+    )
+    node_map: str | dict[str, str] | None = Field(
+        default=None,
+        description="From label values to Slurm node names: a regular expression with a named group `node` "
+        "(e.g. `^(?P<node>[^.:]+)` drops domain and port) or a mapping. Default: none (the value is the name).",
+    )
+    max_age_s: float = Field(
+        default=120.0, gt=0,
+        description="Telemetry older than this is stale: the daemon falls back to predictions. Default: `120`.",
+    )
+    timeout_s: float = Field(default=5.0, gt=0, description="Time limit of one telemetry request. Default: `5`.")
+    agent_url: str = Field(
+        default="http://{address}:9818",
+        description="URL of a node's agent; `{node}` and `{address}` (Slurm's NodeAddr) are filled in. "
+        "Default: `http://{address}:9818`.",
+    )
+
+
+class ActuatorConfig(StrictModel):
+    """How node power caps and CPU frequencies are applied."""
+
+    doc_name: ClassVar[str] = "actuator block"
+
+    kind: Literal["none", "agent", "ipmi"] = Field(
+        default="none",
+        description="`agent`: the wattsched node agent (RAPL and cpufreq, munge-authenticated, URL from "
+        "`telemetry.agent_url`); `ipmi`: `ipmitool dcmi power set_limit` against each node's BMC (caps only); "
+        "`none`: caps and frequencies are audited as skipped. Default: `none`.",
+    )
+    munge_socket: Path | None = Field(
+        default=None,
+        description="munged socket used to sign agent commands. Default: none (munge's default socket).",
+    )
+    ipmi_credentials: Path | None = Field(
+        default=None,
+        description="With `kind: ipmi`: file of BMC hosts and credentials, mode 0600. Required for `ipmi`.",
+    )
+    timeout_s: float = Field(default=10.0, gt=0, description="Time limit of one actuation. Default: `10`.")
+
+
+class ForecastConfig(StrictModel):
+    doc_name: ClassVar[str] = "forecast block"
+
+    horizon_s: float = Field(
+        default=7200.0, gt=0, description="How far the rolling-horizon power forecast looks. Default: `7200` (2 h)."
+    )
+    step_s: float = Field(default=300.0, gt=0, description="Step of the forecast, in seconds. Default: `300`.")
 
 
 class DaemonConfig(StrictModel):
@@ -198,6 +270,18 @@ class DaemonConfig(StrictModel):
         default_factory=MetricsConfig,
         description="The Prometheus `/metrics` endpoint: address and port (see *Metrics block*).",
     )
+    telemetry: TelemetryConfig = Field(
+        default_factory=TelemetryConfig,
+        description="Measured node power: Prometheus, the agents, or none (see *Telemetry block*).",
+    )
+    actuator: ActuatorConfig = Field(
+        default_factory=ActuatorConfig,
+        description="How node caps and CPU frequencies are applied: agent, IPMI or none (see *Actuator block*).",
+    )
+    forecast: ForecastConfig = Field(
+        default_factory=ForecastConfig,
+        description="The rolling-horizon forecast of platform power (see *Forecast block*).",
+    )
 
     @field_validator("node_power")
     @classmethod
@@ -216,6 +300,12 @@ class DaemonConfig(StrictModel):
     @classmethod
     def _cap(cls, value):
         return parse_cap_value(value)
+
+    @model_validator(mode="after")
+    def _ipmi_needs_credentials(self):
+        if self.actuator.kind == "ipmi" and self.actuator.ipmi_credentials is None:
+            raise field_problems([(("actuator", "ipmi_credentials"), "required with actuator.kind: ipmi")])
+        return self
 
     @property
     def heartbeat_path(self) -> Path:

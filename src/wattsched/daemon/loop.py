@@ -26,7 +26,7 @@ from wattsched.daemon.notify import Notifier
 from wattsched.daemon.slurm.backend import SlurmBackend, with_marker, without_marker
 from wattsched.daemon.slurm.hostlist import compress
 from wattsched.daemon.store import AuditEntry, Store
-from wattsched.daemon.view import View, build_view
+from wattsched.daemon.view import View, build_view, is_our_hold
 from wattsched.errors import PlanViolation, SlurmCommandError, WattschedError
 from wattsched.model.guard import plan_problems
 from wattsched.model.plan import Evict, PowerDown, PowerUp, Reason, SetNodeCap, SetNodeFreq, Start
@@ -91,7 +91,8 @@ class Daemon:
         self.cycle_no = int(self.store.get("cycle", 0))
         self._reconciled = False
         self._platform_cache: dict = {}
-        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._stop_requested = False
         self._reload_requested = False
         self.config_path: Path | None = None
         self.last_view: View | None = None
@@ -142,12 +143,12 @@ class Daemon:
         """Observe, decide, guard, act, record. Raises on failure to observe (the caller counts it)."""
         t0 = time.monotonic()
         self.cycle_no += 1
-        report = CycleReport(self.cycle_no)
+        report = self._report = CycleReport(self.cycle_no)
         cfg = self.config
         try:
             state = self.backend.read_state()
-        except WattschedError:
-            self.metrics.cycle_failures.labels("observe").inc()
+        except WattschedError as exc:
+            exc.stage = "observe"
             raise
         if not cfg.dry_run:
             self._heartbeat(state.read_at)
@@ -156,6 +157,11 @@ class Daemon:
             self._reconciled = True
         holds = self.store.holds()
         starts = self.store.starts()
+        if not cfg.dry_run:  # holds the lua gate made at submission become the daemon's records too
+            for job in state.jobs:
+                if job.job_id not in holds and job.held and is_our_hold(job, holds):
+                    self.store.add_hold(job.job_id, "gate", "held at submission", state.read_at)
+            holds = self.store.holds()
         view = build_view(
             state,
             partitions=self.partitions,
@@ -267,6 +273,8 @@ class Daemon:
             self.store.finish(intent, "failed")
             self.metrics.slurm_errors.labels(exc.cmd[0] if exc.cmd else "?").inc()
             self.metrics.decisions.labels(action, "failed").inc()
+            if getattr(self, "_report", None) is not None:
+                self._report.failed_actions.append(f"{action} {target}")
             audit.append(AuditEntry(now, self.cycle_no, action, str(target), f"{reason}: {exc}"[:2000], False,
                                     "failed"))
             log.warning("%s %s failed: %s", action, target, exc)
@@ -310,8 +318,8 @@ class Daemon:
                 bump.append(jid)
         self.store.drop_starts(done)
         self.store.bump_starts(bump)
-        # forget holds of jobs that are no longer held by us
-        ours = {j.job_id for j in view.classified.ours}
+        # forget holds of jobs that are no longer held by us (but not the ones just held again)
+        ours = {j.job_id for j in view.classified.ours} | set(report.rehold)
         stale = [j for j in self.store.holds() if j not in ours]
         self.store.drop_holds(stale)
 
@@ -445,11 +453,12 @@ class Daemon:
     # ------------------------------------------------------------------ the service loop
 
     def request_stop(self, *_args) -> None:
-        self._stop.set()
+        self._stop_requested = True
+        self._wake.set()
 
     def request_reload(self, *_args) -> None:
         self._reload_requested = True
-        self._stop.set()  # wake the sleep; run() clears it again
+        self._wake.set()
 
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self.request_stop)
@@ -483,7 +492,7 @@ class Daemon:
                 report = self.cycle()
                 self.notifier.status(report.summary())
             except Exception as exc:  # one bad cycle never stops the service
-                self.metrics.cycle_failures.labels("cycle").inc()
+                self.metrics.cycle_failures.labels(getattr(exc, "stage", "decide")).inc()
                 log.error("cycle %d failed: %s", self.cycle_no, exc, exc_info=not isinstance(exc, WattschedError))
                 self.notifier.status(f"cycle {self.cycle_no} failed: {exc}"[:200])
             self.notifier.watchdog()
@@ -499,15 +508,17 @@ class Daemon:
         deadline = start + self.config.poll_interval_s
         step = self.notifier.watchdog_s / 2 if self.notifier.watchdog_s else None
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0 and not self._stop.is_set():
-                return True
-            if self._stop.wait(max(0.0, min(left, step) if step else left)):
-                if self._reload_requested:
-                    self._stop.clear()
-                    self._reload()
-                    continue
+            if self._stop_requested:
                 return False
+            if self._reload_requested:
+                self._reload()
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            if self._wake.wait(min(left, step) if step else left):
+                self._wake.clear()
+                continue
             self.notifier.watchdog()
 
     def stop(self) -> int:

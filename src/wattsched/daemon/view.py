@@ -216,7 +216,7 @@ def build_view(
             other += power.switch_on_w
         elif s == NodeState.SWITCHING_OFF:
             other += power.switch_off_w
-        elif i not in busy or s in (NodeState.DOWN, NodeState.DRAINED):
+        elif i not in busy:  # a busy node's power is its job's
             other += power.idle_w
     free = [i for i in range(len(states) - 1, -1, -1) if states[i] == NodeState.IDLE]
     snapshot = Snapshot(

@@ -497,6 +497,7 @@ def _node_from_json(raw: dict[str, Any], f: _Fields) -> SlurmNode:
         features=features,
         partitions=f.string_list("partitions"),
         gres=f.string("gres"),
+        address=f.string("address"),
         reason=_strip_reason_stamp(f.string("reason")),
         current_watts=watts,
     )
@@ -751,6 +752,7 @@ def _node_from_text(r: _TextRecord) -> SlurmNode:
         features=_csv(r.string("AvailableFeatures", "Features") or r.string("ActiveFeatures")),
         partitions=_csv(r.string("Partitions")),
         gres=r.string("Gres"),
+        address=r.string("NodeAddr"),
         reason=_strip_reason_stamp(r.string("Reason")),
         current_watts=r.converted("CurrentWatts", _watts),
     )

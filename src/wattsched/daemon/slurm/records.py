@@ -90,6 +90,7 @@ class SlurmNode:
     gres: str = ""
     reason: str = ""
     current_watts: float | None = None
+    address: str = ""
 
     @property
     def drained(self) -> bool:
