@@ -12,6 +12,12 @@ WS_TC_PREFIX=${WS_TC_PREFIX:-wsn}           # node names: wsn1, wsn2, ...
 WS_TC_CTLD_PORT=${WS_TC_CTLD_PORT:-6817}
 WS_TC_SLURMD_PORT=${WS_TC_SLURMD_PORT:-6818}
 WS_TC_GATE=${WS_TC_GATE:-none}              # none | lua: install deploy/slurm/job_submit.lua
+WS_TC_TELEMETRY=${WS_TC_TELEMETRY:-1}       # 1: fake sysfs + power emulator, node exporters, agents, prometheus
+WS_TC_PYTHON=${WS_TC_PYTHON:-python3}       # a Python that imports wattsched (for the agents and fake sysfs)
+WS_TC_PROM_PORT=${WS_TC_PROM_PORT:-9090}    # prometheus on 127.0.0.1
+WS_TC_DAEMON_PORT=${WS_TC_DAEMON_PORT:-9817} # where prometheus scrapes the wattsched daemon
+WS_TC_IDLE_W=${WS_TC_IDLE_W:-100}           # emulated node power: idle, and busy without a declared power
+WS_TC_BUSY_W=${WS_TC_BUSY_W:-250}
 
 WS_TC_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 WS_TC_HOST_ADDR=$WS_TC_SUBNET.1
@@ -33,6 +39,15 @@ load_settings() {
 }
 
 pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# start_bg PIDFILE LOG CMD...: start CMD in the background, detached, unless PIDFILE's process runs
+start_bg() {
+    local pidfile=$1 log=$2
+    shift 2
+    pid_alive "$pidfile" && return 0
+    setsid "$@" >>"$log" 2>&1 < /dev/null &
+    echo $! > "$pidfile"
+}
 
 say() { echo "testcluster: $*" >&2; }
 die() { say "$*"; exit 1; }

@@ -439,9 +439,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("policies", help="list policies and their parameters")
     p.set_defaults(func=cmd_policies)
 
+    from wattsched.agent.commands import add_commands as add_agent_commands
     from wattsched.daemon.commands import add_commands
 
     add_commands(sub)
+    add_agent_commands(sub)
     return parser
 
 

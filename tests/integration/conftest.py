@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TESTCLUSTER = ROOT / "deploy" / "testcluster"
 NODES = 4
 PREFIX = "wst"
+PROM_PORT = 9190
+DAEMON_METRICS_PORT = 9917
 
 
 def _why_not() -> str | None:
@@ -47,6 +49,23 @@ class Cluster:
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         self.heartbeat = directory / "state" / "wattsched" / "heartbeat"
         self.nodes = [f"{PREFIX}{i}" for i in range(1, NODES + 1)]
+        self.prometheus = f"http://127.0.0.1:{PROM_PORT}"
+        self.sysfs = directory / "sysfs"
+        self.munge_socket = directory / "munge" / "munge.socket"
+
+    def address(self, node: str) -> str:
+        return f"10.199.8.{10 + int(node[len(PREFIX):])}"
+
+    def prom_query(self, expr: str) -> list:
+        import json
+        import urllib.parse
+        import urllib.request
+
+        data = urllib.parse.urlencode({"query": expr}).encode()
+        with urllib.request.urlopen(f"{self.prometheus}/api/v1/query", data=data, timeout=10) as r:
+            body = json.load(r)
+        assert body["status"] == "success", body
+        return body["data"]["result"]
 
     def run(self, *args: str, check: bool = True, user: str | None = None) -> subprocess.CompletedProcess:
         cmd = list(args)
@@ -113,7 +132,9 @@ def cluster_session(tmp_path_factory):
         pytest.skip(reason)
     directory = Path(os.environ.get("WATTSCHED_TESTCLUSTER_DIR", "/tmp/wattsched-testcluster-pytest"))
     env = {**os.environ, "WS_TC_DIR": str(directory), "WS_TC_BRIDGE": "wsbrt0", "WS_TC_SUBNET": "10.199.8",
-           "WS_TC_PREFIX": PREFIX, "WS_TC_CTLD_PORT": "6917"}
+           "WS_TC_PREFIX": PREFIX, "WS_TC_CTLD_PORT": "6917", "WS_TC_PYTHON": sys.executable,
+           "WS_TC_PROM_PORT": str(PROM_PORT), "WS_TC_DAEMON_PORT": str(DAEMON_METRICS_PORT),
+           "WS_TC_IDLE_W": "100", "WS_TC_BUSY_W": "250"}
     subprocess.run([str(TESTCLUSTER / "down")], env=env, capture_output=True, timeout=120)
     proc = subprocess.run([str(TESTCLUSTER / "up"), "--nodes", str(NODES), "--gate", "lua"], env=env,
                           capture_output=True, text=True, timeout=900)
@@ -122,6 +143,7 @@ def cluster_session(tmp_path_factory):
     if subprocess.run(["id", "alice"], capture_output=True).returncode != 0:
         subprocess.run(["useradd", "--no-create-home", "alice"], check=True)
     cluster = Cluster(directory)
+    cluster.up_env = env
     yield cluster
     if not os.environ.get("WATTSCHED_TESTCLUSTER_KEEP"):
         subprocess.run([str(TESTCLUSTER / "down")], env=env, capture_output=True, timeout=120)

@@ -187,6 +187,38 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_history_import(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from wattsched.daemon.history import import_history, parse_sacct, sacct_args
+    from wattsched.daemon.power import Telemetry
+
+    config, _ = load_daemon_config(args)
+    if config.telemetry.source != "prometheus":
+        raise ConfigError(f"{args.config or 'config'}: telemetry.source: history import reads job power from "
+                          "Prometheus; set telemetry.source: prometheus")
+    if args.sacct_file:
+        text = Path(args.sacct_file).read_text()
+        source = args.sacct_file
+    else:
+        from wattsched.daemon.slurm.cli import SlurmCLI
+
+        s = config.slurm
+        text = SlurmCLI(conf=s.conf, bin_dir=s.bin_dir, timeout_s=max(s.timeout_s, 120)).run(sacct_args(args.since))
+        source = "sacct"
+    jobs = parse_sacct(text, source)
+    from wattsched.daemon.store import Store
+
+    store = Store(Path(config.state_dir) / "state.db")
+    telemetry = Telemetry(config.telemetry)
+    new, missing = import_history(jobs, telemetry, store,
+                                  progress=None if args.quiet else lambda it: tqdm(it, desc="jobs", unit="job"))
+    store.close()
+    print(f"{len(jobs)} finished jobs since {args.since}: {new} added to the power history, "
+          f"{len(jobs) - new - missing} already there, {missing} without power data in Prometheus")
+    return 0
+
+
 def add_commands(sub) -> None:
     def common(p, config_required=False):
         p.add_argument("--config", "-c", metavar="FILE", required=config_required,
@@ -222,6 +254,19 @@ def add_commands(sub) -> None:
     p.add_argument("--action", action="append", help="only this action (start, hold, requeue, ...); repeatable")
     p.add_argument("--limit", type=int, default=0, help="only the last N entries")
     p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser("history", help="the job power history the predictors learn from")
+    hsub = p.add_subparsers(dest="history_command", metavar="SUBCOMMAND", required=True)
+    h = hsub.add_parser("import", help="bootstrap the power history from sacct and Prometheus",
+                        description="List jobs finished since --since with sacct, measure each one's per-node power "
+                        "over its run from Prometheus (telemetry block of the config), and store mean, max and std "
+                        "in the state store, where the daemon's predictor learns from them.")
+    common(h)
+    h.add_argument("--since", required=True, help="start date for sacct, e.g. 2026-11-01 or now-7days")
+    h.add_argument("--sacct-file", metavar="FILE", help="read `sacct -P -n -o ...` output from FILE instead of "
+                   "running sacct")
+    h.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    h.set_defaults(func=cmd_history_import)
 
     p = sub.add_parser("release", help="release every job wattsched holds (roll back)",
                        description="Release all jobs held by wattsched, unpinned, so Slurm schedules them itself. "

@@ -13,3 +13,67 @@ def completed_jobs(rows) -> list[CompletedJob]:
         job = Job(id=jid, submit_s=submit, walltime_s=walltime, nodes=nodes, user=user, partition=partition)
         out.append(CompletedJob(job, start, end, mean, mx, std))
     return out
+
+
+SACCT_FIELDS = "JobIDRaw,User,Partition,NNodes,NodeList,Submit,Start,End,TimelimitRaw,State"
+"""What ``wattsched history import`` asks sacct for (``-P``: pipe-separated, one line per job with ``-X``)."""
+
+
+def sacct_args(since: str, until: str = "now") -> list[str]:
+    return ["sacct", "-a", "-X", "-P", "-n", "-S", since, "-E", until, "-o", SACCT_FIELDS,
+            "--state=CD,TO,F,CA,NF,OOM"]
+
+
+def parse_sacct(text: str, source: str = "sacct") -> list[dict]:
+    """Finished jobs from ``sacct -P -n -o SACCT_FIELDS`` output; a malformed line names its number."""
+    import datetime as dt
+
+    from wattsched.daemon.slurm.hostlist import expand
+    from wattsched.errors import WattschedError
+
+    def when(value: str, line: int, key: str) -> float:
+        try:
+            return dt.datetime.fromisoformat(value).astimezone().timestamp()
+        except ValueError:
+            raise WattschedError(f"{source}: line {line}: {key}: not a time: {value!r}") from None
+
+    names = SACCT_FIELDS.split(",")
+    jobs = []
+    for no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split("|")
+        if len(parts) != len(names):
+            raise WattschedError(f"{source}: line {no}: expected {len(names)} fields ({SACCT_FIELDS}), "
+                                 f"got {len(parts)}")
+        rec = dict(zip(names, parts, strict=True))
+        if rec["Start"] in ("Unknown", "None", "") or rec["End"] in ("Unknown", "None", ""):
+            continue  # never ran
+        try:
+            job_id = int(rec["JobIDRaw"].split("_")[0].split("+")[0])
+            nnodes = int(rec["NNodes"])
+            limit_min = rec["TimelimitRaw"]
+            walltime = float(limit_min) * 60 if limit_min.isdigit() else 0.0
+        except ValueError as exc:
+            raise WattschedError(f"{source}: line {no}: {exc}") from None
+        jobs.append({
+            "job_id": job_id, "user": rec["User"], "partition": rec["Partition"], "nodes": nnodes,
+            "node_names": list(expand(rec["NodeList"])), "submit_s": when(rec["Submit"], no, "Submit"),
+            "start_s": when(rec["Start"], no, "Start"), "end_s": when(rec["End"], no, "End"),
+            "walltime_s": walltime,
+        })
+    return jobs
+
+
+def import_history(jobs: list[dict], telemetry, store, progress=None) -> tuple[int, int]:
+    """Measure each finished job's power over its run from telemetry and store it. Returns (new, without data)."""
+    rows, missing = [], 0
+    for job in (progress(jobs) if progress else jobs):
+        measured = telemetry.job_power(job["node_names"], job["start_s"], job["end_s"])
+        if measured is None:
+            missing += 1
+            continue
+        mean, mx, std = measured
+        rows.append((job["job_id"], job["start_s"], job["user"], job["partition"], job["nodes"], job["walltime_s"],
+                     job["submit_s"], job["end_s"], mean, mx, std, "prometheus"))
+    return store.add_history(rows), missing

@@ -9,6 +9,7 @@ checks on restart what Slurm actually did instead of acting twice.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -117,6 +118,10 @@ class Daemon:
         self._predictor_ready = False
         self.power = power
         self.partitions = frozenset(config.partitions)
+        from wattsched.daemon.power import Actuators, Telemetry
+
+        self.telemetry = Telemetry(config.telemetry, self.metrics)
+        self.actuators = Actuators(config.actuator, config.telemetry)
         self.metrics.dry_run.set(1 if config.dry_run else 0)
         self.metrics.info.info({
             "version": __version__, "policy": config.policy, "predictor": config.predictor or "none",
@@ -152,6 +157,8 @@ class Daemon:
             raise
         if not cfg.dry_run:
             self._heartbeat(state.read_at)
+        measured = self.telemetry.read([n for n in state.nodes
+                                        if not self.partitions or self.partitions.intersection(n.partitions)])
         if not self._reconciled:
             self._reconcile(state)
             self._reconciled = True
@@ -173,13 +180,16 @@ class Daemon:
             epoch=self.cycle_no,
             include_adopted=cfg.dry_run,
             platform_cache=self._platform_cache,
+            measured=measured,
         )
         if self.predictor is not None:
             view = build_view(
                 state, partitions=self.partitions, holds=holds, starts=starts, power=self.power, cap_w=self._cap_w,
                 estimator=self._estimator(view.snapshot.platform), epoch=self.cycle_no,
-                include_adopted=cfg.dry_run, platform_cache=self._platform_cache,
+                include_adopted=cfg.dry_run, platform_cache=self._platform_cache, measured=measured,
             )
+        self._measured = measured
+        view.snapshot.forecast = self._forecast(view.snapshot, None)
         self.last_view = view
         c = view.classified
         audit: list[AuditEntry] = []
@@ -198,7 +208,8 @@ class Daemon:
         # 3. Decide on the queue of held jobs.
         snap = view.snapshot
         report.pending, report.running = len(snap.pending), len(snap.running)
-        plan = self.policy.decide(snap, self.policy_state) if (snap.pending or snap.running) else None
+        wanted = snap.pending or snap.running or getattr(self.policy, "wants_empty_queue_calls", False)
+        plan = self.policy.decide(snap, self.policy_state) if wanted else None
         if plan is not None:
             problems = plan_problems(snap, plan)
             if problems:
@@ -210,6 +221,8 @@ class Daemon:
             else:
                 self._apply(plan, view, audit, report, now)
             self._record_reasons(plan, view)
+            if not report.rejected:
+                view.snapshot.forecast = self._forecast(view.snapshot, plan)
         # 4. Record.
         self.store.audit(audit)
         self.store.put("cycle", self.cycle_no)
@@ -227,17 +240,26 @@ class Daemon:
             if readings and all(w is not None for w in readings):
                 self._samples.setdefault(jid, []).append(sum(readings) / len(readings))
         rows = []
+        finished = {j.job_id: j for j in state.jobs}
         for jid, job in self._running.items():
             if jid in running:
                 continue
             samples = self._samples.pop(jid, None)
-            if not samples:
-                continue
-            mean = sum(samples) / len(samples)
-            std = (sum((x - mean) ** 2 for x in samples) / len(samples)) ** 0.5
             start = job.start_time or state.read_at
+            end = (finished[jid].end_time if jid in finished and finished[jid].end_time else None) or state.read_at
+            measured = self.telemetry.job_power(job.nodes, start, end) if job.nodes else None
+            if measured is not None:  # telemetry over the job's whole run
+                mean, mx, std = measured
+                source = "prometheus"
+            elif samples:  # Slurm's own node power readings, one per cycle
+                mean = sum(samples) / len(samples)
+                mx = max(samples)
+                std = (sum((x - mean) ** 2 for x in samples) / len(samples)) ** 0.5
+                source = "slurm"
+            else:
+                continue
             rows.append((jid, start, job.user, job.partition, max(job.node_count, 1), job.time_limit_s or 0.0,
-                         job.submit_time or start, state.read_at, mean, max(samples), std, "slurm"))
+                         job.submit_time or start, end, mean, mx, std, source))
         if rows:
             self.store.add_history(rows)
             if self.predictor is not None and self._predictor_ready:
@@ -249,6 +271,16 @@ class Daemon:
             if jid not in running:
                 del self._samples[jid]
         self._running = running
+
+    def _forecast(self, snapshot, plan):
+        from wattsched.telemetry.forecast import forecast
+
+        try:
+            return forecast(snapshot, plan, horizon_s=self.config.forecast.horizon_s,
+                            step_s=self.config.forecast.step_s)
+        except Exception as exc:  # the forecast informs; it never stops a cycle
+            log.warning("forecast failed: %s", exc)
+            return None
 
     def _heartbeat(self, now: float) -> None:
         path = self.config.heartbeat_path
@@ -269,9 +301,10 @@ class Daemon:
         intent = self.store.begin(action, str(target), args, now)
         try:
             fn()
-        except SlurmCommandError as exc:
+        except WattschedError as exc:
             self.store.finish(intent, "failed")
-            self.metrics.slurm_errors.labels(exc.cmd[0] if exc.cmd else "?").inc()
+            if isinstance(exc, SlurmCommandError):
+                self.metrics.slurm_errors.labels(exc.cmd[0] if exc.cmd else "?").inc()
             self.metrics.decisions.labels(action, "failed").inc()
             if getattr(self, "_report", None) is not None:
                 self._report.failed_actions.append(f"{action} {target}")
@@ -364,9 +397,25 @@ class Daemon:
                     report.node_actions.append(f"{act} {node}")
             elif kind is SetNodeCap or kind is SetNodeFreq:
                 act = "set_cap" if kind is SetNodeCap else "set_freq"
-                audit.append(AuditEntry(now, self.cycle_no, act, names[action.node],
-                                        "no node actuator configured", cfg.dry_run, "skipped"))
-                self.metrics.decisions.labels(act, "skipped").inc()
+                node = view.slurm_nodes[names[action.node]]
+                if not self.actuators.enabled:
+                    audit.append(AuditEntry(now, self.cycle_no, act, node.name,
+                                            "no node actuator configured", cfg.dry_run, "skipped"))
+                    self.metrics.decisions.labels(act, "skipped").inc()
+                    continue
+                value = action.cap_w if kind is SetNodeCap else action.freq_hz
+                what = f"{value:.0f} W" if kind is SetNodeCap and value is not None else (
+                    f"{value / 1e9:.2f} GHz" if value is not None else "nominal")
+                fn = (lambda n=node, v=value: self.actuators.set_cap(n, v)) if kind is SetNodeCap else (
+                    lambda n=node, v=value: self.actuators.set_freq(n, v))
+                if self._act(act, node.name, f"{what}, decided by the policy", audit, now, fn):
+                    gauge = self.metrics.node_cap if kind is SetNodeCap else self.metrics.node_freq
+                    if value is None:
+                        with contextlib.suppress(KeyError):
+                            gauge.remove(node.name)
+                    else:
+                        gauge.labels(node.name).set(value)
+                    report.node_actions.append(f"{act} {node.name} {what}")
             else:
                 audit.append(AuditEntry(now, self.cycle_no, kind.__name__.lower(), "", "not supported live",
                                         cfg.dry_run, "skipped"))
@@ -403,8 +452,19 @@ class Daemon:
         m.set_held_reasons(dict(getattr(self, "_held_kinds", {})))
         m.set_nodes(dict(Tally(NodeState(s).name.lower() for s in view.snapshot.node_state)))
         snap = view.snapshot
-        m.power.labels("predicted").set(snap.platform_power_w)
         m.cap.set(snap.cap_w)
+        measured = getattr(self, "_measured", {})
+        if measured:
+            m.power.labels("measured").set(snap.platform_power_w)
+            for node, watts in measured.items():
+                m.node_power.labels(node).set(watts)
+        m.power.labels("predicted").set(view.predicted_power_w)
+        fc = snap.forecast
+        if fc is not None:
+            from wattsched.daemon.power import HORIZONS
+
+            for label, value in fc.horizons(HORIZONS).items():
+                m.forecast.labels(label).set(value)
 
     # ------------------------------------------------------------------ start-up and stop
 

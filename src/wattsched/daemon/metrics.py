@@ -44,6 +44,20 @@ class DaemonMetrics:
             "wattsched_platform_power_watts", "Platform power of the managed nodes", ["source"], registry=r
         )
         self.cap = Gauge("wattsched_power_cap_watts", "Power cap in force (+Inf when uncapped)", registry=r)
+        self.telemetry_age = Gauge(
+            "wattsched_telemetry_age_seconds", "Age of the newest node power sample used", registry=r
+        )
+        self.telemetry_stale = Gauge(
+            "wattsched_telemetry_stale", "1 when telemetry is stale or unreachable (predictions used)", registry=r
+        )
+        self.node_power = Gauge("wattsched_node_power_watts", "Measured node power", ["node"], registry=r)
+        self.node_cap = Gauge("wattsched_node_cap_watts", "Node power cap applied by wattsched", ["node"], registry=r)
+        self.node_freq = Gauge(
+            "wattsched_node_freq_hertz", "Maximum CPU frequency applied by wattsched", ["node"], registry=r
+        )
+        self.forecast = Gauge(
+            "wattsched_forecast_power_watts", "Forecast platform power at a horizon", ["horizon"], registry=r
+        )
         self.slurm_errors = Counter(
             "wattsched_slurm_command_failures", "Slurm commands that failed", ["command"], registry=r
         )

@@ -138,6 +138,9 @@ class View:
     classified: Classified
     slurm_jobs: dict[int, SlurmJob]
     node_names: list[str]
+    slurm_nodes: dict[str, SlurmNode] = field(default_factory=dict)
+    predicted_power_w: float = 0.0
+    """Platform power from predictions alone (what the daemon would assume without telemetry)."""
 
 
 def build_view(
@@ -152,11 +155,14 @@ def build_view(
     epoch: int,
     include_adopted: bool,
     platform_cache: dict,
+    measured: Mapping[str, float] | None = None,
 ) -> View:
     """The snapshot a policy decides on.
 
     ``include_adopted`` puts pending jobs that are not held yet into the queue
     too (dry-run, where the daemon holds nothing but decides as if it did).
+    ``measured`` is node power by node name from telemetry; nodes missing from it
+    are estimated (never taken as zero).
     """
     c = classify(state, partitions, holds, starts)
     nodes = managed_nodes(state, partitions)
@@ -201,23 +207,31 @@ def build_view(
         if jobs:
             estimates = dict(zip((j.id for j in jobs), estimator(jobs), strict=True))
     busy_w = power.busy_w
+    measured = measured or {}
+    names = [n.name for n in nodes]
     running: dict[int, RunningJob] = {}
-    jobs_power = 0.0
+    jobs_power = predicted = 0.0
     for jid, (job, start, idx) in running_jobs.items():
         est = estimates.get(jid)
         per_node = est.mean_w if est is not None else busy_w + job.gpus_per_node * power.gpu_tdp_w
-        running[jid] = RunningJob(job, start, idx, start + job.walltime_s, power_w=per_node * len(idx))
-        jobs_power += per_node * len(idx)
+        watts = sum(measured.get(names[i], per_node) for i in idx)
+        running[jid] = RunningJob(job, start, idx, start + job.walltime_s, power_w=watts)
+        jobs_power += watts
+        predicted += per_node * len(idx)
     other = 0.0
     for i, s in enumerate(states):
+        if i in busy:  # a busy node's power is its job's
+            continue
         if s == NodeState.OFF:
-            other += power.off_w
+            model = power.off_w
         elif s == NodeState.SWITCHING_ON:
-            other += power.switch_on_w
+            model = power.switch_on_w
         elif s == NodeState.SWITCHING_OFF:
-            other += power.switch_off_w
-        elif i not in busy:  # a busy node's power is its job's
-            other += power.idle_w
+            model = power.switch_off_w
+        else:
+            model = power.idle_w
+        predicted += model
+        other += measured.get(names[i], model)
     free = [i for i in range(len(states) - 1, -1, -1) if states[i] == NodeState.IDLE]
     snapshot = Snapshot(
         now_s=now,
@@ -232,4 +246,4 @@ def build_view(
         epoch=epoch,
         estimates=estimates if estimator is not None else None,
     )
-    return View(snapshot, c, {j.job_id: j for j in state.jobs}, [n.name for n in nodes])
+    return View(snapshot, c, {j.job_id: j for j in state.jobs}, names, {n.name: n for n in nodes}, predicted)

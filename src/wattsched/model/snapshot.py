@@ -59,6 +59,8 @@ class Snapshot:
         Optional: the running jobs in :meth:`running_by_end` order with their
         predicted power, as numpy rows ``[end, nodes, mean·n, max·n, (std·n)²]``
         (``end_table.view()``); kept by the simulator for policies that ask.
+        The simulator's also has ``idle_w`` and ``totals()``: running sums over
+        the rows (see ``wattsched.sim.engine._EndTable``), good for bounds only.
     estimator
         Returns a power estimate for a pending job (a predictor, or the
         platform's nominal busy power when no predictor is configured).
@@ -83,6 +85,8 @@ class Snapshot:
     jobs_power_w: float | None = None
     end_table: Any = None
     _ends: list | None = None
+    forecast: Any = None
+    """Live only: the rolling-horizon forecast of platform power (``wattsched.telemetry.forecast.Forecast``)."""
 
     @property
     def cap_w(self) -> float:

@@ -1,0 +1,375 @@
+"""The node agent's HTTP server: metrics and state for anyone, power commands for munge-authenticated callers.
+
+Endpoints (every answer but ``/metrics`` is JSON ``{"ok": bool, ...}``; failures come back as data, with the
+values read back from sysfs after the command):
+
+``GET /metrics``
+    Prometheus text, read from sysfs at scrape time: ``wattsched_agent_rapl_energy_joules_total{package}``,
+    ``wattsched_agent_rapl_power_limit_watts{package}``, ``wattsched_agent_rapl_max_power_watts{package}``,
+    ``wattsched_agent_cpu_scaling_max_frequency_hertz``, ``wattsched_agent_cpu_max_frequency_hertz``,
+    ``wattsched_agent_cpu_min_frequency_hertz``, and the counters ``wattsched_agent_commands_total{command,outcome}``,
+    ``wattsched_agent_rejected_requests_total{reason}`` and ``wattsched_agent_sysfs_errors_total``.
+``GET /v1/state``
+    Packages (long-term limit, maximum, energy) and frequencies.
+``POST /v1/cap`` with ``{"watts": W}`` or ``{"watts": W, "package": i}``
+    Sets the RAPL long-term (PL1) limit. Without ``package``, ``W`` is a *node* cap split evenly across the
+    packages (W/n each): RAPL has no node-level limit, and the packages of a node run the same job mix.
+    ``{"watts": null}`` lifts the cap: each package goes back to its ``constraint_X_max_power_uw``.
+``POST /v1/freq`` with ``{"hz": F}``
+    Sets every cpufreq policy's ``scaling_max_freq``; ``{"hz": null}`` restores ``cpuinfo_max_freq``.
+
+Both POSTs accept an optional ``"request_id"`` that is echoed and logged, and need the header
+``X-Wattsched-Munge: <credential>`` (:mod:`wattsched.agent.auth`): missing → 401, refused → 403 (munged
+unreachable → 503). Malformed bodies → 400; values outside the hardware range → 422 and nothing is written; a sysfs
+write failure → 500. Every rejection is logged with the UID and reason and counted.
+
+``GET /v1/state`` and ``/metrics`` are not authenticated, like node_exporter. They expose package energy, which the
+kernel restricts to root since 5.10 (CVE-2020-8694); bind the agent to the management network only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import choose_encoder
+
+from wattsched.agent.auth import HEADER, REASONS, Verifier
+from wattsched.agent.sysfs import Package, Sysfs, SysfsError
+
+__all__ = ["AgentServer", "SysfsCollector"]
+
+log = logging.getLogger("wattsched.agent")
+
+MAX_BODY = 64 * 1024
+COMMANDS = ("cap", "freq")
+OUTCOMES = ("ok", "invalid", "bad_request", "error")
+
+
+class SysfsCollector:
+    """Prometheus collector reading RAPL and cpufreq at scrape time. A failed read drops that series and counts."""
+
+    def __init__(self, sysfs: Sysfs, errors: Counter | None = None):
+        self.sysfs = sysfs
+        self.errors = errors
+
+    def describe(self):
+        # Without describe() the registry would call collect() (read sysfs) at registration.
+        return [
+            CounterMetricFamily("wattsched_agent_rapl_energy_joules", "RAPL package energy counter (wraps)",
+                                labels=["package"]),
+            GaugeMetricFamily("wattsched_agent_rapl_power_limit_watts", "RAPL long-term power limit",
+                              labels=["package"]),
+            GaugeMetricFamily("wattsched_agent_rapl_max_power_watts", "Highest long-term limit the package accepts",
+                              labels=["package"]),
+            GaugeMetricFamily("wattsched_agent_cpu_scaling_max_frequency_hertz",
+                              "Frequency ceiling: highest scaling_max_freq over cpufreq policies"),
+            GaugeMetricFamily("wattsched_agent_cpu_max_frequency_hertz", "Hardware maximum (cpuinfo_max_freq)"),
+            GaugeMetricFamily("wattsched_agent_cpu_min_frequency_hertz", "Hardware minimum (cpuinfo_min_freq)"),
+        ]
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        log.warning("metrics: %s: %s", what, exc)
+        if self.errors is not None:
+            self.errors.inc()
+
+    def collect(self):
+        energy, limit, top = self.describe()[:3]
+        try:
+            packages = self.sysfs.packages()
+        except SysfsError as exc:
+            self._failed("listing RAPL packages", exc)
+            packages = []
+        for p in packages:
+            label = [str(p.index)]
+            for family, read, scale in ((energy, self.sysfs.energy_uj, 1e-6), (limit, self.sysfs.power_limit_w, 1),
+                                        (top, self.sysfs.max_power_w, 1)):
+                try:
+                    family.add_metric(label, read(p) * scale)
+                except SysfsError as exc:
+                    self._failed(family.name, exc)
+        yield from (energy, limit, top)
+        try:
+            if not self.sysfs.cpufreq_policies():
+                return
+            values = (self.sysfs.scaling_max_freq_hz(), self.sysfs.max_freq_hz(), self.sysfs.min_freq_hz())
+        except SysfsError as exc:
+            self._failed("cpufreq", exc)
+            return
+        for family, value in zip(self.describe()[3:], values):
+            family.add_metric([], value)
+            yield family
+
+
+class _Reply(Exception):
+    """Ends a request early with an HTTP status and a JSON body."""
+
+    def __init__(self, status: int, body: dict):
+        self.status = status
+        self.body = body
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "wattsched-agent"
+    agent: AgentServer  # set on the per-server subclass
+
+    def log_message(self, format, *args):  # the stdlib's signature
+        log.debug("%s %s", self.address_string(), format % args)
+
+    def _send(self, status: int, body: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, status: int, body: dict) -> None:
+        self._send(status, json.dumps(body).encode() + b"\n", "application/json")
+
+    def do_GET(self):
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            encoder, content_type = choose_encoder(self.headers.get("Accept"))
+            self._send(HTTPStatus.OK, encoder(self.agent.registry), content_type)
+        elif path == "/v1/state":
+            state = self.agent.state()
+            self._json(HTTPStatus.OK, state)
+        else:
+            self._json(HTTPStatus.NOT_FOUND, {"ok": False, "error": f"no such endpoint: GET {path}"})
+
+    def do_POST(self):
+        try:
+            status, body = self.agent.handle_post(self)
+        except _Reply as reply:
+            status, body = reply.status, reply.body
+        except Exception as exc:  # a bug must not cost the client its answer
+            log.exception("POST %s failed", self.path)
+            status, body = HTTPStatus.INTERNAL_SERVER_ERROR, {"ok": False, "error": f"internal error: {exc}"}
+        self._json(status, body)
+
+
+class AgentServer:
+    """The node agent: ``ThreadingHTTPServer`` over a :class:`Sysfs`, commands checked by a :class:`Verifier`.
+
+    The socket is bound on construction (``port=0`` picks a free port: see :attr:`port`); :meth:`serve_forever`
+    serves until :meth:`shutdown`.
+
+    Parameters
+    ----------
+    sysfs : Sysfs
+    verifier : Verifier
+    address, port : str, int
+    registry : CollectorRegistry, optional
+        Where the agent's metrics go; a fresh registry by default (never the global one).
+    """
+
+    def __init__(self, sysfs: Sysfs, verifier: Verifier, address: str = "127.0.0.1", port: int = 9818,
+                 registry: CollectorRegistry | None = None):
+        self.sysfs = sysfs
+        self.verifier = verifier
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.commands = Counter("wattsched_agent_commands", "Authenticated commands, by command and outcome",
+                                ["command", "outcome"], registry=self.registry)
+        self.rejected = Counter("wattsched_agent_rejected_requests", "Commands refused by authentication, by reason",
+                                ["reason"], registry=self.registry)
+        self.sysfs_errors = Counter("wattsched_agent_sysfs_errors", "sysfs reads that failed during a scrape",
+                                    registry=self.registry)
+        for command in COMMANDS:
+            for outcome in OUTCOMES:
+                self.commands.labels(command, outcome)
+        for reason in REASONS[1:]:
+            self.rejected.labels(reason)
+        self.registry.register(SysfsCollector(sysfs, self.sysfs_errors))
+        self._lock = threading.Lock()
+        self._serving = False
+        handler = type("AgentHandler", (_Handler,), {"agent": self})
+        self.httpd = ThreadingHTTPServer((address, port), handler)
+        self.httpd.daemon_threads = True
+
+    @property
+    def address(self) -> str:
+        return self.httpd.server_address[0]
+
+    @property
+    def port(self) -> int:
+        return self.httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        host = self.address
+        return f"http://{'[' + host + ']' if ':' in host else host}:{self.port}"
+
+    def serve_forever(self, poll_interval: float = 0.1) -> None:
+        self._serving = True
+        try:
+            self.httpd.serve_forever(poll_interval)
+        finally:
+            self._serving = False
+
+    def start(self) -> threading.Thread:
+        """Serve in a daemon thread (tests, embedding); stop with :meth:`shutdown`."""
+        thread = threading.Thread(target=self.serve_forever, name="wattsched-agent", daemon=True)
+        self._serving = True
+        thread.start()
+        return thread
+
+    def shutdown(self) -> None:
+        """Stop serving (from another thread than :meth:`serve_forever`'s) and close the socket."""
+        if self._serving:
+            self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self) -> AgentServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    # --- state ------------------------------------------------------------------------------------------------------
+    def _package_state(self, p: Package, errors: list[str]) -> dict:
+        entry: dict = {"package": p.index, "name": p.name}
+        for key, read in (("power_limit_w", self.sysfs.power_limit_w), ("max_power_w", self.sysfs.max_power_w),
+                          ("energy_uj", self.sysfs.energy_uj),
+                          ("max_energy_range_uj", self.sysfs.max_energy_range_uj)):
+            try:
+                entry[key] = read(p)
+            except SysfsError as exc:
+                entry[key] = None
+                errors.append(str(exc))
+        entry["energy_j"] = None if entry["energy_uj"] is None else entry["energy_uj"] / 1e6
+        return entry
+
+    def state(self) -> dict:
+        """Packages and frequencies as read now; unreadable values are ``None`` and listed in ``errors``."""
+        errors: list[str] = []
+        try:
+            packages = [self._package_state(p, errors) for p in self.sysfs.packages()]
+        except SysfsError as exc:
+            packages = []
+            errors.append(str(exc))
+        limits = [p["power_limit_w"] for p in packages]
+        freq = None
+        try:
+            if self.sysfs.cpufreq_policies():
+                freq = {"scaling_max_freq_hz": self.sysfs.scaling_max_freq_hz(),
+                        "max_freq_hz": self.sysfs.max_freq_hz(), "min_freq_hz": self.sysfs.min_freq_hz(),
+                        "policies": self.sysfs.policy_scaling_max_freq_hz()}
+        except SysfsError as exc:
+            errors.append(str(exc))
+        state = {"ok": not errors, "packages": packages,
+                 "power_limit_w": sum(limits) if packages and None not in limits else None, "freq": freq}
+        if errors:
+            state["errors"] = errors
+        return state
+
+    # --- commands ---------------------------------------------------------------------------------------------------
+    def handle_post(self, req: _Handler) -> tuple[int, dict]:
+        path = req.path
+        command = {"/v1/cap": "cap", "/v1/freq": "freq"}.get(path)
+        if command is None:
+            return HTTPStatus.NOT_FOUND, {"ok": False, "error": f"no such endpoint: POST {path}"}
+        body = self._read_body(req)
+        peer = req.client_address[0]
+        credential = req.headers.get(HEADER)
+        if not credential:
+            self._reject(peer, path, None, "missing_credential", f"no {HEADER} header")
+            return HTTPStatus.UNAUTHORIZED, {"ok": False, "error": f"authentication required: send a munge "
+                                             f"credential in the {HEADER} header (wattsched.agent.client does)"}
+        verdict = self.verifier.verify(credential, "POST", path, body)
+        if not verdict.ok:
+            self._reject(peer, path, verdict.uid, verdict.reason, verdict.detail)
+            status = HTTPStatus.SERVICE_UNAVAILABLE if verdict.reason == "munge_unavailable" else HTTPStatus.FORBIDDEN
+            return status, {"ok": False, "error": f"credential refused: {verdict.reason}"}
+        try:
+            data = json.loads(body or b"null")
+        except (ValueError, UnicodeDecodeError) as exc:
+            data = exc
+        key = "watts" if command == "cap" else "hz"
+        if not isinstance(data, dict) or key not in data:
+            self.commands.labels(command, "bad_request").inc()
+            log.warning("%s from uid %s: bad request body %r", command, verdict.uid, body[:200])
+            return HTTPStatus.BAD_REQUEST, {"ok": False, "command": command,
+                                            "error": f'body must be a JSON object with "{key}", e.g. {{"{key}": '
+                                                     f'{200 if command == "cap" else 2.0e9}}}'}
+        request_id = data.get("request_id")
+        with self._lock:
+            try:
+                if command == "cap":
+                    result = self._cap(data, verdict.uid, request_id)
+                else:
+                    result = self._freq(data, verdict.uid, request_id)
+                status, outcome = HTTPStatus.OK, "ok"
+            except ValueError as exc:
+                status, outcome = HTTPStatus.UNPROCESSABLE_ENTITY, "invalid"
+                result = {"ok": False, "error": str(exc)}
+                log.warning("%s from uid %s (request %s) refused: %s", command, verdict.uid, request_id, exc)
+            except SysfsError as exc:
+                status, outcome = HTTPStatus.INTERNAL_SERVER_ERROR, "error"
+                result = {"ok": False, "error": str(exc)}
+                log.error("%s from uid %s (request %s) failed: %s", command, verdict.uid, request_id, exc)
+        self.commands.labels(command, outcome).inc()
+        result = {"ok": result.pop("ok", True), "command": command, "request_id": request_id, **result}
+        result["state"] = self.state()  # what sysfs holds now, whatever happened
+        return status, result
+
+    def _read_body(self, req: _Handler) -> bytes:
+        try:
+            length = int(req.headers.get("Content-Length") or 0)
+        except ValueError:
+            raise _Reply(HTTPStatus.BAD_REQUEST, {"ok": False, "error": "bad Content-Length"}) from None
+        if length < 0 or length > MAX_BODY:
+            raise _Reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"ok": False, "error": f"body over {MAX_BODY} bytes"})
+        return req.rfile.read(length) if length else b""
+
+    def _reject(self, peer: str, path: str, uid: int | None, reason: str, detail: str) -> None:
+        self.rejected.labels(reason).inc()
+        log.warning("rejected POST %s from %s: uid %s, reason %s (%s)", path, peer,
+                    "unknown" if uid is None else uid, reason, detail)
+
+    def _cap(self, data: dict, uid: int | None, request_id) -> dict:
+        watts, which = data["watts"], data.get("package")
+        packages = self.sysfs.packages()
+        if not packages:
+            raise ValueError(f"no RAPL packages under {self.sysfs.root / 'class/powercap'}: this node cannot be capped")
+        if which is not None:
+            if isinstance(which, bool) or not isinstance(which, int):
+                raise ValueError(f'"package" must be a package index, got {which!r}')
+            targets = [(self.sysfs.package(which), watts)]
+        elif watts is None:
+            targets = [(p, None) for p in packages]
+        else:
+            share = watts / len(packages) if isinstance(watts, (int, float)) and not isinstance(watts, bool) else watts
+            targets = [(p, share) for p in packages]
+        plan = []
+        for p, w in targets:
+            if w is None:
+                w = self.sysfs.max_power_w(p)
+                if w <= 0:
+                    raise ValueError(f"cannot lift the cap of {p.name}: its maximum power is unknown "
+                                     "(constraint max_power_uw is 0); send a value instead")
+            try:
+                self.sysfs.check_power_limit_w(p, w)
+            except ValueError as exc:
+                if which is None and watts is not None and len(packages) > 1:
+                    raise ValueError(f"node cap {watts!r} W split over {len(packages)} packages: {exc}") from None
+                raise
+            plan.append((p, w))
+        applied = {p.name: self.sysfs.set_power_limit_w(p, w) for p, w in plan}
+        log.info("cap by uid %s (request %s): %s", uid, request_id,
+                 ", ".join(f"{name} {value:g} W" for name, value in applied.items()))
+        return {"requested_w": watts, "package": which, "applied_w": applied}
+
+    def _freq(self, data: dict, uid: int | None, request_id) -> dict:
+        hz = data["hz"]
+        if not self.sysfs.cpufreq_policies():
+            raise ValueError(f"no cpufreq policies under {self.sysfs.root / 'devices/system/cpu/cpufreq'}: "
+                             "this node's frequency cannot be set")
+        applied = self.sysfs.reset_max_freq() if hz is None else self.sysfs.set_max_freq_hz(hz)
+        log.info("freq by uid %s (request %s): scaling_max_freq %g Hz", uid, request_id, applied)
+        return {"requested_hz": hz, "scaling_max_freq_hz": applied,
+                "policies": self.sysfs.policy_scaling_max_freq_hz()}

@@ -1,0 +1,171 @@
+"""The daemon's measuring and actuating half: node power telemetry and node cap/frequency actuators.
+
+Telemetry failures never stop a cycle: a stale or unreachable source is
+reported (``wattsched_telemetry_stale``, ``wattsched_telemetry_age_seconds``)
+and the daemon decides on predictions. A node without data is left out of the
+measured set (it is never read as zero); its predicted power stands in for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections.abc import Sequence
+
+from wattsched.daemon.config import ActuatorConfig, TelemetryConfig
+from wattsched.daemon.slurm.records import SlurmNode
+from wattsched.errors import TelemetryError, WattschedError
+
+log = logging.getLogger("wattsched.daemon")
+
+
+def agent_url(template: str, node: SlurmNode) -> str:
+    return template.format(node=node.name, address=node.address or node.name)
+
+
+class Telemetry:
+    """Reads node power each cycle from the configured source."""
+
+    def __init__(self, cfg: TelemetryConfig, metrics=None, clock=time.time):
+        self.cfg = cfg
+        self.metrics = metrics
+        self.clock = clock
+        self.source = None
+        self.last_ok: float | None = None
+        self.stale = False
+        if cfg.source == "prometheus":
+            from wattsched.telemetry.prometheus import PRESETS, PrometheusSource
+
+            query = PRESETS.get(cfg.query, cfg.query)
+            self.source = PrometheusSource(cfg.url, query, node_label=cfg.node_label, node_map=cfg.node_map,
+                                           timeout_s=cfg.timeout_s, max_age_s=cfg.max_age_s)
+
+    def read(self, nodes: Sequence[SlurmNode]) -> dict[str, float]:
+        """Watts per node name for the nodes with fresh data; empty when the source is stale or down."""
+        if self.cfg.source == "none":
+            return {}
+        names = [n.name for n in nodes]
+        try:
+            if self.cfg.source == "agents":
+                if self.source is None or set(self.source.targets) != set(names):
+                    from wattsched.telemetry.scrape import AgentScraper
+
+                    self.source = AgentScraper({n.name: agent_url(self.cfg.agent_url, n) + "/metrics" for n in nodes},
+                                               timeout_s=self.cfg.timeout_s)
+            reading = self.source.read(names) if _takes_names(self.source) else self.source.read()
+        except (TelemetryError, WattschedError, OSError) as exc:
+            self._mark_stale(f"telemetry unavailable: {exc}")
+            return {}
+        age = reading.age_s if reading.age_s is not None else 0.0
+        if getattr(reading, "stale", False) or age > self.cfg.max_age_s:
+            self._mark_stale(f"telemetry {age:.0f} s old (max_age_s {self.cfg.max_age_s:g})", age)
+            return {}
+        watts = {n: w for n, w in reading.watts.items() if n in set(names) and w is not None and math.isfinite(w)}
+        self.last_ok = self.clock()
+        if self.stale:
+            log.info("telemetry is fresh again (%d of %d nodes)", len(watts), len(names))
+        self.stale = False
+        if self.metrics is not None:
+            self.metrics.telemetry_age.set(age)
+            self.metrics.telemetry_stale.set(0)
+        missing = len(names) - len(watts)
+        if missing:
+            log.debug("telemetry: %d nodes without data use predictions", missing)
+        return watts
+
+    def _mark_stale(self, why: str, age: float | None = None) -> None:
+        if not self.stale:
+            log.warning("%s; deciding on predictions", why)
+        self.stale = True
+        if self.metrics is not None:
+            if age is None:
+                age = self.clock() - self.last_ok if self.last_ok is not None else float("inf")
+            self.metrics.telemetry_age.set(age)
+            self.metrics.telemetry_stale.set(1)
+
+    def job_power(self, nodes: Sequence[str], start: float, end: float):
+        """Per-node (mean, max, std) of a finished job from Prometheus, or ``None``."""
+        if self.cfg.source != "prometheus" or self.source is None or end - start < 1:
+            return None
+        try:
+            per_node = self.source.job_power(list(nodes), start, end)
+        except (TelemetryError, WattschedError, OSError) as exc:
+            log.warning("job power history: %s", exc)
+            return None
+        if not per_node:
+            return None
+        values = [v for v in per_node.values() if v is not None] if isinstance(per_node, dict) else [per_node]
+        if not values:
+            return None
+        n = len(values)
+        return (sum(v[0] for v in values) / n, max(v[1] for v in values), sum(v[2] for v in values) / n)
+
+
+def _takes_names(source) -> bool:
+    import inspect
+
+    try:
+        return len(inspect.signature(source.read).parameters) >= 1
+    except (TypeError, ValueError):
+        return False
+
+
+class Actuators:
+    """Applies node caps and frequencies through the configured actuator."""
+
+    def __init__(self, cfg: ActuatorConfig, telemetry: TelemetryConfig):
+        self.cfg = cfg
+        self.agent_template = telemetry.agent_url
+        self._ipmi = None
+        if cfg.kind == "ipmi":
+            from wattsched.daemon.ipmi import IpmiActuator, IpmiCredentials
+
+            self._ipmi = IpmiActuator(IpmiCredentials.load(cfg.ipmi_credentials), timeout_s=cfg.timeout_s)
+
+    @property
+    def enabled(self) -> bool:
+        return self.cfg.kind != "none"
+
+    def _agent(self, node: SlurmNode):
+        from wattsched.agent.client import AgentClient
+
+        return AgentClient(agent_url(self.agent_template, node), munge_socket=self.cfg.munge_socket,
+                           timeout_s=self.cfg.timeout_s)
+
+    def set_cap(self, node: SlurmNode, watts: float | None) -> str:
+        """Apply a node cap (``None`` lifts it); returns what was applied, raises WattschedError on failure."""
+        if self.cfg.kind == "agent":
+            agent = self._agent(node)
+            if watts is None:
+                state = agent.state()
+                watts = sum(p.get("max_w", 0.0) for p in state.get("packages", [])) or None
+                if watts is None:
+                    raise WattschedError(f"{node.name}: the agent reports no package maximum to restore")
+            result = agent.set_cap(watts)
+            _check(result, node.name, "set cap")
+            return f"{watts:.0f} W via agent"
+        if self.cfg.kind == "ipmi":
+            if watts is None:
+                self._ipmi.remove_limit(node.name)
+                return "limit deactivated via IPMI"
+            self._ipmi.set_limit(node.name, watts)
+            return f"{watts:.0f} W via IPMI DCMI"
+        raise WattschedError("no node actuator configured")
+
+    def set_freq(self, node: SlurmNode, hz: float | None) -> str:
+        if self.cfg.kind != "agent":
+            raise WattschedError(f"actuator {self.cfg.kind!r} cannot set CPU frequencies (use the agent)")
+        result = self._agent(node).set_freq(hz)
+        _check(result, node.name, "set frequency")
+        return "nominal frequency" if hz is None else f"{hz / 1e9:.2f} GHz via agent"
+
+
+def _check(result, node: str, what: str) -> None:
+    if isinstance(result, dict) and not result.get("ok", False):
+        raise WattschedError(f"{node}: {what} refused by the agent: {result.get('error', result)}")
+
+
+_HORIZON_RE = re.compile(r"^(\d+)([smh])$")
+HORIZONS = {"15m": 900, "30m": 1800, "1h": 3600, "2h": 7200}
