@@ -64,20 +64,22 @@ def test_power_capped_schedule_stays_under_the_cap_as_measured(cluster, daemon_c
         policy="easy-pc", params={"check": "gaussian_99"}, predictor="history", cap_w="60%",
         node_power={"idle_w": 100.0, "busy_w": 400.0, "off_w": 10.0},
         telemetry={"source": "prometheus", "url": cluster.prometheus, "query": RAPL, "node_label": "node",
-                   "max_age_s": 30},
+                   "max_age_s": 30, "settle_s": 16},
         metrics={"port": DAEMON_METRICS_PORT},
     )
+    # rates over counters that just appeared read low: start once every node reads its idle power
+    wait_for(lambda: len(r := cluster.prom_query(RAPL)) == 4 and all(float(x["value"][1]) > 90 for x in r), 90,
+             "steady idle power of every node in Prometheus")
     d = daemon(config)
     cluster.fresh_heartbeat()
-    wait_for(lambda: len(cluster.prom_query(RAPL)) == 4, 60, "node power in Prometheus")
     ids = []
     for user, watts in (("root", 380), ("alice", 380), ("root", 380), ("alice", 150), ("root", 300), ("alice", 380),
-                        ("root", 150), ("alice", 300)):
-        ids.append(cluster.submit(seconds=12, user=None if user == "root" else user,
+                        ("root", 150)):
+        ids.append(cluster.submit(seconds=30, user=None if user == "root" else user,
                                   extra=(f"--comment=wattsched:power={watts}",)))
     cap = 1120.0
     samples = []
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 300
     while any(j in cluster.active() for j in ids):
         assert time.monotonic() < deadline, "jobs did not finish"
         p = platform_power(cluster)
@@ -206,12 +208,13 @@ def test_every_dashboard_panel_returns_data(cluster, daemon_config, daemon):
     from wattsched.telemetry.dashboard import panel_queries
 
     d = daemon(daemon_config(
-        policy="easy", telemetry={"source": "prometheus", "url": cluster.prometheus, "query": RAPL,
-                                  "node_label": "node"},
+        policy="easy", cap_w="90%", telemetry={"source": "prometheus", "url": cluster.prometheus, "query": RAPL,
+                                               "node_label": "node"},
         actuator={"kind": "agent", "munge_socket": str(cluster.munge_socket)},
         metrics={"port": DAEMON_METRICS_PORT}))
     cluster.fresh_heartbeat()
-    cluster.submit(seconds=20)
+    for _ in range(3):  # whole-cluster jobs: one runs, the others wait held (hold reasons)
+        cluster.submit(nodes=4, seconds=30)
     queries = panel_queries(Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "wattsched.json")
     assert len(queries) >= 8
 

@@ -139,6 +139,12 @@ class TelemetryConfig(StrictModel):
         description="Telemetry older than this is stale: the daemon falls back to predictions. Default: `120`.",
     )
     timeout_s: float = Field(default=5.0, gt=0, description="Time limit of one telemetry request. Default: `5`.")
+    settle_s: float = Field(
+        default=60.0, ge=0,
+        description="A job's measured power is used only once it has run this long; before, its predicted power "
+        "is (rate windows and scrape intervals make fresh jobs read low). Set it to about the query's rate window "
+        "plus two scrape intervals. Default: `60`.",
+    )
     agent_url: str = Field(
         default="http://{address}:9818",
         description="URL of a node's agent; `{node}` and `{address}` (Slurm's NodeAddr) are filled in. "

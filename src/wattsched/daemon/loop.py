@@ -181,12 +181,14 @@ class Daemon:
             include_adopted=cfg.dry_run,
             platform_cache=self._platform_cache,
             measured=measured,
+            settle_s=cfg.telemetry.settle_s,
         )
         if self.predictor is not None:
             view = build_view(
                 state, partitions=self.partitions, holds=holds, starts=starts, power=self.power, cap_w=self._cap_w,
                 estimator=self._estimator(view.snapshot.platform), epoch=self.cycle_no,
                 include_adopted=cfg.dry_run, platform_cache=self._platform_cache, measured=measured,
+                settle_s=cfg.telemetry.settle_s,
             )
         self._measured = measured
         view.snapshot.forecast = self._forecast(view.snapshot, None)
@@ -229,6 +231,11 @@ class Daemon:
         report.duration_s = time.monotonic() - t0
         self._export(view, report, now)
         log.info("%s", report.summary())
+        if report.started or report.evicted or report.node_actions:
+            snap = view.snapshot
+            log.info("cycle %d decided at %.0f W (measured on %d of %d nodes, predicted %.0f W), cap %.0f W",
+                     self.cycle_no, snap.platform_power_w, len(measured), len(snap.platform),
+                     view.predicted_power_w, snap.cap_w)
         return report
 
     def _learn(self, state, view: View) -> None:

@@ -15,6 +15,8 @@ class DaemonMetrics:
         self.cycle_failures = Counter(
             "wattsched_cycle_failures", "Cycles that failed and were skipped", ["stage"], registry=r
         )
+        for stage in ("observe", "decide"):  # series exist from the start (rate() and alerts need them)
+            self.cycle_failures.labels(stage)
         self.cycle_duration = Histogram(
             "wattsched_cycle_duration_seconds", "Duration of a control cycle", registry=r,
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),

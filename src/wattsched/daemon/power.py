@@ -86,21 +86,26 @@ class Telemetry:
             self.metrics.telemetry_stale.set(1)
 
     def job_power(self, nodes: Sequence[str], start: float, end: float):
-        """Per-node (mean, max, std) of a finished job from Prometheus, or ``None``."""
-        if self.cfg.source != "prometheus" or self.source is None or end - start < 1:
+        """Per-node (mean, max, std) of a finished job from Prometheus, or ``None``.
+
+        The first ``settle_s`` of the run are left out (a rate over a window that
+        still covers the idle node before the job reads low); a job shorter than
+        1.5 × ``settle_s`` gets no measurement.
+        """
+        if self.cfg.source != "prometheus" or self.source is None:
+            return None
+        # skip the start of the run, where rate windows still include the idle node
+        start += self.cfg.settle_s
+        if end - start < max(1.0, self.cfg.settle_s / 2):
             return None
         try:
             per_node = self.source.job_power(list(nodes), start, end)
         except (TelemetryError, WattschedError, OSError) as exc:
             log.warning("job power history: %s", exc)
             return None
-        if not per_node:
+        if per_node is None:
             return None
-        values = [v for v in per_node.values() if v is not None] if isinstance(per_node, dict) else [per_node]
-        if not values:
-            return None
-        n = len(values)
-        return (sum(v[0] for v in values) / n, max(v[1] for v in values), sum(v[2] for v in values) / n)
+        return (per_node.mean_w, per_node.max_w, per_node.std_w)
 
 
 def _takes_names(source) -> bool:

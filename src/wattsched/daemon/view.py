@@ -156,13 +156,16 @@ def build_view(
     include_adopted: bool,
     platform_cache: dict,
     measured: Mapping[str, float] | None = None,
+    settle_s: float = 0.0,
 ) -> View:
     """The snapshot a policy decides on.
 
     ``include_adopted`` puts pending jobs that are not held yet into the queue
     too (dry-run, where the daemon holds nothing but decides as if it did).
     ``measured`` is node power by node name from telemetry; nodes missing from it
-    are estimated (never taken as zero).
+    are estimated (never taken as zero). A job that started less than
+    ``settle_s`` ago keeps its predicted power: rate-based telemetry still shows
+    (part of) the idle node it replaced.
     """
     c = classify(state, partitions, holds, starts)
     nodes = managed_nodes(state, partitions)
@@ -214,7 +217,10 @@ def build_view(
     for jid, (job, start, idx) in running_jobs.items():
         est = estimates.get(jid)
         per_node = est.mean_w if est is not None else busy_w + job.gpus_per_node * power.gpu_tdp_w
-        watts = sum(measured.get(names[i], per_node) for i in idx)
+        if start > now - settle_s:
+            watts = per_node * len(idx)
+        else:
+            watts = sum(measured.get(names[i], per_node) for i in idx)
         running[jid] = RunningJob(job, start, idx, start + job.walltime_s, power_w=watts)
         jobs_power += watts
         predicted += per_node * len(idx)
