@@ -131,6 +131,11 @@ def cluster_session(tmp_path_factory):
     if reason:
         pytest.skip(reason)
     directory = Path(os.environ.get("WATTSCHED_TESTCLUSTER_DIR", "/tmp/wattsched-testcluster-pytest"))
+    # one test session at a time owns the cluster (another pytest run on this machine waits here)
+    import fcntl
+
+    lock = open(f"{directory}.lock", "w")  # noqa: SIM115
+    fcntl.flock(lock, fcntl.LOCK_EX)
     env = {**os.environ, "WS_TC_DIR": str(directory), "WS_TC_BRIDGE": "wsbrt0", "WS_TC_SUBNET": "10.199.8",
            "WS_TC_PREFIX": PREFIX, "WS_TC_CTLD_PORT": "6917", "WS_TC_PYTHON": sys.executable,
            "WS_TC_PROM_PORT": str(PROM_PORT), "WS_TC_DAEMON_PORT": str(DAEMON_METRICS_PORT),
@@ -147,6 +152,7 @@ def cluster_session(tmp_path_factory):
     yield cluster
     if not os.environ.get("WATTSCHED_TESTCLUSTER_KEEP"):
         subprocess.run([str(TESTCLUSTER / "down")], env=env, capture_output=True, timeout=120)
+    lock.close()
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -231,3 +232,77 @@ def test_every_dashboard_panel_returns_data(cluster, daemon_config, daemon):
     except AssertionError:
         raise AssertionError(f"panels without data: {empty()}") from None
     assert d.alive()
+
+
+def test_node_cap_through_ipmi_against_the_test_bmc(cluster, tmp_path):
+    import shutil
+
+    from wattsched.daemon.ipmi import IpmiActuator, IpmiCredentials
+    from wattsched.daemon.testbmc import start_test_bmc
+
+    if shutil.which("ipmitool") is None:
+        pytest.skip("ipmitool is not installed (Debian package ipmitool)")
+    password = tmp_path / "bmc-password"
+    password.write_text("s3cret-pw\n")
+    password.chmod(0o600)
+    bmc = start_test_bmc(password, power_w=300)
+    try:
+        creds = tmp_path / "ipmi.yaml"
+        creds.write_text("username: admin\npassword: s3cret-pw\nnodes:\n"
+                         f"  wst1: {{host: 127.0.0.1, port: {bmc.port}}}\n")
+        creds.chmod(0o600)
+        config = DaemonConfig(
+            state_dir=tmp_path / "state", heartbeat_file=cluster.heartbeat, partitions=["batch"],
+            slurm={"conf": cluster.conf}, metrics={"port": 0},
+            actuator={"kind": "ipmi", "ipmi_credentials": creds, "timeout_s": 10},
+        )
+        d = Daemon(config, SlurmCLI(conf=cluster.conf))
+        d.policy = NodeActions(250.0, 1.8e9)
+        d.policy_state = {}
+        report = d.cycle()
+        cluster.stale_heartbeat()
+        assert report.node_actions == ["set_cap wst1 250 W"], report
+        # the frequency cannot go through IPMI: audited as failed, not silently dropped
+        rows = {(r.action, r.target): r for r in d.store.audit_since(0)}
+        assert rows[("set_cap", "wst1")].outcome == "applied"
+        assert rows[("set_freq", "wst2")].outcome == "failed" and "agent" in rows[("set_freq", "wst2")].reason
+        limit = IpmiActuator(IpmiCredentials.load(creds)).get_limit("wst1")
+        assert limit.active and limit.limit_w == 250
+        reading = IpmiActuator(IpmiCredentials.load(creds)).reading("wst1")
+        assert reading.watts <= 250
+        from prometheus_client import generate_latest
+
+        assert 'wattsched_node_cap_watts{node="wst1"} 250.0' in generate_latest(d.metrics.registry).decode()
+        text = "\n".join(f"{r.action} {r.target} {r.reason}" for r in d.store.audit_since(0))
+        assert "s3cret-pw" not in text
+        d.store.close()
+    finally:
+        bmc.stop()
+
+
+def test_history_import_from_sacct_and_prometheus(cluster, daemon_config, tmp_path):
+    """A job's power measured over its run lands in the state store, from a saved sacct listing."""
+    import datetime as dt
+
+    wait_for(lambda: len(cluster.prom_query(RAPL)) == 4, 60, "node power in Prometheus")
+    start = time.time()
+    jid = cluster.submit(seconds=45, extra=("--comment=wattsched:power=300", "-w", "wst3"))
+    wait_for(lambda: jid not in cluster.active(), 120, "the job to finish")
+    job = cluster.jobs()[jid]
+    iso = lambda t: dt.datetime.fromtimestamp(t).isoformat(timespec="seconds")  # noqa: E731
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text(f"{jid}|root|batch|1|wst3|{iso(job.submit_time)}|{iso(job.start_time)}|{iso(job.end_time)}|2|"
+                     f"COMPLETED\n{jid + 1000}|root|batch|1|wst4|Unknown|Unknown|Unknown|2|CANCELLED\n")
+    config = daemon_config(telemetry={"source": "prometheus", "url": cluster.prometheus, "query": RAPL,
+                                      "node_label": "node", "settle_s": 15})
+    proc = subprocess.run([sys.executable, "-m", "wattsched", "history", "import", "-c", str(config), "--since",
+                           iso(start - 60), "--sacct-file", str(sacct), "-q"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 finished jobs" in proc.stdout and "1 added" in proc.stdout
+    import sqlite3
+
+    rows = list(sqlite3.connect(tmp_path / "state" / "state.db").execute(
+        "SELECT job_id, user, mean_w, max_w, source FROM history"))
+    assert len(rows) == 1 and rows[0][0] == jid and rows[0][4] == "prometheus"
+    assert 270 < rows[0][2] < 330 and rows[0][3] < 340, rows
