@@ -257,22 +257,22 @@ def test_node_cap_through_ipmi_against_the_test_bmc(cluster, tmp_path):
             actuator={"kind": "ipmi", "ipmi_credentials": creds, "timeout_s": 10},
         )
         d = Daemon(config, SlurmCLI(conf=cluster.conf))
-        d.policy = NodeActions(250.0, 1.8e9)
+        d.policy = NodeActions(180.0, 1.8e9)  # within the node model's cap range
         d.policy_state = {}
         report = d.cycle()
         cluster.stale_heartbeat()
-        assert report.node_actions == ["set_cap wst1 250 W"], report
+        assert report.node_actions == ["set_cap wst1 180 W"], report
         # the frequency cannot go through IPMI: audited as failed, not silently dropped
         rows = {(r.action, r.target): r for r in d.store.audit_since(0)}
         assert rows[("set_cap", "wst1")].outcome == "applied"
         assert rows[("set_freq", "wst2")].outcome == "failed" and "agent" in rows[("set_freq", "wst2")].reason
         limit = IpmiActuator(IpmiCredentials.load(creds)).get_limit("wst1")
-        assert limit.active and limit.limit_w == 250
+        assert limit.active and limit.limit_w == 180
         reading = IpmiActuator(IpmiCredentials.load(creds)).reading("wst1")
-        assert reading.watts <= 250
+        assert reading.watts <= 180
         from prometheus_client import generate_latest
 
-        assert 'wattsched_node_cap_watts{node="wst1"} 250.0' in generate_latest(d.metrics.registry).decode()
+        assert 'wattsched_node_cap_watts{node="wst1"} 180.0' in generate_latest(d.metrics.registry).decode()
         text = "\n".join(f"{r.action} {r.target} {r.reason}" for r in d.store.audit_since(0))
         assert "s3cret-pw" not in text
         d.store.close()

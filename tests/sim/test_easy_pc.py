@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import random
+from unittest.mock import patch
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import platform, tj
+import wattsched.policies.easy as easy_module
+from builders import platform, snapshot, tj
 from wattsched.model.constraints import CapSchedule
-from wattsched.policies import make_policy
+from wattsched.model.job import Job, PowerEstimate
+from wattsched.policies import easy_pc, make_policy
+from wattsched.policies.easy_pc import EasyPcPolicy
+from wattsched.policies.power import PowerLedger
 from wattsched.predictors import make_predictor
-from wattsched.sim.engine import Engine
+from wattsched.sim.engine import Engine, _EndTable
 
 # SIMPLE_POWER: idle 100 W, busy 300 W per node.
 
@@ -149,3 +154,70 @@ def test_vectorised_reservation_matches_the_walk(raw, check):
     a = starts(run(jobs, EasyPcPolicy({"check": check}), make_predictor("history"), n=6, cap=cap))
     b = starts(run(jobs, Walking({"check": check}), make_predictor("history"), n=6, cap=cap))
     assert a == b
+
+
+class _Plain(EasyPcPolicy):
+    """easy-pc without its constant-cap backfilling shortcut: the general numpy filter after each start."""
+
+    def _backfill_constant(self, snapshot, plan, ledger, end, res, head, cap_w):
+        self._backfill_filtered(snapshot, plan, ledger, end, res, head)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(job_strategy, min_size=20, max_size=200), st.sampled_from(["mean", "max", "gaussian_99"]),
+       st.sampled_from(["history", None]), st.sampled_from([6, 40, 150]), st.floats(0.2, 0.95))
+def test_constant_cap_shortcuts_match_the_plain_computation(raw, check, predictor, n, fraction):
+    raw = sorted(raw, key=lambda x: x[0])
+    rng = random.Random(len(raw) * n)
+    scale = max(1, n // 10)
+    jobs = [tj(k + 1, float(s) / 4, float(r), nodes=min(n, k_n * rng.randint(1, scale)), walltime=float(w),
+               user=f"u{k % 5}", mean_w=rng.uniform(110, 290), max_w=300.0, std_w=rng.uniform(0, 30))
+            for k, (s, r, w, k_n) in enumerate(raw)]
+    cap = CapSchedule.constant(n * 100 + fraction * n * 200)  # some heads never fit under a low cap
+
+    def go(policy):
+        return starts(run(jobs, policy, make_predictor(predictor) if predictor else None, n=n, cap=cap))
+
+    with patch.object(easy_module, "INDEX_MIN_QUEUE", 0):  # the indexed backfill for every queue
+        fast = go(EasyPcPolicy({"check": check}))
+        with patch.object(easy_pc, "_shadow_walk", lambda *a: None), \
+                patch.object(easy_pc, "_never_fits", lambda *a: False):
+            plain = go(_Plain({"check": check}))
+    assert fast == plain
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["mean", "max", "gaussian_95"]))
+def test_reservation_walk_and_never_fits_match_the_cumulative_sums(seed, check):
+    # Long end tables (the walk hands over to numpy after 64 rows), ties and overdue ends.
+    rng = random.Random(seed)
+    plat = platform(500)
+    now = 1000.0
+    table = _EndTable(idle_w=100.0)
+    ends = sorted(rng.choice([now - 5, now, now + 10, now + 10, rng.uniform(now, now + 1e4)])
+                  for _ in range(rng.choice([0, 3, 9, 40, 70, 200])))
+    used = 0
+    for i, end in enumerate(ends):
+        k = rng.randint(1, 3)
+        used += k
+        mean, std = rng.uniform(120, 300), rng.uniform(0, 25)
+        table.insert(i, (end, float(k), mean * k, min(300.0, mean + 20) * k, (std * k) ** 2))
+    rows = table.view()
+    free = 500 - used
+    ledger = PowerLedger(check, 100.0 * free, 100.0, float(rows[:, 2].sum()), float(rows[:, 3].sum()),
+                         float(rows[:, 4].sum()))
+    head = Job(1, 0.0, 100.0, rng.randint(1, 500))
+    est = PowerEstimate(rng.uniform(150, 300), 300.0, rng.uniform(0, 25))
+    cap = 100.0 * 500 + rng.uniform(0.0, 1.0) * 200.0 * 500
+    snap = snapshot(plat, now=now, cap=CapSchedule.constant(cap), end_table=table, estimates={1: est})
+    policy = EasyPcPolicy({"check": check})
+
+    def reserve():
+        shadow, extra, at = easy_pc._shadow_vectorised_impl(policy, snap, head, free, ledger.copy(), [])
+        return shadow, extra, None if at is None else (at.base_w, at.mean_w, at.max_w, at.var_w2)
+
+    fast = reserve()
+    with patch.object(easy_pc, "_shadow_walk", lambda *a: None), \
+            patch.object(easy_pc, "_never_fits", lambda *a: False):
+        plain = reserve()
+    assert fast == plain

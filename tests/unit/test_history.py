@@ -97,3 +97,17 @@ def test_no_leakage_in_a_simulation():
     assert seen[2] == pytest.approx(300.0)  # job 1 still running at t=5
     # by t=20 jobs 1 (ended 10) and 2 (ended 20) completed: weights 0 and 1 -> 250 W, not 290
     assert seen[3] == pytest.approx(250.0)
+
+
+def test_predictions_follow_each_completion():
+    # the whole-history estimate is kept per user between completions, and dropped by the next one
+    p = hist()
+    assert p.predict([job("a", 0)])[0].mean_w == p.platform_.nodes[0].power.busy_w  # no history at all
+    p.update(done("b", 100, 150.0))
+    first = p.predict([job("a", 150), job("b", 150)])
+    assert [e.mean_w for e in first] == [150.0, 150.0]  # a: the global history
+    p.update(done("a", 200, 250.0, 260.0, 4.0))
+    p.update(done("a", 300, 210.0, 230.0, 2.0))
+    after = p.predict([job("a", 400), job("b", 400)])
+    assert after[0].mean_w == pytest.approx(210.0) and after[1].mean_w == 150.0  # weights 0 and 1
+    assert after[0] == p.predict([job("a", 500)])[0]

@@ -56,3 +56,37 @@ def test_from_snapshot_uses_measured_non_job_power_and_running_predictions():
     assert ledger.base_w == pytest.approx(200.0)
     assert ledger.value() == pytest.approx(200.0 + 500.0)  # predicted, not measured, job power
     assert PowerLedger.from_snapshot(snap, "gaussian_99").value() == pytest.approx(700.0 + 3 * 20.0)
+
+
+@pytest.mark.parametrize("method", ["mean", "max", "gaussian_68", "gaussian_99"])
+def test_checks_on_increments_agree_with_fits_many_and_the_bound_is_necessary(method):
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    n = 2000
+    nodes = rng.integers(1, 64, n)
+    mean = rng.uniform(100.0, 300.0, n)
+    mx = mean + rng.uniform(0.0, 40.0, n)
+    std = rng.uniform(0.0, 30.0, n)
+    mean[::97] = np.nan  # jobs without an estimate fit
+    idle = 95.0
+    for base, used, var, cap in [(4000.0, 9000.0, 2.5e5, 16000.0), (1000.0, 0.0, 0.0, 5000.0),
+                                 (8000.0, 20000.0, 9e6, 30000.0), (5000.0, 1.0, 1.0, math.inf)]:
+        ledger = PowerLedger(method, base, idle, used, used * 1.1, var)
+        expected = ledger.fits_many(nodes, mean, mx, std, cap)
+        known = ~np.isnan(mean)
+        inc_mean = np.where(known, (mean - idle) * nodes, -np.inf)
+        inc_max = np.where(known, (mx - idle) * nodes, -np.inf)
+        inc_var = np.where(known, (std * nodes) * (std * nodes), 0.0)
+        got = ledger.fits_increments(inc_mean, inc_max, inc_var, cap)
+        assert np.array_equal(got, expected)
+        one = [ledger.fits_increment(a, b, c, cap) for a, b, c in zip(inc_mean.tolist(), inc_max.tolist(),
+                                                                       inc_var.tolist())]
+        assert one == expected.tolist()
+        key = inc_max if method == "max" else inc_mean
+        bound = ledger.max_increment(cap)
+        assert np.all(key[expected] <= bound)  # necessary: nothing above it fits
+        exact = [ledger.fits(PowerEstimate(m, x, s), int(k), cap) for m, x, s, k in zip(mean, mx, std, nodes)]
+        assert all(key[i] <= bound for i, ok in enumerate(exact) if ok and known[i])
+        if cap != math.inf:
+            assert (key > bound).any()  # and not vacuous

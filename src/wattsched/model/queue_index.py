@@ -9,6 +9,11 @@ queue order, so the question is answered by a few vectorised comparisons.
 
 A snapshot source that keeps one up to date (the simulator does) exposes it
 as ``Snapshot.queue_index``; policies fall back to a plain scan without it.
+
+Given the platform's idle node power (``idle_w``), the index also keeps each
+job's predicted *increments*, what starting it adds to the platform's
+predicted power (see :class:`~wattsched.policies.power.PowerLedger`), computed
+once when its estimate is set instead of at every power-aware search.
 """
 
 from __future__ import annotations
@@ -19,9 +24,20 @@ import numpy as np
 
 from wattsched.model.job import Job
 
+DEAD_NODES = 2**62
+"""Node count stored for removed jobs, so that ``nodes <= free`` alone leaves them out."""
+
+_COMPACT_MIN_DEAD = 256
+"""Fewer removed jobs than this are not worth compacting for."""
+
 
 class QueueIndex:
     """Arrays of the pending jobs in queue order, with lazy deletion.
+
+    Removed jobs stay in the arrays (``alive`` false, ``nodes`` set to
+    :data:`DEAD_NODES`, requested time and increments to ``inf``) until more
+    than half the entries are dead; then the arrays are compacted, keeping the
+    order.
 
     >>> from wattsched.model.job import Job
     >>> q = QueueIndex()
@@ -34,7 +50,10 @@ class QueueIndex:
     [2, 3]
     """
 
-    def __init__(self, capacity: int = 1024):
+    _ARRAYS = ("ids", "nodes", "wall", "alive", "est_mean", "est_max", "est_std", "inc_mean", "inc_max", "inc_var")
+
+    def __init__(self, capacity: int = 1024, idle_w: float | None = None):
+        self.idle_w = idle_w
         self.ids = np.zeros(capacity, dtype=np.int64)
         self.nodes = np.zeros(capacity, dtype=np.int64)
         self.wall = np.zeros(capacity, dtype=np.float64)
@@ -42,6 +61,11 @@ class QueueIndex:
         self.est_mean = np.full(capacity, np.nan)  # predicted per-node power, when known
         self.est_max = np.full(capacity, np.nan)
         self.est_std = np.full(capacity, np.nan)
+        # With ``idle_w``: per job, what starting it adds to the predicted platform power
+        # (mean, max, variance); -inf, -inf, 0 while it has no estimate (it passes any power filter).
+        self.inc_mean = np.full(capacity, -np.inf)
+        self.inc_max = np.full(capacity, -np.inf)
+        self.inc_var = np.zeros(capacity)
         self.pos: dict[int, int] = {}
         self.size = 0
         self.dead = 0
@@ -51,10 +75,9 @@ class QueueIndex:
 
     def _grow(self) -> None:
         cap = max(1024, 2 * len(self.ids))
-        for name in ("ids", "nodes", "wall", "alive", "est_mean", "est_max", "est_std"):
+        for name in self._ARRAYS:
             old = getattr(self, name)
-            new = np.full(cap, np.nan) if old.dtype == np.float64 and name.startswith("est") else np.zeros(
-                cap, dtype=old.dtype)
+            new = np.zeros(cap, dtype=old.dtype)  # entries past ``size`` are set by append
             new[: self.size] = old[: self.size]
             setattr(self, name, new)
 
@@ -71,6 +94,8 @@ class QueueIndex:
         self.wall[i] = job.walltime_s
         self.alive[i] = True
         self.est_mean[i] = self.est_max[i] = self.est_std[i] = np.nan
+        self.inc_mean[i] = self.inc_max[i] = -np.inf
+        self.inc_var[i] = 0.0
         self.pos[job.id] = i
         self.size = i + 1
 
@@ -81,11 +106,24 @@ class QueueIndex:
             self.est_mean[i] = mean_w
             self.est_max[i] = max_w
             self.est_std[i] = std_w
+            idle = self.idle_w
+            if idle is not None and mean_w == mean_w:  # NaN: unknown, keeps the -inf that passes every filter
+                # The same arithmetic as PowerLedger.increment, so filters on these agree with its checks.
+                n = self.nodes.item(i)
+                self.inc_mean[i] = (mean_w - idle) * n
+                self.inc_max[i] = (max_w - idle) * n
+                v = std_w * n
+                self.inc_var[i] = v * v
 
     def remove(self, job_id: int) -> None:
         i = self.pos.pop(job_id)
         self.alive[i] = False
+        self.nodes[i] = DEAD_NODES
+        self.inc_mean[i] = self.inc_max[i] = self.wall[i] = np.inf
         self.dead += 1
+        if self.dead >= _COMPACT_MIN_DEAD and 2 * self.dead > self.size:
+            # Searches scan from the head to the end of the arrays: keep dead entries a minority.
+            self._compact()
 
     def rebuild(self, jobs: Iterable[Job]) -> None:
         """Reset the index to ``jobs`` (in queue order)."""
@@ -100,7 +138,9 @@ class QueueIndex:
         n = self.size
         keep = np.flatnonzero(self.alive[:n])
         m = len(keep)
-        for name in ("ids", "nodes", "wall", "est_mean", "est_max", "est_std"):
+        for name in self._ARRAYS:
+            if name == "alive":
+                continue
             arr = getattr(self, name)
             arr[:m] = arr[keep]
         self.alive[:m] = True

@@ -15,6 +15,13 @@ the policy is plain EASY.
 Lookahead: with ``lookahead`` (default), a job is checked against the lowest
 cap in force during its requested time, so jobs are not started into a capped
 window (or a demand-response event) they would overshoot.
+
+Speed: the policy is called after every event of a simulation. While no cap
+change is ahead, backfilling works on the jobs' power increments kept by the
+queue index, narrowed with cheap necessary conditions before the exact checks,
+and the reservation walks the first running jobs' ends in Python (or proves at
+once that the head can never fit). Each shortcut gives the decisions of the
+plain computation, to the bit; the tests compare them.
 """
 
 from __future__ import annotations
@@ -65,7 +72,8 @@ class EasyPcPolicy(BasePolicy):
     def decide(self, snapshot: Snapshot, state: dict[str, Any] | None = None) -> Plan:
         cap = snapshot.cap
         now = snapshot.now_s
-        if cap.is_uncapped or (cap.cap_at(now) == math.inf and cap.next_change_after(now) == math.inf):
+        # A cap in force now settles it without scanning the schedule (``is_uncapped`` does)
+        if cap.cap_at(now) == math.inf and (cap.is_uncapped or cap.next_change_after(now) == math.inf):
             return self._easy.decide(snapshot, state)
         return self._decide_capped(snapshot, state)
 
@@ -202,7 +210,7 @@ class EasyPcPolicy(BasePolicy):
     def _explain(self, plan: Plan, head: Job | None, free: int, res: _Reservation | None,
                  ledger: PowerLedger) -> None:
         if head is not None:
-            shadow = "not needed this pass" if res is None or res.shadow is None else f"t={res.shadow:.0f}s"
+            shadow = _ShadowText(None if res is None else res.shadow)
             plan.reasons[head.id] = Reason(_HEAD_REASON, head.nodes, free, self.params.check, shadow)
             plan.default_reason = "does not fit now (nodes or predicted power) without delaying the head job"
         if plan.actions:
@@ -234,6 +242,18 @@ class EasyPcPolicy(BasePolicy):
                           res: _Reservation, head: Job) -> None:
         """:meth:`_backfill` over the queue index, re-filtering the remaining candidates after each start."""
         index = snapshot.queue_index
+        cap = snapshot.cap
+        now = snapshot.now_s
+        if index.idle_w == ledger.idle_w and cap.next_change_after(now) == math.inf:
+            # the index has the jobs' power increments and no cap change is ahead
+            self._backfill_constant(snapshot, plan, ledger, end, res, head, cap.cap_at(now))
+        else:
+            self._backfill_filtered(snapshot, plan, ledger, end, res, head)
+
+    def _backfill_filtered(self, snapshot: Snapshot, plan: Plan, ledger: PowerLedger, end: int,
+                           res: _Reservation, head: Job) -> None:
+        """:meth:`_backfill_indexed` in general: :meth:`_filter` the candidates again after each start."""
+        index = snapshot.queue_index
         pending = snapshot.pending
         found = self._filter(snapshot, index, index.candidates(head.id, end, math.inf, end), end, ledger, res)
         while len(found):
@@ -248,6 +268,134 @@ class EasyPcPolicy(BasePolicy):
                     break
                 found = self._filter(snapshot, index, found, end, ledger, res)
 
+    def _backfill_constant(self, snapshot: Snapshot, plan: Plan, ledger: PowerLedger, end: int,
+                           res: _Reservation, head: Job, cap_w: float) -> None:
+        """:meth:`_backfill_indexed` under a cap that stays ``cap_w``, on the index's precomputed increments.
+
+        The same decisions. :meth:`_backfill_indexed` starts, in queue order, the jobs that pass
+        its numpy filter (nodes and power now, then the reservation; re-applied after each start)
+        and then :meth:`_backfill`'s exact checks. Here one numpy pass over the queue keeps a
+        superset of its candidates, from bounds with slack (:meth:`PowerLedger.max_increment`);
+        each candidate is then tested, in queue order, by that filter's own arithmetic on its
+        increments (:meth:`PowerLedger.fits_increment`) and by the exact checks. After a start,
+        the least node count, increment and requested time in the rest of the queue often show
+        that nothing more can start.
+        """
+        import numpy as np
+
+        index = snapshot.queue_index
+        pos = index.pos.get(head.id)
+        lo = 0 if pos is None else pos + 1
+        hi = index.size
+        if lo >= hi:
+            return
+        inc_mean, inc_max, inc_var, nodes, wall = index.inc_mean, index.inc_max, index.inc_var, index.nodes, index.wall
+        key = inc_max if ledger.method == "max" else inc_mean
+        ok = key[lo:hi] <= ledger.max_increment(cap_w)
+        ok &= nodes[lo:hi] <= end  # removed jobs have a huge node count
+        if not np.count_nonzero(ok):
+            return
+        res.compute()
+        now = snapshot.now_s
+        shadow = res.shadow
+        horizon = (shadow - now) * (1 + 1e-12) + 1e-9  # _filter's, a superset of the exact test
+        at = res.at_shadow
+        cap_s = res.cap_at_shadow
+        if at is not None:  # else the shadow is at infinity: nothing can delay the head
+            later = wall[lo:hi] <= horizon
+            if res.extra > 0:
+                room = nodes[lo:hi] <= res.extra
+                room &= key[lo:hi] <= at.max_increment(cap_s)
+                later |= room
+            ok &= later
+        found = ok.nonzero()[0]
+        found += lo
+        least = [None, None, None, hi]  # least increment, node count, requested time; from position
+        minimum = np.minimum.reduce
+
+        def hopeless(p: int) -> bool:
+            """Whether no job from position ``p`` on can start, from their least increment, nodes and time.
+
+            Each minimum is taken once, when first needed, from the first ``p`` asked (later
+            positions only have larger minima); removed jobs count as huge.
+            """
+            if least[3] == hi:
+                if p >= hi:
+                    return True
+                least[3] = p
+            p = least[3]
+            if least[0] is None:
+                least[0] = float(minimum(key[p:hi]))
+            if least[0] > ledger.max_increment(cap_w):
+                return True
+            if least[1] is None:
+                least[1] = int(minimum(nodes[p:hi]))
+            if least[1] > end:
+                return True
+            if at is None:
+                return False
+            if least[2] is None:
+                least[2] = float(minimum(wall[p:hi]))
+            if least[2] <= horizon:
+                return False
+            return least[1] > res.extra or least[0] > at.max_increment(cap_s)
+
+        def narrow(found):
+            """_filter's numpy test, at the current state, of the candidates ``found``."""
+            ok = nodes[found] <= end
+            ok &= ledger.fits_increments(inc_mean[found], inc_max[found], inc_var[found], cap_w)
+            found = found[ok]
+            ok = wall[found] <= horizon
+            if at is not None:
+                ok |= (nodes[found] <= res.extra) & at.fits_increments(
+                    inc_mean[found], inc_max[found], inc_var[found], cap_s)
+            return found[ok]
+
+        pending = snapshot.pending
+        estimate = snapshot.estimate
+        free = snapshot.free_nodes
+        actions = plan.actions
+        ids = index.ids
+        misses = 0
+        peek = _PEEK
+        i = 0
+        n_found = len(found)
+        while i < n_found:
+            p = int(found[i])
+            i += 1
+            im, ix, iv = inc_mean.item(p), inc_max.item(p), inc_var.item(p)
+            k = nodes.item(p)
+            # _filter (nodes, power now, reservation), then _backfill's exact checks
+            started = False
+            if k <= end and ledger.fits_increment(im, ix, iv, cap_w) and (
+                    wall.item(p) <= horizon or (at is not None and k <= res.extra
+                                                and at.fits_increment(im, ix, iv, cap_s))):
+                job = pending.get(ids.item(p))
+                if job is not None and job.id != head.id:
+                    est = estimate(job)
+                    if ledger.fits(est, k, cap_w):
+                        if now + job.walltime_s <= shadow:
+                            started = True
+                        elif k <= res.extra and at is not None and at.fits(est, k, cap_s):
+                            res.extra -= k
+                            at.add(est, k)
+                            started = True
+            if not started:
+                misses += 1
+                if misses >= peek and n_found - i > _PYTHON_MAX:
+                    left = n_found - i
+                    found = narrow(found[i:])
+                    n_found = len(found)
+                    i = misses = 0
+                    if 2 * n_found > left:  # the filter hardly helps (jobs without estimates): use it less
+                        peek *= 4
+                continue
+            actions.append(Start(job.id, tuple(free[end - k : end])))
+            ledger.add(est, k)
+            end -= k
+            if end == 0 or hopeless(p + 1):
+                return
+            misses = 0
 
     def _shadow_vectorised(self, snapshot: Snapshot, head: Job, free: int, ledger: PowerLedger, started: list):
         """:meth:`_shadow` with cumulative sums over the snapshot's end table (constant cap only)."""
@@ -337,6 +485,18 @@ def _shadow_vectorised_impl(policy, snapshot: Snapshot, head: Job, free: int, le
     dm, dx, dv = ledger.increment(est_head, need)
     cap_w = policy._cap_for(snapshot, now, head)
     limit = cap_w * (1 + 1e-9)
+    if not started:
+        table = snapshot.end_table
+        rows = table.view()
+        # the table's running totals (the simulator's) prove a head that never fits at once
+        totals = table.totals() if hasattr(table, "totals") and table.idle_w == ledger.idle_w else None
+        if totals is not None and _never_fits(rows, totals, ledger, dm, dx, dv, cap_w):
+            return math.inf, 0, None
+        hit = _shadow_walk(rows, totals is None, now, need, free, ledger, dm, dx, dv, cap_w)
+        if hit is not None:
+            if hit[2] is not None:
+                hit[2].add(est_head, need)
+            return hit
 
     def fits(base, mean, mx, var):
         if ledger.method == "max":
@@ -382,6 +542,105 @@ def _shadow_vectorised_impl(policy, snapshot: Snapshot, head: Job, free: int, le
     return float(ends[i]), int(avail[i]) - need, at
 
 
+def _never_fits(rows, totals, ledger: PowerLedger, dm: float, dx: float, dv: float, cap_w: float) -> bool:
+    """Whether the head (increments ``dm``, ``dx``, ``dv``) cannot fit whichever running jobs end.
+
+    A lower bound on the predicted power at any future end, rounding slack included: each running
+    job (a row of the end table) frees at most its positive part of ``mean·n - idle·n``
+    (``max·n`` for the max check), and the variance left is at least the ledger's minus all the
+    jobs'. When the head can never fit, :func:`_shadow_vectorised_impl` would find no row, so its
+    reservation is at infinity: this proves it from the table's running ``totals`` (or, without
+    them, a few numpy sums over the ``rows``), where the search walks every row.
+    """
+    import numpy as np
+
+    if cap_w == math.inf or not len(rows):
+        return False
+    maxed = ledger.method == "max"
+    if totals is not None:
+        most = totals[1] if maxed else totals[0]
+        var_sum = totals[2]
+    else:
+        freed = rows[:, 3 if maxed else 2] - ledger.idle_w * rows[:, 1]
+        np.maximum(freed, 0.0, out=freed)
+        most = float(np.add.reduce(freed))
+        var_sum = float(np.add.reduce(rows[:, 4])) if ledger.k else 0.0
+    if maxed:
+        low = ledger.base_w + ledger.max_w - most + dx
+        scale = abs(ledger.base_w) + abs(ledger.max_w) + abs(most) + abs(dx)
+    else:
+        low = ledger.base_w + ledger.mean_w - most + dm
+        scale = abs(ledger.base_w) + abs(ledger.mean_w) + abs(most) + abs(dm)
+        if ledger.k:
+            var = ledger.var_w2 - abs(var_sum) * (1 + 1e-6) - 1e-3 + dv
+            low += ledger.k * math.sqrt(max(0.0, var))
+    limit = cap_w * (1 + 1e-9)
+    return low > limit + 1e-6 * (scale + abs(limit))
+
+
+def _shadow_walk(rows, check_never: bool, now: float, need: int, free: int, ledger: PowerLedger, dm: float,
+                 dx: float, dv: float, cap_w: float):
+    """:func:`_shadow_vectorised_impl`'s search, now and over the first :data:`_WALK_ROWS` ends, in plain Python.
+
+    The reservation is usually found within a few ends, where numpy's per-call cost would dominate.
+    Running sums are added in row order as ``np.cumsum`` adds them, and each test is the same
+    arithmetic, so the result is the same to the bit. Returns ``(shadow, extra, ledger at the shadow
+    without the head)``, ``(inf, 0, None)`` if the head never fits, or None if the search must go on
+    past the walked rows. With ``check_never``, :func:`_never_fits` may settle it after the first
+    :data:`_WALK_FIRST` rows.
+    """
+    method, k, idle = ledger.method, ledger.k, ledger.idle_w
+    base, mean, mx, var = base_w, mean_w, max_w, var_w2 = ledger.base_w, ledger.mean_w, ledger.max_w, ledger.var_w2
+    limit = cap_w * (1 + 1e-9)
+    capped = cap_w != math.inf
+    m = len(rows)
+    avail = free
+    cn = cm = cx = cv = 0.0
+    lo = -1  # row -1: now, before any end
+    for hi in (min(m, _WALK_FIRST), min(m, _WALK_ROWS)):
+        if lo >= 0 and check_never and _never_fits(rows, None, ledger, dm, dx, dv, cap_w):
+            return math.inf, 0, None
+        part = rows[max(lo, 0) : hi + 1].tolist()
+        offset = max(lo, 0)
+        for i in range(lo, hi):
+            if i >= 0:
+                t, n, rm, rx, rv = part[i - offset]
+                cn += n
+                cm += rm
+                cx += rx
+                cv += rv
+                avail = free + cn
+                if avail < need:
+                    continue
+                base = base_w + idle * cn
+                mean = mean_w - cm
+                mx = max_w - cx
+                var = var_w2 - cv
+            elif avail < need:
+                continue
+            if capped:
+                if method == "max":
+                    value = base + mx + dx
+                elif method == "mean":
+                    value = base + mean + dm
+                else:
+                    value = base + mean + dm + k * math.sqrt(max(var + dv, 0.0))
+                if not value <= limit:
+                    continue
+            if i < 0:
+                return now, free - need, ledger.copy()
+            end = t if t > now else now
+            if i + 1 < m:
+                nxt = part[i + 1 - offset][0]
+                if (nxt if nxt > now else now) == end:  # all jobs ending at the same time leave together
+                    continue
+            return end, int(avail) - need, PowerLedger(method, base, idle, mean, mx, max(0.0, var))
+        lo = hi
+        if hi == m:
+            return math.inf, 0, None
+    return None
+
+
 class _Reservation:
     """The head job's reservation, computed on first use: shadow time, extra nodes, ledger at the shadow time."""
 
@@ -409,12 +668,44 @@ class _Reservation:
         return other
 
 
+class _ShadowText:
+    """The reservation part of the head job's reason, formatted only if the reason is read.
+
+    >>> f"{_ShadowText(None)}; {_ShadowText(1234.4)}"
+    'not needed this pass; t=1234s'
+    """
+
+    __slots__ = ("shadow",)
+
+    def __init__(self, shadow: float | None):
+        self.shadow = shadow
+
+    def __format__(self, spec: str) -> str:
+        return "not needed this pass" if self.shadow is None else f"t={self.shadow:.0f}s"
+
+    def __str__(self) -> str:
+        return self.__format__("")
+
+    __repr__ = __str__
+
+
 class EasySafPolicy(EasyPcPolicy):
     """EASY+PC with Smallest Area First queue order. Registered as ``easy-saf``."""
 
     name = "easy-saf"
     Params = EasySafParams
 
+
+_PYTHON_MAX = 24
+"""Fewer candidates than this left are checked one by one, never filtered with numpy again."""
+
+_PEEK = 4
+"""Candidates missed in a row before the rest are filtered with numpy again (more if that did not help)."""
+
+_WALK_FIRST = 8
+_WALK_ROWS = 64
+"""The reservation walks this many running jobs' ends in Python (:data:`_WALK_FIRST` first, then,
+unless the head cannot fit at all, the rest) before it turns to cumulative sums."""
 
 _HEAD_REASON = ("head of queue: needs {} nodes ({} free) and predicted power under the cap ({} check); "
                 "reservation: {}")

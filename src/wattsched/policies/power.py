@@ -108,6 +108,71 @@ class PowerLedger:
                 ok = self.base_w + self.mean_w + (mean_w - self.idle_w) * nodes + self.k * sigma <= limit
         return ok | np.isnan(mean_w)
 
+    def fits_increments(self, inc_mean, inc_max, inc_var, cap_w: float):
+        """:meth:`fits_many` on jobs given by their increments (:meth:`increment`, as numpy arrays).
+
+        The same arithmetic, so the same answers, as :meth:`fits_many` (a job without an estimate
+        has increments ``-inf, -inf, 0`` and fits, as a NaN estimate does there); the increments
+        are computed once per job (see :class:`~wattsched.model.queue_index.QueueIndex`).
+
+        >>> import numpy as np
+        >>> ledger = PowerLedger("gaussian_95", base_w=1000.0, idle_w=100.0)
+        >>> m, x, v = ledger.increment(PowerEstimate(300.0, 400.0, 30.0), 2)
+        >>> ledger.fits_increments(np.array([m, -np.inf]), np.array([x, -np.inf]), np.array([v, 0.0]), 1519.0)
+        array([False,  True])
+        """
+        import numpy as np
+
+        if cap_w == math.inf:
+            return np.ones(len(inc_mean), dtype=bool)
+        limit = cap_w * (1 + _TOL)
+        if self.method == "max":
+            return inc_max + (self.base_w + self.max_w) <= limit
+        if self.method == "mean":
+            return inc_mean + (self.base_w + self.mean_w) <= limit
+        # var_w2 >= 0 and increments' variances >= 0: fits_many's max(0, .) changes nothing
+        sigma = inc_var + self.var_w2
+        np.sqrt(sigma, out=sigma)
+        sigma *= self.k
+        value = inc_mean + (self.base_w + self.mean_w)
+        value += sigma
+        return value <= limit
+
+    def fits_increment(self, inc_mean: float, inc_max: float, inc_var: float, cap_w: float) -> bool:
+        """:meth:`fits_increments` for one job, with the same arithmetic (so the same answer)."""
+        if cap_w == math.inf:
+            return True
+        if self.method == "max":
+            return inc_max + (self.base_w + self.max_w) <= cap_w * (1 + _TOL)
+        if self.method == "mean":
+            return inc_mean + (self.base_w + self.mean_w) <= cap_w * (1 + _TOL)
+        return inc_mean + (self.base_w + self.mean_w) + self.k * math.sqrt(inc_var + self.var_w2) <= cap_w * (1 + _TOL)
+
+    def max_increment(self, cap_w: float) -> float:
+        """A bound on the increment of any job that fits under ``cap_w``: its mean one (max for ``max``).
+
+        Necessary for :meth:`fits` (and :meth:`fits_many`): a job whose increment is above it
+        does not fit. It leaves a slack far above floating-point rounding.
+
+        >>> ledger = PowerLedger("gaussian_99", base_w=1000.0, idle_w=100.0, var_w2=100.0)
+        >>> 469.0 <= ledger.max_increment(1500.0) < 471.0  # 1500 - 1000 - 3 x 10, and a hair
+        True
+        """
+        if cap_w == math.inf:
+            return math.inf
+        limit = cap_w * (1 + _TOL)
+        if self.method == "max":
+            used = self.base_w + self.max_w
+            scale = abs(self.base_w) + abs(self.max_w)
+        else:
+            used = self.base_w + self.mean_w
+            scale = abs(self.base_w) + abs(self.mean_w)
+            if self.k:
+                sigma = self.k * math.sqrt(max(0.0, self.var_w2))  # a job's variance only adds to it
+                used += sigma
+                scale += sigma
+        return limit - used + 1e-6 * (scale + abs(limit) + 1.0)
+
     def fits(self, est: PowerEstimate, nodes: int, cap_w: float) -> bool:
         """Verify: would the platform stay under ``cap_w`` with this job started?"""
         if cap_w == math.inf:

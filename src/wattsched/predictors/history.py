@@ -54,6 +54,7 @@ class _Stats:
 
     __slots__ = (
         "c0",
+        "cached",
         "count",
         "last",
         "recent",
@@ -74,8 +75,10 @@ class _Stats:
         self.sum_mean = self.sum_max = self.sum_std = self.sum_mean2 = 0.0
         self.last: CompletedJob | None = None
         self.recent: deque | None = deque() if keep_recent else None
+        self.cached: PowerEstimate | None = None  # the whole-history estimate, until the next add
 
     def add(self, c: CompletedJob, alpha: float) -> None:
+        self.cached = None
         if self.c0 is None:
             self.c0 = c.end_s
         w = (c.end_s - self.c0) ** alpha if c.end_s > self.c0 else (1.0 if alpha == 0 else 0.0)
@@ -100,6 +103,13 @@ class _Stats:
             return self.w_mean / self.w, self.w_max / self.w, self.w_std / self.w
         n = self.count
         return self.sum_mean / n, self.sum_max / n, self.sum_std / n
+
+    def whole_estimate(self) -> PowerEstimate | None:
+        """:meth:`whole` as a :class:`PowerEstimate`, made once per completed job, not per prediction."""
+        est = self.cached
+        if est is None and self.count:
+            est = self.cached = PowerEstimate(*self.whole())
+        return est
 
     def window(self, r: float, s: float, alpha: float) -> tuple[float, float, float] | None:
         recent = self.recent
@@ -164,6 +174,8 @@ class HistoryPredictor(BasePredictor):
         return stats.window(job.submit_s, s, self.params.alpha)
 
     def predict(self, jobs: Sequence[Job]) -> list[PowerEstimate]:
+        if self.params.window_s is None:
+            return [self._predict_whole(job) for job in jobs]
         out = []
         for job in jobs:
             est = self._estimate(self.users_.get(job.user), job)
@@ -175,6 +187,18 @@ class HistoryPredictor(BasePredictor):
                     est = (w, w, 0.0)
             out.append(PowerEstimate(*est))
         return out
+
+    def _predict_whole(self, job: Job) -> PowerEstimate:
+        """:meth:`predict` for one job with the default window, the user's whole history (no job time needed)."""
+        stats = self.users_.get(job.user)
+        est = stats.whole_estimate() if stats is not None else None
+        if est is None:
+            if self.params.fallback == "global":
+                est = self.all_.whole_estimate()
+            if est is None:
+                w = node_max_w(self.platform_, job)
+                est = PowerEstimate(w, w, 0.0)
+        return est
 
     def user_features(self, job: Job) -> tuple[float, float, float]:
         """Features 5-7 of Table 2 for ``job``: history prediction, spread of the user's power, last job's power.

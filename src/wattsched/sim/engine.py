@@ -127,27 +127,82 @@ class _EndTable:
     Kept in step with the engine's sorted end list (same positions) for
     policies that set ``wants_end_table``: a power-aware reservation then
     walks the ends with cumulative sums instead of a Python loop.
+
+    With ``idle_w``, it also keeps running totals over the rows (:meth:`totals`):
+    the most predicted power the running jobs can free by ending (the positive
+    parts of ``mean·n - idle·n`` and ``max·n - idle·n``) and their variance. They
+    are kept by additions and subtractions, so they are exact up to rounding
+    drift: for bounds with slack, not for exact sums.
     """
 
-    def __init__(self):
+    def __init__(self, idle_w: float | None = None):
         self.rows = np.zeros((256, 5))
+        self.lo = 0  # the table is rows[lo : lo + n]: inserts and deletes shift the shorter side
         self.n = 0
+        self.idle_w = idle_w
+        self._freed_mean = self._freed_max = self._var = 0.0
 
     def insert(self, i: int, row: tuple) -> None:
-        n = self.n
-        if n == len(self.rows):
-            self.rows = np.concatenate([self.rows, np.zeros_like(self.rows)])
-        self.rows[i + 1 : n + 1] = self.rows[i:n]
-        self.rows[i] = row
+        n, lo, rows = self.n, self.lo, self.rows
+        if lo and 2 * i < n:
+            rows[lo - 1 : lo - 1 + i] = rows[lo : lo + i]
+            lo = self.lo = lo - 1
+        else:
+            if lo + n == len(rows):
+                rows = self._regrow()
+                lo = self.lo
+            if i < n:
+                rows[lo + i + 1 : lo + n + 1] = rows[lo + i : lo + n]
+        rows[lo + i] = row
         self.n = n + 1
+        if self.idle_w is not None:
+            _, k, mean, mx, var = row
+            idle = self.idle_w * k
+            if mean > idle:
+                self._freed_mean += mean - idle
+            if mx > idle:
+                self._freed_max += mx - idle
+            self._var += var
+
+    def _regrow(self) -> np.ndarray:
+        """Room at the end: the same rows, with a quarter of a (possibly larger) array free before them."""
+        n = self.n
+        size = max(len(self.rows), 2 * (n + 1))
+        rows = np.zeros((size, 5))
+        lo = (size - n) // 4
+        rows[lo : lo + n] = self.rows[self.lo : self.lo + n]
+        self.rows, self.lo = rows, lo
+        return rows
 
     def delete(self, i: int) -> None:
-        n = self.n
-        self.rows[i : n - 1] = self.rows[i + 1 : n]
+        n, lo, rows = self.n, self.lo, self.rows
+        if self.idle_w is not None:
+            if n == 1:
+                self._freed_mean = self._freed_max = self._var = 0.0
+            else:
+                _, k, mean, mx, var = rows[lo + i].tolist()
+                idle = self.idle_w * k
+                if mean > idle:
+                    self._freed_mean -= mean - idle
+                if mx > idle:
+                    self._freed_max -= mx - idle
+                self._var -= var
+        if 2 * i < n:
+            if i:
+                rows[lo + 1 : lo + i + 1] = rows[lo : lo + i]
+            self.lo = lo + 1
+        elif i < n - 1:
+            rows[lo + i : lo + n - 1] = rows[lo + i + 1 : lo + n]
         self.n = n - 1
 
     def view(self) -> np.ndarray:
-        return self.rows[: self.n]
+        return self.rows[self.lo : self.lo + self.n]
+
+    def totals(self) -> tuple[float, float, float] | None:
+        """``(freed by mean, freed by max, variance)`` over the rows, or None without ``idle_w``."""
+        if self.idle_w is None:
+            return None
+        return self._freed_mean, self._freed_max, self._var
 
 
 class _JobAccount:
@@ -260,7 +315,8 @@ class Engine:
             node_freq_hz=self.node_freq_hz,
         )
         self._snapshot._ends = self._ends
-        self._end_table = _EndTable() if getattr(policy, "wants_end_table", False) else None
+        self._end_table = (_EndTable(platform.nodes[0].power.idle_w) if getattr(policy, "wants_end_table", False)
+                           else None)
         self._snapshot.end_table = self._end_table
         self.predictor = predictor
         self._estimates: dict = {}
@@ -269,10 +325,14 @@ class Engine:
         self._snapshot.estimates = self._estimates
         self._snapshot.running_estimate = self._running_est
         if predictor is not None:
+            from wattsched.predictors.base import CompletedJob
+
+            self._completed = CompletedJob
             predictor.setup(platform)
             if getattr(predictor, "is_oracle", False):
                 predictor.truth_ = self._true_estimate
-        self.qindex = QueueIndex()
+        # With the idle power, the index keeps each job's predicted power increments (power-aware searches).
+        self.qindex = QueueIndex(idle_w=platform.nodes[0].power.idle_w)
         self._snapshot.queue_index = self.qindex
 
     # ------------------------------------------------------------------ events
@@ -685,10 +745,8 @@ class Engine:
         return true_power(self._truth[job_id], self.platform)
 
     def _learn(self, run: _Run) -> None:
-        from wattsched.predictors.base import CompletedJob
-
-        true = self._true_estimate(run.job.id)
-        self.predictor.update(CompletedJob(run.job, run.start_s, self.now, true.mean_w, true.max_w, true.std_w))
+        true = true_power(self._truth[run.job.id], self.platform)
+        self.predictor.update(self._completed(run.job, run.start_s, self.now, true.mean_w, true.max_w, true.std_w))
 
     def _power_step(self, run: _Run) -> None:
         self._settle(run)
