@@ -6,7 +6,6 @@ import argparse
 import datetime as dt
 import logging
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -273,7 +272,3 @@ def add_commands(sub) -> None:
                        "Stop the daemon first, or it holds new jobs again.")
     common(p)
     p.set_defaults(func=cmd_release)
-
-
-def print_err(msg: str) -> None:
-    print(msg, file=sys.stderr)

@@ -27,7 +27,7 @@ from wattsched.daemon.notify import Notifier
 from wattsched.daemon.slurm.backend import SlurmBackend, with_marker, without_marker
 from wattsched.daemon.slurm.hostlist import compress
 from wattsched.daemon.store import AuditEntry, Store
-from wattsched.daemon.view import View, build_view, is_our_hold
+from wattsched.daemon.view import View, build_view, is_our_hold, managed_platform
 from wattsched.errors import PlanViolation, SlurmCommandError, WattschedError
 from wattsched.model.guard import plan_problems
 from wattsched.model.plan import Evict, PowerDown, PowerUp, Reason, SetNodeCap, SetNodeFreq, Start
@@ -169,6 +169,10 @@ class Daemon:
                 if job.job_id not in holds and job.held and is_our_hold(job, holds):
                     self.store.add_hold(job.job_id, "gate", "held at submission", state.read_at)
             holds = self.store.holds()
+        estimator = None
+        if self.predictor is not None:
+            platform = managed_platform(state, self.partitions, self.power, self._platform_cache)
+            estimator = self._estimator(platform)
         view = build_view(
             state,
             partitions=self.partitions,
@@ -176,20 +180,13 @@ class Daemon:
             starts=starts,
             power=self.power,
             cap_w=self._cap_w,
-            estimator=None,
+            estimator=estimator,
             epoch=self.cycle_no,
             include_adopted=cfg.dry_run,
             platform_cache=self._platform_cache,
             measured=measured,
             settle_s=cfg.telemetry.settle_s,
         )
-        if self.predictor is not None:
-            view = build_view(
-                state, partitions=self.partitions, holds=holds, starts=starts, power=self.power, cap_w=self._cap_w,
-                estimator=self._estimator(view.snapshot.platform), epoch=self.cycle_no,
-                include_adopted=cfg.dry_run, platform_cache=self._platform_cache, measured=measured,
-                settle_s=cfg.telemetry.settle_s,
-            )
         self._measured = measured
         view.snapshot.forecast = self._forecast(view.snapshot, None)
         self.last_view = view
@@ -468,7 +465,7 @@ class Daemon:
         m.power.labels("predicted").set(view.predicted_power_w)
         fc = snap.forecast
         if fc is not None:
-            from wattsched.daemon.power import HORIZONS
+            from wattsched.telemetry.forecast import HORIZONS
 
             for label, value in fc.horizons(HORIZONS).items():
                 m.forecast.labels(label).set(value)

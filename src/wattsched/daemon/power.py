@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 from collections.abc import Sequence
 
@@ -54,7 +53,7 @@ class Telemetry:
 
                     self.source = AgentScraper({n.name: agent_url(self.cfg.agent_url, n) + "/metrics" for n in nodes},
                                                timeout_s=self.cfg.timeout_s)
-            reading = self.source.read(names) if _takes_names(self.source) else self.source.read()
+            reading = self.source.read(names)
         except (TelemetryError, WattschedError, OSError) as exc:
             self._mark_stale(f"telemetry unavailable: {exc}")
             return {}
@@ -62,7 +61,8 @@ class Telemetry:
         if getattr(reading, "stale", False) or age > self.cfg.max_age_s:
             self._mark_stale(f"telemetry {age:.0f} s old (max_age_s {self.cfg.max_age_s:g})", age)
             return {}
-        watts = {n: w for n, w in reading.watts.items() if n in set(names) and w is not None and math.isfinite(w)}
+        wanted = set(names)
+        watts = {n: w for n, w in reading.watts.items() if n in wanted and w is not None and math.isfinite(w)}
         self.last_ok = self.clock()
         if self.stale:
             log.info("telemetry is fresh again (%d of %d nodes)", len(watts), len(names))
@@ -106,15 +106,6 @@ class Telemetry:
         if per_node is None:
             return None
         return (per_node.mean_w, per_node.max_w, per_node.std_w)
-
-
-def _takes_names(source) -> bool:
-    import inspect
-
-    try:
-        return len(inspect.signature(source.read).parameters) >= 1
-    except (TypeError, ValueError):
-        return False
 
 
 class Actuators:
@@ -170,7 +161,3 @@ class Actuators:
 def _check(result, node: str, what: str) -> None:
     if isinstance(result, dict) and not result.get("ok", False):
         raise WattschedError(f"{node}: {what} refused by the agent: {result.get('error', result)}")
-
-
-_HORIZON_RE = re.compile(r"^(\d+)([smh])$")
-HORIZONS = {"15m": 900, "30m": 1800, "1h": 3600, "2h": 7200}

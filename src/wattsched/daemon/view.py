@@ -80,6 +80,19 @@ def managed_nodes(state: ClusterState, partitions: frozenset[str]) -> list[Slurm
     return sorted(nodes, key=lambda n: natural_key(n.name))
 
 
+def managed_platform(state: ClusterState, partitions: frozenset[str], power: NodePowerModel, cache: dict,
+                     nodes: list[SlurmNode] | None = None) -> Platform:
+    """The platform of the managed nodes, rebuilt only when the node set changes (``cache`` keeps it)."""
+    if nodes is None:
+        nodes = managed_nodes(state, partitions)
+    key = tuple((n.name, n.cpus, n.gres) for n in nodes)
+    platform = cache.get(key)
+    if platform is None:
+        cache.clear()
+        platform = cache[key] = build_platform(nodes, power)
+    return platform
+
+
 def build_platform(nodes: list[SlurmNode], power: NodePowerModel, name: str = "slurm") -> Platform:
     return Platform(
         [
@@ -169,11 +182,7 @@ def build_view(
     """
     c = classify(state, partitions, holds, starts)
     nodes = managed_nodes(state, partitions)
-    key = tuple((n.name, n.cpus, n.gres) for n in nodes)
-    platform = platform_cache.get(key)
-    if platform is None:
-        platform_cache.clear()
-        platform = platform_cache[key] = build_platform(nodes, power)
+    platform = managed_platform(state, partitions, power, platform_cache, nodes)
     index = {n.name: i for i, n in enumerate(nodes)}
 
     busy: set[int] = set()
