@@ -201,6 +201,9 @@ def daemon_config(tmp_path, cluster):
     def make(**overrides) -> Path:
         config = {
             "kind": "daemon", "policy": "easy", "poll_interval_s": 1.0, "state_dir": str(tmp_path / "state"),
+            # Slurm may take a few seconds to start a released job; at one cycle a second the default
+            # of 3 cycles would take jobs back that are about to start
+            "start_timeout_cycles": 10,
             "heartbeat_file": str(cluster.heartbeat), "partitions": ["batch"],
             "node_power": {"idle_w": 100.0, "busy_w": 300.0, "off_w": 10.0},
             "slurm": {"conf": str(cluster.conf), "timeout_s": 10, "retries": 1, "retry_backoff_s": 0.5},
