@@ -1330,7 +1330,11 @@ def render_config_reference() -> str:
     )
     from wattsched.daemon.config import (
         ActuatorConfig,
+        DaemonBudgetConfig,
+        DaemonCapEntryConfig,
         DaemonConfig,
+        DemandResponseConfig,
+        DemandResponseEventConfig,
         ForecastConfig,
         MetricsConfig,
         SimBackendConfig,
@@ -1346,8 +1350,25 @@ def render_config_reference() -> str:
         overrides={"cap_w": {"type": _CAP_TYPE}, "slurm": {"type": "slurm block"}, "sim": {"type": "sim block"},
                    "metrics": {"type": "metrics block"}, "telemetry": {"type": "telemetry block"},
                    "actuator": {"type": "actuator block"}, "forecast": {"type": "forecast block"},
-                   "node_map": {"type": "regular expression or mapping"}},
+                   "node_map": {"type": "regular expression or mapping"},
+                   "cap_schedule": {"type": "list of daemon cap schedule entry, or path of a YAML or CSV file"},
+                   "platform": {"type": "string (path or packaged platform name)"},
+                   "node_power": {"type": "node power model"},
+                   "demand_response": {"type": "demand_response block"}},
     )
+    lines += _model_reference(
+        DaemonCapEntryConfig, "Daemon cap schedule entries",
+        "Items of the daemon's `cap_schedule`: the simulator's cap schedule entries with times in seconds "
+        "since the Unix epoch, or recurring windows (`every`). Fixed entries are all steps or all windows, as "
+        "in the simulator; recurring windows may be mixed with them. Where entries overlap the lowest cap "
+        "holds.", overrides={"cap_w": {"type": _CAP_TYPE}},
+    )
+    lines += _model_reference(DaemonBudgetConfig, "Daemon energy budget entries", "Items of `energy_budgets`.")
+    lines += _model_reference(DemandResponseConfig, "Demand_response block (`demand_response`)",
+                              "Demand-response events. Events come from this file for now; each is added to the "
+                              "cap schedule from its notice time on.")
+    lines += _model_reference(DemandResponseEventConfig, "Demand-response event keys",
+                              "Items of `demand_response.events`.", overrides={"cap_w": {"type": _CAP_TYPE}})
     lines += _model_reference(SlurmConfig, "Slurm block (`slurm`)", "How the daemon reaches Slurm.")
     lines += _model_reference(SimBackendConfig, "Sim block (`sim`)",
                               "The simulated cluster of `slurm.backend: sim` (`wattsched daemon --backend sim`).")

@@ -150,7 +150,7 @@ def test_check_config_rejects_a_bad_node_power_key(tmp_path, capsys):
     path.write_text("slurm: {backend: cli}\nnode_power: {idel_w: 1}\n")
     assert main(["check-config", str(path)]) == 2
     err = capsys.readouterr().err
-    assert f"{path}: node_power: unknown key(s) idel_w; known: " in err and "(line 2)" in err
+    assert f"{path}: node_power.idel_w: unknown key; did you mean 'idle_w'?" in err and "(line 2)" in err
 
 
 # --------------------------------------------------------------------------- SlurmCLI.run
