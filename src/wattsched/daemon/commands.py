@@ -14,36 +14,57 @@ from wattsched.errors import ConfigError
 log = logging.getLogger("wattsched.daemon")
 
 
-def load_daemon_config(args: argparse.Namespace):
-    from wattsched.config import load_config
+CLI_OPTIONS = {"dry_run": "--dry-run", "state_dir": "--state-dir", "poll_interval_s": "--poll-interval"}
+"""Config keys the daemon commands take from the command line, and their options."""
+
+DEMO = {"policy": "easy-pc", "predictor": "history", "cap_w": "60%", "poll_interval_s": 1.0,
+        "state_dir": "runs/daemon-sim"}
+"""The embedded demo of ``--backend sim`` without a config: EASY+PC under a cap, one cycle a second."""
+
+
+def load_daemon_config(args: argparse.Namespace, environ=None):
+    """The daemon config of a command: file (if any), then ``WATTSCHED_*`` environment, then options.
+
+    Precedence is the config layers' (``wattsched.config``): command line over
+    environment over file over defaults, with or without ``--config``. An
+    invalid option value is reported against the option, e.g.
+    ``--poll-interval: Input should be greater than 0, got -3``.
+    """
+    from wattsched.config import load_config, merge_overrides
     from wattsched.daemon.config import DaemonConfig
 
+    env = os.environ if environ is None else environ
     cli = {}
-    if getattr(args, "backend", None):
-        cli["slurm"] = {"backend": args.backend}
     if getattr(args, "dry_run", False):
         cli["dry_run"] = True
     if getattr(args, "state_dir", None):
         cli["state_dir"] = args.state_dir
-    if getattr(args, "poll_interval", None):
+    if getattr(args, "poll_interval", None) is not None:
         cli["poll_interval_s"] = args.poll_interval
-    if args.config is None:
-        raw = {"kind": "daemon", **cli}
-        if raw.get("slurm", {}).get("backend") == "sim":
-            # the embedded demo: EASY+PC under a cap on the simulated cluster, one cycle a second
-            raw = {"policy": "easy-pc", "predictor": "history", "cap_w": "60%", "poll_interval_s": 1.0,
-                   "state_dir": "runs/daemon-sim", **raw}
-        try:
-            return DaemonConfig.model_validate(raw), None
-        except Exception as exc:  # pragma: no cover - only the CLI's own keys here
-            raise ConfigError(f"command line: {exc}") from exc
-    config = load_config(args.config, DaemonConfig, env=os.environ)
-    if cli:
-        merged = config.model_dump()
-        for k, v in cli.items():
-            merged[k] = {**merged[k], **v} if isinstance(v, dict) else v
-        config = DaemonConfig.model_validate(merged)
-    return config, Path(args.config)
+    backend = getattr(args, "backend", None)
+    try:
+        if args.config is None:
+            base = {"kind": "daemon", **(DEMO if backend == "sim" else {})}
+            config = merge_overrides(DaemonConfig.model_validate(base), cli, env=env)
+        else:
+            config = load_config(args.config, DaemonConfig, cli=cli, env=env)
+    except ConfigError as exc:
+        raise _against_options(exc) from None
+    if backend:
+        config = config.model_copy(update={"slurm": config.slurm.model_copy(update={"backend": backend})})
+    return config, None if args.config is None else Path(args.config)
+
+
+def _against_options(exc: ConfigError) -> ConfigError:
+    """``command line: poll_interval_s: msg`` becomes ``--poll-interval: msg``."""
+    lines = []
+    for line in str(exc).splitlines():
+        for key, option in CLI_OPTIONS.items():
+            prefix = f"command line: {key}: "
+            if line.lstrip().startswith(prefix):
+                line = line.replace(prefix, f"{option}: ", 1)
+        lines.append(line)
+    return ConfigError("\n".join(lines))
 
 
 def make_backend(config):
