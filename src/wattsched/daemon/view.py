@@ -218,25 +218,27 @@ def build_view(
         jobs = list(pending.values()) + [r[0] for r in running_jobs.values()]
         if jobs:
             estimates = dict(zip((j.id for j in jobs), estimator(jobs), strict=True))
-    busy_w = power.busy_w
     measured = measured or {}
     names = [n.name for n in nodes]
     running: dict[int, RunningJob] = {}
     jobs_power = predicted = 0.0
     for jid, (job, start, idx) in running_jobs.items():
         est = estimates.get(jid)
-        per_node = est.mean_w if est is not None else busy_w + job.gpus_per_node * power.gpu_tdp_w
+        per_node = est.mean_w if est is not None else platform.max_busy_w(job.gpus_per_node)
         if start > now - settle_s:
             watts = per_node * len(idx)
         else:
             watts = sum(measured.get(names[i], per_node) for i in idx)
-        running[jid] = RunningJob(job, start, idx, start + job.walltime_s, power_w=watts)
+        # Live, the real runtime is unknown: progress is the share of the requested time elapsed.
+        progress = min(1.0, max(0.0, (now - start) / job.walltime_s)) if job.walltime_s > 0 else 0.0
+        running[jid] = RunningJob(job, start, idx, start + job.walltime_s, power_w=watts, progress=progress)
         jobs_power += watts
         predicted += per_node * len(idx)
     other = 0.0
     for i, s in enumerate(states):
         if i in busy:  # a busy node's power is its job's
             continue
+        power = platform.nodes[i].power
         if s == NodeState.OFF:
             model = power.off_w
         elif s == NodeState.SWITCHING_ON:
