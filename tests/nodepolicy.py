@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
 from wattsched.model.plan import Plan, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.snapshot import Snapshot
+from wattsched.model.state import PolicyState
 from wattsched.policies.base import BasePolicy
 
 log = logging.getLogger("wattsched.testpolicy")
@@ -37,21 +38,27 @@ class NodeSettingParams(BaseModel):
     start_freq_hz: float | None = None
 
 
+class NodeSettingState(PolicyState):
+    calls: int = 0
+    seen_caps: dict[str, float] = {}
+    seen_freqs: dict[str, float] = {}
+    seen_desired_caps: dict[str, float] = {}
+
+
 class NodeSettingPolicy(BasePolicy):
     name: ClassVar[str] = "node-setting"
     Params = NodeSettingParams
+    State = NodeSettingState
     wants_empty_queue_calls: ClassVar[bool] = True
 
-    def init_state(self) -> dict[str, Any]:
-        return {"calls": 0, "seen_caps": {}, "seen_freqs": {}}
-
-    def decide(self, snapshot: Snapshot, state: dict[str, Any] | None = None) -> Plan:
+    def decide(self, snapshot: Snapshot, state: NodeSettingState | None = None) -> Plan:
         p = self.params
         caps = {str(i): w for i, w in sorted(snapshot.node_cap_w.items())}
         freqs = {str(i): f for i, f in sorted(snapshot.node_freq_hz.items())}
         if state is not None:
-            state["calls"] = state.get("calls", 0) + 1
-            state["seen_caps"], state["seen_freqs"] = caps, freqs
+            state.calls += 1
+            state.seen_caps, state.seen_freqs = caps, freqs
+            state.seen_desired_caps = {str(i): w for i, w in sorted(snapshot.desired_node_cap_w.items())}
         log.info("node-setting policy sees caps %s and frequencies %s", caps, freqs)
         actions: list = []
         if p.cap_w is not None:

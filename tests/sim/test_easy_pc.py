@@ -12,12 +12,13 @@ from hypothesis import strategies as st
 import wattsched.policies.easy as easy_module
 from builders import platform, snapshot, tj
 from wattsched.model.constraints import CapSchedule
+from wattsched.model.end_table import EndTable
 from wattsched.model.job import Job, PowerEstimate
 from wattsched.policies import easy_pc, make_policy
 from wattsched.policies.easy_pc import EasyPcPolicy
 from wattsched.policies.power import PowerLedger
 from wattsched.predictors import make_predictor
-from wattsched.sim.engine import Engine, _EndTable
+from wattsched.sim.engine import Engine
 
 # SIMPLE_POWER: idle 100 W, busy 300 W per node.
 
@@ -193,7 +194,7 @@ def test_reservation_walk_and_never_fits_match_the_cumulative_sums(seed, check):
     rng = random.Random(seed)
     plat = platform(500)
     now = 1000.0
-    table = _EndTable(idle_w=100.0)
+    table = EndTable(idle_w=100.0)
     ends = sorted(rng.choice([now - 5, now, now + 10, now + 10, rng.uniform(now, now + 1e4)])
                   for _ in range(rng.choice([0, 3, 9, 40, 70, 200])))
     used = 0

@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import yaml
 
+from nodepolicy import install_entry_point
 from wattsched.config import load_config
 from wattsched.daemon.config import DaemonConfig
 from wattsched.daemon.loop import Daemon
@@ -155,20 +156,24 @@ def test_cap_schedule_file_in_the_simulators_format(make_daemon, clock, tmp_path
 def test_a_demand_response_event_is_seen_from_its_notice_time_only(make_daemon, clock):
     t = MONDAY_1650
     d = make_daemon(cap_w=1000, demand_response={"events": [
-        {"notice_s": t + 600, "start_s": t + 1800, "end_s": t + 3600, "reduction_w": 400, "label": "grid peak"}]})
+        {"notice_s": t + 600, "start_s": t + 1800, "end_s": t + 3600, "reduction_w": 100, "label": "grid peak"}]})
     d.cycle()
     assert d.last_view.snapshot.cap.next_change_after(t) == math.inf  # not announced yet
     assert sample(d, "wattsched_demand_response_announced") == 0
     clock.advance(700)
     d.cycle()
     snap = d.last_view.snapshot
-    assert snap.cap.cap_at(t + 1800) == 600.0 and snap.cap.cap_at(t + 3600) == 1000.0
+    # the reduction counts from the platform power when the event was first seen: four idle nodes, 400 W
+    [event] = snap.dr_events
+    assert (event.baseline_w, event.cap_w, event.event.label, event.event.notice_s) == (400.0, 300.0, "grid peak",
+                                                                                         t + 600)
+    assert snap.cap.cap_at(t + 1800) == 300.0 and snap.cap.cap_at(t + 3600) == 1000.0
     assert sample(d, "wattsched_demand_response_announced") == 1
     assert sample(d, "wattsched_demand_response_active") == 0
-    assert sample(d, "wattsched_power_cap_ahead_watts", {"horizon": "30m"}) == 600.0
+    assert sample(d, "wattsched_power_cap_ahead_watts", {"horizon": "30m"}) == 300.0
     clock.advance(1200)
     d.cycle()
-    assert sample(d, "wattsched_power_cap_watts") == 600.0 and sample(d, "wattsched_demand_response_active") == 1
+    assert sample(d, "wattsched_power_cap_watts") == 300.0 and sample(d, "wattsched_demand_response_active") == 1
 
 
 def test_demand_response_targets_are_checked(tmp_path):
@@ -205,27 +210,36 @@ def test_energy_consumed_is_integrated_and_kept_across_a_restart(make_daemon, cl
 
 # --- policy state -----------------------------------------------------------------------------------------------------
 def test_policy_state_is_kept_across_restart_and_sighup_and_reset_when_the_policy_changes(
-        make_daemon, clock, tmp_path, caplog):
+        make_daemon, clock, tmp_path, caplog, monkeypatch):
+    monkeypatch.syspath_prepend(str(install_entry_point(tmp_path / "site")))
     path = tmp_path / "d.yaml"
-    path.write_text(yaml.safe_dump({"kind": "daemon", "policy": "easy", "node_power": NODE_POWER,
-                                    "state_dir": str(tmp_path / "state"), "poll_interval_s": 0.01}))
-    d = make_daemon([job(1)])
-    d.config_path = path
-    d.policy_state["energy_used_j"] = 123.0
-    d.cycle()  # saved after the decision
+    config = {"kind": "daemon", "policy": "node-setting", "params": {"cap_w": None, "freq_hz": None},
+              "node_power": NODE_POWER, "state_dir": str(tmp_path / "state"), "poll_interval_s": 0.01}
+    path.write_text(yaml.safe_dump(config))
+    d = make_daemon(policy="node-setting", params={"cap_w": None, "freq_hz": None})
+    d.cycle()
+    d.cycle()
+    assert d.policy_state.calls == 2
     d.store.close()
-    d2 = make_daemon()
-    assert d2.policy_state["energy_used_j"] == 123.0
+    with caplog.at_level(logging.INFO, logger="wattsched.daemon"):
+        d2 = make_daemon(policy="node-setting", params={"cap_w": None, "freq_hz": None})
+    assert d2.policy_state.calls == 2  # restored from the state store
+    assert any("policy state of node-setting restored" in r.getMessage() for r in caplog.records)
     d2.config_path = path
-    d2._reload()  # SIGHUP with the same policy
-    assert d2.policy_state["energy_used_j"] == 123.0
-    path.write_text(yaml.safe_dump({"kind": "daemon", "policy": "fcfs", "node_power": NODE_POWER,
-                                    "state_dir": str(tmp_path / "state"), "poll_interval_s": 0.01}))
+    d2._reload()  # SIGHUP with the same policy and parameters keeps it
+    d2.cycle()
+    assert d2.policy_state.calls == 3
+    path.write_text(yaml.safe_dump({**config, "policy": "fcfs", "params": {}}))
     with caplog.at_level(logging.INFO, logger="wattsched.daemon"):
         d2._reload()
-    assert "energy_used_j" not in d2.policy_state
-    assert any("policy changed from easy {} to fcfs {}: starting fresh policy state" in r.getMessage()
-               for r in caplog.records)
+    assert type(d2.policy_state).__name__ == "NoState"
+    assert any("policy changed from node-setting" in r.getMessage() and "starting fresh policy state" in
+               r.getMessage() for r in caplog.records)
+    d2.store.close()
+    # a restart with other parameters does not take the saved state either
+    path.write_text(yaml.safe_dump(config))
+    d3 = make_daemon(policy="node-setting", params={"cap_w": None, "freq_hz": 2e9})
+    assert d3.policy_state.calls == 0
 
 
 # --- heterogeneous platforms ------------------------------------------------------------------------------------------

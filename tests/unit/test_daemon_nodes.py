@@ -174,10 +174,11 @@ def test_policy_sees_next_cycle_the_caps_and_frequencies_it_set(make_daemon, age
     clock.advance(10)
     d.cycle()
     seen = d.policy_state
-    assert seen["seen_caps"]["0"] == pytest.approx(150.0)
-    assert seen["seen_freqs"]["1"] == pytest.approx(1.5e9)
+    assert seen.seen_caps["0"] == pytest.approx(150.0)
+    assert seen.seen_freqs["1"] == pytest.approx(1.5e9)
     # the other nodes are read back too: their firmware limit (200 W of a 250 W package) is a cap
-    assert seen["seen_caps"]["2"] == pytest.approx(200.0) and "2" not in seen["seen_freqs"]
+    assert seen.seen_caps["2"] == pytest.approx(200.0) and "2" not in seen.seen_freqs
+    assert seen.seen_desired_caps == {"0": 150.0}  # what wattsched set, beside what the nodes hold
     # seeing its settings in place, the policy asked for nothing more
     assert intents(d, "set_cap") == [("node0000", "applied")] and len(intents(d, "set_freq")) == 1
     assert sample(d, "wattsched_node_cap_watts", {"node": "node0000"}) == 150.0
@@ -228,7 +229,7 @@ def test_kill_between_the_cap_write_and_its_record_applies_nothing_twice(make_da
     rows = audit(d2, "set_cap")
     assert [r.outcome for r in rows] == ["reconciled:applied"] and "150 W" in rows[0].reason
     assert cap_of(roots[0]) == pytest.approx(150.0)
-    assert d2.policy_state["seen_caps"]["0"] == pytest.approx(150.0)
+    assert d2.policy_state.seen_caps["0"] == pytest.approx(150.0)
 
 
 def test_a_start_applies_its_cap_and_frequency_before_the_release_and_undoes_them_after(make_daemon, agents, clock):
@@ -278,7 +279,7 @@ def test_dry_run_reads_the_nodes_and_changes_nothing(make_daemon, agents, clock)
     assert cap_of(roots[0]) == pytest.approx(200.0) and freq_of(roots[1]) == pytest.approx(2.4e9)
     assert {e.outcome for e in audit(d, "set_cap")} == {"dry-run"}
     assert d.store.desired() == {}
-    assert d.policy_state["seen_caps"]["0"] == pytest.approx(200.0)  # observed through the agents
+    assert d.policy_state.seen_caps["0"] == pytest.approx(200.0)  # observed through the agents
 
 
 class Scripted:

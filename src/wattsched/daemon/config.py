@@ -314,8 +314,9 @@ class DemandResponseEventConfig(StrictModel):
     )
     reduction_w: float | None = Field(
         default=None, gt=0,
-        description="Target as a reduction: the cap otherwise in force at `start_s` (the managed nodes' "
-        "maximum power when uncapped) minus this many watts. Give `cap_w` or `reduction_w`. Example: `20000`.",
+        description="Target as a reduction: the platform power measured when the daemon first sees the event "
+        "(at its notice time; kept in the state store across restarts) minus this many watts. Give `cap_w` or "
+        "`reduction_w`. Example: `20000`.",
     )
     label: str = Field(default="", description="Name of the event in logs, audit and the cap schedule. "
                        "Default: `demand response`.")

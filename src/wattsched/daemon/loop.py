@@ -169,9 +169,8 @@ class Daemon:
         })
 
     def _cap_w(self, platform) -> CapSchedule:
-        """The cap schedule a policy sees now (cap schedule, recurring windows, announced DR events)."""
-        schedule, self._dr_events = self.constraints.schedule(platform, self._now)
-        return schedule
+        """The cap schedule before demand response (``cap_w``, or ``cap_schedule`` with recurring windows)."""
+        return self.constraints.schedule(platform, self._now)
 
     def _estimator(self, platform):
         if self.predictor is None:
@@ -237,6 +236,7 @@ class Daemon:
         now = state.read_at
         self._reconcile_nodes(view, observed, report, now)
         self._fill_node_settings(view, observed)
+        self._fill_demand_response(view, now)
         self._fill_budgets(view, now)
         view.snapshot.forecast = self._forecast(view.snapshot, None)
         self.last_view = view
@@ -502,8 +502,32 @@ class Daemon:
                 freqs[i] = freq
         view.snapshot.node_cap_w = caps
         view.snapshot.node_freq_hz = freqs
+        index = {name: i for i, name in enumerate(view.node_names)}
+        wanted = {kind: {index[n]: w.value for (n, k), w in desired.items() if k == kind and n in index
+                         and w.value is not None} for kind in ("cap", "freq")}
+        view.snapshot.desired_node_cap_w = wanted["cap"]
+        view.snapshot.desired_node_freq_hz = wanted["freq"]
 
-    # ------------------------------------------------------------------ energy budgets
+    # ------------------------------------------------------------------ demand response and energy budgets
+
+    def _fill_demand_response(self, view: View, now: float) -> None:
+        """Announced events into the snapshot and its cap schedule; a reduction counts from the platform power
+        when the event was first seen (kept in the store, so a restart keeps the same target)."""
+        snap = view.snapshot
+        baselines = dict(self.store.get("dr_baselines", {}) or {})
+        known = set(baselines)
+        events = self.constraints.noticed(snap.platform, now, baselines, snap.platform_power_w)
+        for key in set(baselines) - known:
+            log.info("demand-response event %s announced: baseline %.0f W", key, baselines[key])
+        if set(baselines) != known:
+            self.store.put("dr_baselines", baselines)
+        cap = snap.cap
+        for e in events:
+            cap = cap.with_limit(e.event.start_s, e.event.end_s, e.cap_w, e.event.label)
+        snap.cap = cap
+        snap.dr_events = events
+        self._dr_events = events
+
 
     def _fill_budgets(self, view: View, now: float) -> None:
         """Integrate platform power into the budget windows (kept in the store); put them in the snapshot."""
@@ -520,7 +544,7 @@ class Daemon:
                 overlap = min(now, w.end_s) - max(last_s, w.start_s)
                 if overlap > 0:
                     consumed[w.key] = consumed.get(w.key, 0.0) + last_w * overlap
-        windows = self.constraints.budget_windows(now, now + 7 * 86400.0)
+        windows = self.constraints.budget_windows(now, now + 1e-3)  # in force now
         live = {w.key for w in windows}
         consumed = {k: v for k, v in consumed.items() if k in live}
         self.store.put("energy", {"last_s": now, "last_w": snap.platform_power_w, "consumed": consumed})
@@ -685,7 +709,7 @@ class Daemon:
             m.cap_ahead.labels(label).set(snap.cap.min_cap_between(now, now + seconds))
         nxt = snap.cap.next_change_after(now)
         m.cap_next_change.set(nxt if math.isfinite(nxt) else 0.0)
-        m.dr_active.set(sum(1 for e in getattr(self, "_dr_events", ()) if e.start_s <= now < e.end_s))
+        m.dr_active.set(sum(1 for e in getattr(self, "_dr_events", ()) if e.event.start_s <= now < e.event.end_s))
         m.dr_announced.set(len(getattr(self, "_dr_events", ())))
         m.budget_consumed.clear()
         m.budget_remaining.clear()

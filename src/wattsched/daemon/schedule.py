@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
-from wattsched.model.constraints import CapSchedule, CapStep
+from wattsched.model.constraints import CapSchedule, CapStep, DemandResponseEvent, NoticedEvent
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _ALIASES = {"daily": range(7), "weekdays": range(5), "weekends": range(5, 7), "weekend": range(5, 7),
@@ -160,18 +160,6 @@ LOOKAHEAD_S = 7 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
-class DemandResponseEvent:
-    """A demand-response event as a policy sees it: announced at ``notice_s``, target ``cap_w`` in force
-    from ``start_s`` to ``end_s``."""
-
-    notice_s: float
-    start_s: float
-    end_s: float
-    cap_w: float
-    label: str
-
-
-@dataclass(frozen=True, slots=True)
 class BudgetWindow:
     """One window of an energy budget: ``key`` names it in the state store and in metrics."""
 
@@ -221,32 +209,25 @@ class LiveConstraints:
             parts.append(window_schedule(windows))
         return lowest(parts)
 
-    def dr_events(self, platform, now_s: float, base: CapSchedule | None = None) -> list[DemandResponseEvent]:
-        """Events announced by ``now_s`` that have not ended, with their target as a cap in watts."""
-        if base is None:
-            base = self.base_schedule(platform, now_s)
+    def noticed(self, platform, now_s: float, baselines: dict[str, float],
+                power_w: float) -> list[NoticedEvent]:
+        """Announced events with their target cap; ``baselines`` (platform power when each was first seen,
+        kept by the caller across restarts) gains an entry for each new event, at ``power_w``."""
         out = []
-        for e in self.config.demand_response.events:
+        for i, e in enumerate(self.config.demand_response.events):
             if not (e.visible_from_s <= now_s < e.end_s):
                 continue
-            if e.cap_w is not None:
-                cap = self._cap(e.cap_w, platform)
-            else:
-                before = base.cap_at(e.start_s)
-                reference = before if math.isfinite(before) else platform.max_power_w
-                cap = max(reference - e.reduction_w, 1.0)
-            out.append(DemandResponseEvent(e.visible_from_s, e.start_s, e.end_s, cap,
-                                           e.label or "demand response"))
+            key = f"{i}:{e.start_s:.0f}"
+            baseline = baselines.setdefault(key, power_w)
+            cap = None if e.cap_w is None else self._cap(e.cap_w, platform)
+            event = DemandResponseEvent(e.visible_from_s, e.start_s, e.end_s, cap_w=cap, reduction_w=e.reduction_w,
+                                        label=e.label or "demand response")
+            out.append(NoticedEvent(event, baseline, event.target_cap_w(baseline)))
         return out
 
-    def schedule(self, platform, now_s: float) -> tuple[CapSchedule, list[DemandResponseEvent]]:
-        """The cap schedule a policy sees at ``now_s`` (demand-response events from their notice on)."""
-        base = self.base_schedule(platform, now_s)
-        events = self.dr_events(platform, now_s, base)
-        if not events:
-            return base, events
-        dr = window_schedule([(e.start_s, e.end_s, e.cap_w, e.label) for e in events])
-        return lowest([base, dr]), events
+    def schedule(self, platform, now_s: float) -> CapSchedule:
+        """The cap schedule before demand response: ``cap_w`` or ``cap_schedule``, recurring windows laid out."""
+        return self.base_schedule(platform, now_s)
 
     def budget_windows(self, t0_s: float, t1_s: float) -> list[BudgetWindow]:
         """Budget windows overlapping ``[t0_s, t1_s)``."""

@@ -100,10 +100,10 @@ class SimCluster:
             ref = files("wattsched") / "data" / "traces" / "KTH-SP2-1996-2.1-cln-first5000.swf.gz"
             with as_file(ref) as path:
                 workload = read_swf(path, cores_per_node=1, machine_procs=len(platform))
-                jobs = list(augment_workload(workload, platform.nodes[0].power, AugmentParams(), sim.seed).jobs)
+                jobs = list(augment_workload(workload, platform.reference_power, AugmentParams(), sim.seed).jobs)
         else:
             workload = read_swf(sim.trace, cores_per_node=1, machine_procs=len(platform))
-            jobs = list(augment_workload(workload, platform.nodes[0].power, AugmentParams(), sim.seed).jobs)
+            jobs = list(augment_workload(workload, platform.reference_power, AugmentParams(), sim.seed).jobs)
         return cls(jobs, platform, speedup=sim.speedup)
 
     # ------------------------------------------------------------------ time
@@ -238,10 +238,10 @@ class SimCluster:
     def power_down(self, node: str) -> None:
         n = self.nodes[node]
         n.flags.add("POWERING_DOWN")
-        n.ready_at = self.now_s + self.platform.nodes[0].power.switch_off_s
+        n.ready_at = self.now_s + self.platform.nodes[self.platform.index_of(node)].power.switch_off_s
 
     def power_up(self, node: str) -> None:
         n = self.nodes[node]
         n.flags.discard("POWERED_DOWN")
         n.flags.add("POWERING_UP")
-        n.ready_at = self.now_s + self.platform.nodes[0].power.switch_on_s
+        n.ready_at = self.now_s + self.platform.nodes[self.platform.index_of(node)].power.switch_on_s

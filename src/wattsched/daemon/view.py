@@ -104,10 +104,11 @@ class PowerModels:
     [300, 900, 300]
     """
 
-    def __init__(self, groups: Sequence[PowerGroup]):
+    def __init__(self, groups: Sequence[PowerGroup], response_classes=None):
         if not groups:
             raise ValueError("at least one power group is needed")
         self.groups = list(groups)
+        self.response_classes = response_classes
 
     @classmethod
     def uniform(cls, power: NodePowerModel) -> PowerModels:
@@ -117,7 +118,7 @@ class PowerModels:
     def from_platform_config(cls, config) -> PowerModels:
         """From a :class:`~wattsched.sim.platforms.PlatformConfig`."""
         return cls([PowerGroup(g.name, g.name if g.prefix is None else g.prefix, frozenset(g.node_names()),
-                               g.power.to_model()) for g in config.node_groups])
+                               g.power.to_model()) for g in config.node_groups], config.build_response_classes())
 
     def for_node(self, name: str, features: Sequence[str] = ()) -> NodePowerModel:
         for g in self.groups:
@@ -158,6 +159,7 @@ def build_platform(nodes: list[SlurmNode], power: NodePowerModel | PowerModels, 
             for i, n in enumerate(nodes)
         ],
         name=name,
+        response_classes=models.response_classes,
     )
 
 
@@ -292,7 +294,9 @@ def build_view(
             watts = sum(per_node)
         else:
             watts = sum(measured.get(names[i], w) for i, w in zip(idx, per_node, strict=True))
-        running[jid] = RunningJob(job, start, idx, start + job.walltime_s, power_w=watts)
+        # Live, the real runtime is unknown: progress is the share of the requested time elapsed.
+        progress = min(1.0, max(0.0, (now - start) / job.walltime_s)) if job.walltime_s > 0 else 0.0
+        running[jid] = RunningJob(job, start, idx, start + job.walltime_s, power_w=watts, progress=progress)
         jobs_power += watts
         predicted += sum(per_node)
     other = 0.0

@@ -99,6 +99,12 @@ class RunningJob:
     if the cluster kills jobs at their requested time. ``power_w`` is the
     measured power of the whole job (all its nodes); ``speed`` is its current
     speed relative to nominal (below 1 under a cap or a lower frequency).
+    ``freq_hz`` and ``cap_w`` are the lowest frequency limit and power cap in
+    force on its nodes (``None``: none set). ``progress`` is the fraction of
+    its work done, in [0, 1]: the simulator knows it exactly; live, where the
+    real runtime is unknown, it is the fraction of the requested time elapsed
+    at nominal speed (a lower bound on the real progress of a job that ends
+    before its limit).
     """
 
     job: Job
@@ -107,3 +113,6 @@ class RunningJob:
     expected_end_s: float
     power_w: float = 0.0
     speed: float = 1.0
+    freq_hz: float | None = None
+    cap_w: float | None = None
+    progress: float = 0.0

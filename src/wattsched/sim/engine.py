@@ -27,7 +27,7 @@ import math
 import time as _time
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
@@ -35,13 +35,15 @@ import numpy as np
 
 from wattsched.errors import PlanViolation, WattschedError
 from wattsched.model.constraints import BudgetState, CapSchedule, EnergyBudget
+from wattsched.model.end_table import EndTable
 from wattsched.model.guard import plan_problems
 from wattsched.model.job import Job, JobState, PowerEstimate, RunningJob
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodeState, Platform
 from wattsched.model.queue_index import QueueIndex
-from wattsched.model.response import DEFAULT_CLASSES, LinearResponse, ResponseModel
+from wattsched.model.response import LinearResponse, ResponseModel
 from wattsched.model.snapshot import Snapshot
+from wattsched.model.state import PolicyState
 from wattsched.policies.base import Policy
 from wattsched.sim.result import JOB_COLUMNS, TIMELINE_COLUMNS, SimResult
 from wattsched.sim.workload import TraceJob, Workload, true_power
@@ -86,7 +88,8 @@ class EngineOptions:
     time_limit_s: float | None = None
     progress: bool = False
     reshape_overhead: Callable[[Job, int, int], float] | None = None
-    response_classes: Mapping[str, ResponseModel] = field(default_factory=lambda: dict(DEFAULT_CLASSES))
+    response_classes: Mapping[str, ResponseModel] | None = None
+    """Response model per application class; default: the platform's (:attr:`Platform.response_classes`)."""
 
 
 class _Run:
@@ -119,90 +122,6 @@ class _Run:
         self.version = 0
         self.energy_j = 0.0
         self.step_index = 0
-
-
-class _EndTable:
-    """Running jobs in expected-end order as numpy rows ``[end, nodes, mean·n, max·n, (std·n)²]``.
-
-    Kept in step with the engine's sorted end list (same positions) for
-    policies that set ``wants_end_table``: a power-aware reservation then
-    walks the ends with cumulative sums instead of a Python loop.
-
-    With ``idle_w``, it also keeps running totals over the rows (:meth:`totals`):
-    the most predicted power the running jobs can free by ending (the positive
-    parts of ``mean·n - idle·n`` and ``max·n - idle·n``) and their variance. They
-    are kept by additions and subtractions, so they are exact up to rounding
-    drift: for bounds with slack, not for exact sums.
-    """
-
-    def __init__(self, idle_w: float | None = None):
-        self.rows = np.zeros((256, 5))
-        self.lo = 0  # the table is rows[lo : lo + n]: inserts and deletes shift the shorter side
-        self.n = 0
-        self.idle_w = idle_w
-        self._freed_mean = self._freed_max = self._var = 0.0
-
-    def insert(self, i: int, row: tuple) -> None:
-        n, lo, rows = self.n, self.lo, self.rows
-        if lo and 2 * i < n:
-            rows[lo - 1 : lo - 1 + i] = rows[lo : lo + i]
-            lo = self.lo = lo - 1
-        else:
-            if lo + n == len(rows):
-                rows = self._regrow()
-                lo = self.lo
-            if i < n:
-                rows[lo + i + 1 : lo + n + 1] = rows[lo + i : lo + n]
-        rows[lo + i] = row
-        self.n = n + 1
-        if self.idle_w is not None:
-            _, k, mean, mx, var = row
-            idle = self.idle_w * k
-            if mean > idle:
-                self._freed_mean += mean - idle
-            if mx > idle:
-                self._freed_max += mx - idle
-            self._var += var
-
-    def _regrow(self) -> np.ndarray:
-        """Room at the end: the same rows, with a quarter of a (possibly larger) array free before them."""
-        n = self.n
-        size = max(len(self.rows), 2 * (n + 1))
-        rows = np.zeros((size, 5))
-        lo = (size - n) // 4
-        rows[lo : lo + n] = self.rows[self.lo : self.lo + n]
-        self.rows, self.lo = rows, lo
-        return rows
-
-    def delete(self, i: int) -> None:
-        n, lo, rows = self.n, self.lo, self.rows
-        if self.idle_w is not None:
-            if n == 1:
-                self._freed_mean = self._freed_max = self._var = 0.0
-            else:
-                _, k, mean, mx, var = rows[lo + i].tolist()
-                idle = self.idle_w * k
-                if mean > idle:
-                    self._freed_mean -= mean - idle
-                if mx > idle:
-                    self._freed_max -= mx - idle
-                self._var -= var
-        if 2 * i < n:
-            if i:
-                rows[lo + 1 : lo + i + 1] = rows[lo : lo + i]
-            self.lo = lo + 1
-        elif i < n - 1:
-            rows[lo + i : lo + n - 1] = rows[lo + i + 1 : lo + n]
-        self.n = n - 1
-
-    def view(self) -> np.ndarray:
-        return self.rows[self.lo : self.lo + self.n]
-
-    def totals(self) -> tuple[float, float, float] | None:
-        """``(freed by mean, freed by max, variance)`` over the rows, or None without ``idle_w``."""
-        if self.idle_w is None:
-            return None
-        return self._freed_mean, self._freed_max, self._var
 
 
 class _JobAccount:
@@ -260,10 +179,12 @@ class Engine:
         self.workload = workload if isinstance(workload, Workload) else None
         self._jobs: Iterator[TraceJob] = iter(workload.jobs if isinstance(workload, Workload) else workload)
         self.policy = policy
-        self.policy_state: dict[str, Any] = policy.init_state()
+        self.policy_state: PolicyState = policy.init_state()
         self.cap = cap or CapSchedule()
         self.budgets = list(budgets)
         self.options = options or EngineOptions()
+        self._responses: Mapping[str, ResponseModel] = (
+            platform.response_classes if self.options.response_classes is None else self.options.response_classes)
         self.seed = seed
         n = len(platform.nodes)
         self.now = 0.0
@@ -314,9 +235,8 @@ class Engine:
             node_cap_w=self.node_cap_w,
             node_freq_hz=self.node_freq_hz,
         )
-        self._snapshot._ends = self._ends
-        self._end_table = (_EndTable(platform.nodes[0].power.idle_w) if getattr(policy, "wants_end_table", False)
-                           else None)
+        self._snapshot.ends = self._ends
+        self._end_table = EndTable(platform.min_idle_w) if getattr(policy, "wants_end_table", False) else None
         self._snapshot.end_table = self._end_table
         self.predictor = predictor
         self._estimates: dict = {}
@@ -332,7 +252,7 @@ class Engine:
             if getattr(predictor, "is_oracle", False):
                 predictor.truth_ = self._true_estimate
         # With the idle power, the index keeps each job's predicted power increments (power-aware searches).
-        self.qindex = QueueIndex(idle_w=platform.nodes[0].power.idle_w)
+        self.qindex = QueueIndex(idle_w=platform.min_idle_w)
         self._snapshot.queue_index = self.qindex
 
     # ------------------------------------------------------------------ events
@@ -639,7 +559,7 @@ class Engine:
         self.qindex.remove(jid)
         truth = self._truth[jid]
         nodes = action.nodes
-        response = self.options.response_classes.get(job.app_class, DEFAULT_RESPONSE)
+        response = self._responses.get(job.app_class, DEFAULT_RESPONSE)
         run = _Run(job, truth, response)
         run.start_s = self.now
         run.last_s = self.now

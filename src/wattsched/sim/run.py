@@ -99,7 +99,7 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
             params = AugmentParams(**augment_spec)
         except Exception as exc:  # pydantic ValidationError
             raise ConfigError(f"{config.source}: augment: {exc}") from None
-        workload = augment_workload(workload, platform.nodes[0].power, params, config.seed)
+        workload = augment_workload(workload, platform.reference_power, params, config.seed)
         if out_dir is not None:
             from wattsched.sim.tables import recording
 
