@@ -516,6 +516,19 @@ class DaemonConfig(StrictModel):
     def _cap_entries(cls, v):
         return None if v is None else _check_daemon_cap_entries(v)
 
+    @field_validator("platform")
+    @classmethod
+    def _platform(cls, v):
+        if v is not None:
+            from wattsched.errors import ConfigError
+            from wattsched.sim.platforms import load_platform_config
+
+            try:
+                load_platform_config(v)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return v
+
     @field_validator("timezone")
     @classmethod
     def _tz(cls, v):
