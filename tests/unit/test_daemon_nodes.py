@@ -341,3 +341,25 @@ def test_audit_rows_of_slurm_actions_are_written_before_the_action(make_daemon, 
     d.cycle()
     assert seen == [("start", "1", "pending")]
     assert [(e.target, e.outcome) for e in audit(d, "start")] == [("1", "applied")]
+
+
+def test_energy_budgets_count_the_nodes_energy_counters_when_every_node_has_them(make_daemon, agents, clock):
+    from wattsched.agent.fake import advance_energy
+
+    _, roots, servers = agents
+    budget = [{"start_s": EPOCH - 3600, "end_s": EPOCH + 86400, "energy_j": 1e6, "label": "today"}]
+    d = make_daemon(params={"cap_w": None, "freq_hz": None}, energy_budgets=budget)
+    d.cycle()
+    for i, root in enumerate(roots):
+        advance_energy(root, 0, 1000.0 * (i + 1))  # 10 kJ in all, whatever the power model says
+    clock.advance(10)
+    d.cycle()
+    assert d.last_view.snapshot.budgets[0].consumed_j == pytest.approx(10000.0)
+    assert sample(d, "wattsched_energy_budget_source", {"wattsched_energy_budget_source": "counters"}) == 1.0
+    # a node without counters (its agent is down): power × time for the whole platform
+    servers[3].shutdown()
+    clock.advance(10)
+    d.cycle()
+    power = d.last_view.snapshot.platform_power_w
+    assert d.last_view.snapshot.budgets[0].consumed_j == pytest.approx(10000.0 + 10 * power, rel=0.3)
+    assert sample(d, "wattsched_energy_budget_source", {"wattsched_energy_budget_source": "power"}) == 1.0

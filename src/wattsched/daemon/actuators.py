@@ -61,6 +61,9 @@ class NodeSetting:
     has_cap: bool = False
     has_freq: bool = False
     error: str = ""
+    counters: tuple[tuple[int, int], ...] = ()
+    """RAPL energy counters of the node's packages as ``(energy_uj, max_energy_range_uj)``, when the actuator
+    reads them (the agent does): the daemon integrates energy budgets from them."""
 
 
 @runtime_checkable
@@ -116,7 +119,10 @@ def _agent_setting(state: dict) -> NodeSetting:
         if top is not None and hz >= float(top) - FREQ_TOLERANCE_HZ:
             hz = None
     errors = "; ".join(state.get("errors") or [])
-    return NodeSetting(cap, hz, has_cap, has_freq, errors)
+    counters = tuple((p.get("energy_uj"), p.get("max_energy_range_uj")) for p in packages)
+    if not counters or any(not isinstance(e, int) or not isinstance(r, int) or r <= 0 for e, r in counters):
+        counters = ()
+    return NodeSetting(cap, hz, has_cap, has_freq, errors, counters)
 
 
 class AgentActuator:

@@ -18,6 +18,7 @@ read back in its next snapshot (``node_cap_w``, ``node_freq_hz``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -422,9 +423,9 @@ class Daemon:
                 gauge.labels(node.name).set(value)
             setting = self._observed.get(node.name, NodeSetting())
             if kind == "cap":
-                self._observed[node.name] = NodeSetting(outcome.applied, setting.freq_hz, True, setting.has_freq)
+                self._observed[node.name] = dataclasses.replace(setting, cap_w=outcome.applied, has_cap=True)
             else:
-                self._observed[node.name] = NodeSetting(setting.cap_w, outcome.applied, setting.has_cap, True)
+                self._observed[node.name] = dataclasses.replace(setting, freq_hz=outcome.applied, has_freq=True)
         else:
             self.store.finish(intent, "failed", f"{what}, {reason}: {outcome.detail}")
             self.metrics.decisions.labels(action, "failed").inc()
@@ -537,13 +538,22 @@ class Daemon:
         saved = self.store.get("energy", {}) or {}
         last_s, last_w = saved.get("last_s"), saved.get("last_w")
         consumed: dict[str, float] = dict(saved.get("consumed", {}))
+        counters = {name: self._observed[name].counters for name in view.node_names
+                    if name in self._observed and self._observed[name].counters}
         if last_s is not None and last_w is not None and now > last_s:
-            # power between two cycles is taken as the level measured at the first (a daemon down meanwhile
-            # counts its gap at the last level it saw)
+            # the nodes' energy counters when every node has them in both cycles; else the power between two
+            # cycles taken as the level of the first (a daemon down meanwhile counts its gap at its last level)
+            energy_j = _counted_energy_j(getattr(self, "_last_counters", None), counters, view.node_names)
+            if energy_j is not None:
+                self.metrics.budget_source.state("counters")
+            else:
+                energy_j = last_w * (now - last_s)
+                self.metrics.budget_source.state("power")
             for w in self.constraints.budget_windows(last_s, now):
                 overlap = min(now, w.end_s) - max(last_s, w.start_s)
                 if overlap > 0:
-                    consumed[w.key] = consumed.get(w.key, 0.0) + last_w * overlap
+                    consumed[w.key] = consumed.get(w.key, 0.0) + energy_j * overlap / (now - last_s)
+        self._last_counters = counters
         windows = self.constraints.budget_windows(now, now + 1e-3)  # in force now
         live = {w.key for w in windows}
         consumed = {k: v for k, v in consumed.items() if k in live}
@@ -877,6 +887,25 @@ class Daemon:
         else:
             log.info("stopping: held jobs kept (on_stop: %s)", self.config.on_stop)
         return 0
+
+
+def _counted_energy_j(before: dict | None, after: dict, names: Sequence[str]) -> float | None:
+    """Energy of the nodes ``names`` between two readings of their RAPL counters, or None if any is missing.
+
+    >>> _counted_energy_j({"a": ((900, 1000),)}, {"a": ((100, 1000),)}, ["a"])
+    0.0002
+    """
+    if not before or not names:
+        return None
+    from wattsched.agent.sysfs import energy_delta_uj
+
+    total_uj = 0
+    for name in names:
+        a, b = before.get(name), after.get(name)
+        if not a or not b or len(a) != len(b):
+            return None
+        total_uj += sum(energy_delta_uj(e1, e2, r) for (e1, _), (e2, r) in zip(a, b, strict=True))
+    return total_uj / 1e6
 
 
 def _describe(kind: str, value: float | None) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info
 
 
 class DaemonMetrics:
@@ -78,6 +78,11 @@ class DaemonMetrics:
         self.budget_remaining = Gauge(
             "wattsched_energy_budget_remaining_joules", "Energy left in an energy budget window in force",
             ["budget"], registry=r,
+        )
+        self.budget_source = Enum(
+            "wattsched_energy_budget_source",
+            "Where the last cycle's energy for the budgets came from: the nodes' RAPL counters, or power × time",
+            states=["counters", "power"], registry=r,
         )
         self.node_drift = Counter(
             "wattsched_node_setting_drift",
