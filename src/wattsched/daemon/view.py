@@ -104,6 +104,10 @@ def build_platform(nodes: list[SlurmNode], power: NodePowerModel, name: str = "s
     )
 
 
+def _schedule(cap: float | CapSchedule) -> CapSchedule:
+    return cap if isinstance(cap, CapSchedule) else CapSchedule.constant(cap)
+
+
 def _gpus(gres: str) -> int:
     m = re.search(r"gpu(?::[\w-]+)?:(\d+)", gres or "")
     return int(m.group(1)) if m else 0
@@ -218,27 +222,25 @@ def build_view(
         jobs = list(pending.values()) + [r[0] for r in running_jobs.values()]
         if jobs:
             estimates = dict(zip((j.id for j in jobs), estimator(jobs), strict=True))
+    busy_w = power.busy_w
     measured = measured or {}
     names = [n.name for n in nodes]
     running: dict[int, RunningJob] = {}
     jobs_power = predicted = 0.0
     for jid, (job, start, idx) in running_jobs.items():
         est = estimates.get(jid)
-        per_node = est.mean_w if est is not None else platform.max_busy_w(job.gpus_per_node)
+        per_node = est.mean_w if est is not None else busy_w + job.gpus_per_node * power.gpu_tdp_w
         if start > now - settle_s:
             watts = per_node * len(idx)
         else:
             watts = sum(measured.get(names[i], per_node) for i in idx)
-        # Live, the real runtime is unknown: progress is the share of the requested time elapsed.
-        progress = min(1.0, max(0.0, (now - start) / job.walltime_s)) if job.walltime_s > 0 else 0.0
-        running[jid] = RunningJob(job, start, idx, start + job.walltime_s, power_w=watts, progress=progress)
+        running[jid] = RunningJob(job, start, idx, start + job.walltime_s, power_w=watts)
         jobs_power += watts
         predicted += per_node * len(idx)
     other = 0.0
     for i, s in enumerate(states):
         if i in busy:  # a busy node's power is its job's
             continue
-        power = platform.nodes[i].power
         if s == NodeState.OFF:
             model = power.off_w
         elif s == NodeState.SWITCHING_ON:
@@ -257,7 +259,7 @@ def build_view(
         running=running,
         free_nodes=free,
         node_state=states,
-        cap=CapSchedule.constant(cap_w(platform)),
+        cap=_schedule(cap_w(platform)),
         platform_power_w=jobs_power + other,
         jobs_power_w=jobs_power,
         epoch=epoch,
