@@ -260,6 +260,7 @@ class Engine:
             self._forecast_horizon_s = 7200.0
         self._until = math.inf
         self._hold_open = False
+        self._stopping = False
         self._gen: Iterator[None] | None = None
         self.result_: SimResult | None = None
         self._next_job: TraceJob | None = None
@@ -371,6 +372,16 @@ class Engine:
             self.energy_j += self.power_w * (t - self.now)
             self.now = t
 
+    def finish(self) -> SimResult:
+        """End a stepped run where it stands (see :meth:`begin`): jobs still running or pending are recorded so."""
+        if self._gen is None:
+            raise RuntimeError("finish() needs begin() first")
+        self._stopping = True
+        for _ in self._gen:
+            pass
+        assert self.result_ is not None
+        return self.result_
+
     def next_event_s(self) -> float:
         """Time of the next event (a submission included), or ``inf``."""
         t = self._heap[0][0] if self._heap else math.inf
@@ -388,6 +399,38 @@ class Engine:
         if not problems:
             self._apply(plan)
         return problems
+
+    def cancel_pending(self, job_id: int) -> None:
+        """Withdraw pending job ``job_id`` (cancelled before it started)."""
+        job = self.pending.pop(job_id)
+        self.qindex.remove(job_id)
+        self._estimates.pop(job_id, None)
+        self.epoch += 1
+        self._record(job, JobState.CANCELLED, math.nan, self.now)
+
+    def node_power_w(self) -> list[float]:
+        """Power of each node now: its job's share, or the power of its state."""
+        out = [0.0] * len(self.state)
+        nodes = self.platform.nodes
+        for i, s in enumerate(self.state):
+            pm = nodes[i].power
+            if s == _OFF:
+                out[i] = pm.off_w
+            elif s == _SW_ON:
+                out[i] = pm.switch_on_w
+            elif s == _SW_OFF:
+                out[i] = pm.switch_off_w
+            else:
+                out[i] = pm.idle_w
+        for run in self._runs.values():
+            share = run.power_w / len(run.nodes)
+            for n in run.nodes:
+                out[n] = share
+        return out
+
+    def finished_jobs(self) -> int:
+        """Jobs that left the system (completed, killed, cancelled)."""
+        return len(self._rows)
 
     def _loop(self) -> Iterator[None]:
         wall0 = _time.perf_counter()
@@ -438,6 +481,8 @@ class Engine:
                 t = nxt.submit_s
             if t > self._until or (t == math.inf and self._hold_open):
                 # Stepped against a clock: wait until the controller moves the clock on.
+                if self._stopping:
+                    break
                 self._next_job = nxt
                 yield
                 continue
