@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from wattsched.daemon.slurm.backend import MARKER, with_marker
 from wattsched.daemon.slurm.records import ClusterState, SlurmJob, SlurmNode
 from wattsched.errors import SlurmCommandError
-from wattsched.model.constraints import CapSchedule
+from wattsched.model.constraints import CapSchedule, DemandResponseEvent
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Start
 from wattsched.model.platform import NodeState, Platform
 from wattsched.model.snapshot import Snapshot
@@ -94,16 +94,17 @@ class SimCluster:
         Real-time clock (``time.monotonic``); tests drive a fake one.
     epoch_s
         Wall-clock time the first submission maps to (times reported look like live Slurm's).
-    cap
-        A cap schedule in trace time, only for the engine's own record of power against the cap
-        (the daemon applies its own from its configuration).
+    cap, dr_events
+        A cap schedule and demand-response events in trace time, for the engine's record of power
+        against the cap and for :meth:`next_event_s` (their changes are events); the daemon decides
+        on its own from its configuration.
     """
 
     name = "sim"
 
     def __init__(self, jobs: Sequence[TraceJob], platform: Platform, speedup: float = 600.0,
                  clock: Callable[[], float] = time.monotonic, epoch_s: float | None = None,
-                 cap: CapSchedule | None = None):
+                 cap: CapSchedule | None = None, dr_events: Sequence[DemandResponseEvent] = ()):
         self.platform = platform
         self.speedup = speedup
         self.clock = clock
@@ -112,7 +113,7 @@ class SimCluster:
         self.origin_s = jobs[0].submit_s if jobs else 0.0
         self.jobs: dict[int, _Job] = {}
         self._trace = {tj.id: tj for tj in jobs}
-        self.engine = Engine(platform, list(jobs), _SlurmPart(self), cap=cap,
+        self.engine = Engine(platform, list(jobs), _SlurmPart(self), cap=cap, dr_events=dr_events,
                              options=EngineOptions(strict=False))
         self.engine.begin()
         self._names = [n.name for n in platform.nodes]
