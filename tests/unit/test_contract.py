@@ -170,3 +170,13 @@ def test_policy_state_round_trips_through_json_and_caches_are_not_persisted():
     easy = make_policy("easy").init_state()
     assert isinstance(easy, EasyState) and easy.to_json() == "{}"
     assert isinstance(make_policy("fcfs").init_state(), NoState)
+
+
+def test_a_reshape_is_refused_where_the_cluster_cannot_move_running_jobs():
+    from wattsched.model.plan import Reshape
+
+    run = Job(9, 0.0, 100.0, 1, malleable=True, min_nodes=1, max_nodes=2)
+    plan = Plan([Reshape(9, (0, 1))])
+    assert plan_problems(snapshot(P, running=[(run, 0.0, (0,))]), plan) == []
+    assert plan_problems(snapshot(P, running=[(run, 0.0, (0,))], can_reshape=False), plan) == [
+        "Reshape of job 9: this cluster cannot move a running job"]

@@ -264,5 +264,6 @@ def build_view(
         jobs_power_w=jobs_power,
         epoch=epoch,
         estimates=estimates if estimator is not None else None,
+        can_reshape=False,  # Slurm cannot move a running job
     )
     return View(snapshot, c, {j.job_id: j for j in state.jobs}, names, {n.name: n for n in nodes}, predicted)

@@ -65,6 +65,8 @@ def plan_problems(snapshot: Snapshot, plan: Plan) -> list[str]:
                     if not job.malleable:
                         problems.append(f"Reshape of job {jid}, which is not malleable")
                     own = set(run.nodes)
+                    if not snapshot.can_reshape:
+                        problems.append(f"Reshape of job {jid}: this cluster cannot move a running job")
                 count = len(action.nodes)
                 lo = job.min_nodes or job.nodes
                 hi = job.max_nodes or job.nodes
