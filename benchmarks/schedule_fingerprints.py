@@ -54,12 +54,12 @@ def caps(platform, jobs) -> dict[str, CapSchedule]:
             "12win": CapSchedule(steps)}
 
 
-def setups():
+def setups(predictors):
     yield "fcfs", {}, None, None
     yield "easy", {}, None, None
     for cap in ("50%", "70%", "12win"):
         for check in ("mean", "max", "gaussian_99"):
-            for pred in ("none", "naive", "oracle", "history"):
+            for pred in predictors:
                 yield "easy-pc", {"check": check}, pred, cap
         yield "easy-saf", {"check": "gaussian_99"}, "history", cap
         yield "knapsack", {}, "history", cap
@@ -79,6 +79,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ricc", default=str(here.parent.parent / "shared" / "traces" / "RICC-2010-2.swf.gz"))
     ap.add_argument("--ricc-jobs", type=int, default=40_000)
+    ap.add_argument("--ricc-predictors", default="none,naive,oracle,history",
+                    help="predictors of the easy-pc runs on RICC (without one, easy-pc takes minutes a run there)")
     ap.add_argument("--out", help="save the fingerprints as JSON")
     ap.add_argument("--compare", help="a JSON file from --out to compare with")
     args = ap.parse_args()
@@ -93,7 +95,8 @@ def main() -> int:
     out: dict[str, list[str]] = {}
     for name, (platform, jobs) in traces.items():
         schedules = caps(platform, jobs)
-        for policy, params, pred, cap in setups():
+        predictors = ("none", "naive", "oracle", "history") if name == "kth5000" else args.ricc_predictors.split(",")
+        for policy, params, pred, cap in setups(predictors):
             key = f"{name} {policy} {json.dumps(params, sort_keys=True)} {pred or '-'} {cap or '-'}"
             t0 = time.perf_counter()
             result = Engine(platform, jobs, make_policy(policy, params),
