@@ -18,13 +18,17 @@ from wattsched.policies import easy_pc, make_policy
 from wattsched.policies.easy_pc import EasyPcPolicy
 from wattsched.policies.power import PowerLedger
 from wattsched.predictors import make_predictor
-from wattsched.sim.engine import Engine
+from wattsched.sim.engine import Engine, EngineOptions
 
 # SIMPLE_POWER: idle 100 W, busy 300 W per node.
 
 
-def run(jobs, policy, predictor=None, n=4, cap=None):
-    return Engine(platform(n), jobs, policy, cap=cap, predictor=predictor).run()
+def run(jobs, policy, predictor=None, n=4, cap=None, options=None):
+    return Engine(platform(n), jobs, policy, cap=cap, predictor=predictor, options=options).run()
+
+
+NO_FORESIGHT = EngineOptions(cap_lookahead_s=0.0)
+"""A site that announces no cap change ahead: the guard holds plans to the cap in force only."""
 
 
 def starts(result):
@@ -79,7 +83,7 @@ def test_lookahead_keeps_jobs_out_of_a_coming_window():
     with_lookahead = starts(run(jobs, make_policy("easy-pc", {"check": "max"}), make_predictor("naive"), cap=cap))
     assert sorted(with_lookahead.values()) == [0, 100]
     without = starts(run(jobs, make_policy("easy-pc", {"check": "max", "lookahead": False}),
-                         make_predictor("naive"), cap=cap))
+                         make_predictor("naive"), cap=cap, options=NO_FORESIGHT))
     assert sorted(without.values()) == [0, 0]
 
 

@@ -245,6 +245,10 @@ def test_a_start_applies_its_cap_and_frequency_before_the_release_and_undoes_the
     assert cap_of(roots[i]) == pytest.approx(120.0) and freq_of(roots[i]) == pytest.approx(1.8e9)
     order = [e.action for e in audit(d) if e.target in (node, "1")]
     assert order[:3] == ["set_cap", "set_freq", "start"], order  # settings first, then the release
+    clock.advance(5)
+    d.cycle()
+    running = d.last_view.snapshot.running[1]
+    assert (running.cap_w, running.freq_hz) == (pytest.approx(120.0), pytest.approx(1.8e9))
     for _ in range(10):
         clock.advance(20)
         d.cycle()

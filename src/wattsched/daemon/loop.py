@@ -503,6 +503,15 @@ class Daemon:
                 freqs[i] = freq
         view.snapshot.node_cap_w = caps
         view.snapshot.node_freq_hz = freqs
+        # a running job's cap and frequency: the lowest in force on its nodes
+        running = dict(view.snapshot.running)
+        for jid, r in running.items():
+            job_caps = [caps[i] for i in r.nodes if i in caps]
+            job_freqs = [freqs[i] for i in r.nodes if i in freqs]
+            if job_caps or job_freqs:
+                running[jid] = dataclasses.replace(r, cap_w=min(job_caps) if job_caps else None,
+                                                   freq_hz=min(job_freqs) if job_freqs else None)
+        view.snapshot.running = running
         index = {name: i for i, name in enumerate(view.node_names)}
         wanted = {kind: {index[n]: w.value for (n, k), w in desired.items() if k == kind and n in index
                          and w.value is not None} for kind in ("cap", "freq")}

@@ -294,9 +294,7 @@ def build_view(
             watts = sum(per_node)
         else:
             watts = sum(measured.get(names[i], w) for i, w in zip(idx, per_node, strict=True))
-        # Live, the real runtime is unknown: progress is the share of the requested time elapsed.
-        progress = min(1.0, max(0.0, (now - start) / job.walltime_s)) if job.walltime_s > 0 else 0.0
-        running[jid] = RunningJob(job, start, idx, start + job.walltime_s, power_w=watts, progress=progress)
+        running[jid] = RunningJob(job, start, idx, start + job.walltime_s, power_w=watts)
         jobs_power += watts
         predicted += sum(per_node)
     other = 0.0
@@ -327,5 +325,6 @@ def build_view(
         jobs_power_w=jobs_power,
         epoch=epoch,
         estimates=estimates if estimator is not None else None,
+        can_reshape=False,  # Slurm cannot move a running job
     )
     return View(snapshot, c, {j.job_id: j for j in state.jobs}, names, {n.name: n for n in nodes}, predicted)

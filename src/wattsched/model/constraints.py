@@ -74,13 +74,8 @@ class CapSchedule:
         return self._starts[i] if i < len(self._starts) else math.inf
 
     def min_cap_between(self, t0: float, t1: float) -> float:
-        """Lowest cap in force at any time in ``[t0, t1)``: what a job running then must respect."""
-        cap = self.cap_at(t0)
-        i = bisect.bisect_right(self._starts, t0)
-        while i < len(self._starts) and self._starts[i] < t1:
-            cap = min(cap, self.steps[i].cap_w)
-            i += 1
-        return cap
+        """Lowest cap in force at any time in ``[t0, t1)``: ``lowest_cap(t0, t1 - t0)``."""
+        return self.lowest_cap(t0, t1 - t0)
 
     @overload
     def lowest_cap(self, start_s: float, duration_s: float, horizon_s: float = ...) -> float: ...
@@ -104,19 +99,29 @@ class CapSchedule:
         >>> s.lowest_cap(0.0, [50.0, 100.0, 101.0]).tolist()
         [inf, inf, 700.0]
         """
-        scalar = np.ndim(duration_s) == 0
+        starts = self._starts
+        first = bisect.bisect_right(starts, start_s)
+        now_cap = self.steps[first - 1].cap_w if first else math.inf
+        finite_horizon = math.isfinite(horizon_s)
+        if np.ndim(duration_s) == 0:
+            # The length-1 case, without numpy's overhead: a walk over the changes in the window.
+            d = max(float(duration_s), LOOKAHEAD_MIN_S)  # type: ignore[arg-type]
+            stop = start_s + (min(d, max(horizon_s, 0.0)) if finite_horizon else d)
+            cap, i, steps = now_cap, first, self.steps
+            while i < len(starts) and starts[i] < stop:
+                if steps[i].cap_w < cap:
+                    cap = steps[i].cap_w
+                i += 1
+            return cap
         d = np.maximum(np.asarray(duration_s, dtype=np.float64), LOOKAHEAD_MIN_S)
-        stop = start_s + np.minimum(d, max(horizon_s, 0.0)) if math.isfinite(horizon_s) else start_s + d
-        first = bisect.bisect_right(self._starts, start_s)
-        now_cap = self.cap_at(start_s)
-        if first >= len(self._starts) or (horizon_s <= 0):
-            return float(now_cap) if scalar else np.full(d.shape, now_cap)
-        starts = self._arrays()[0][first:]
-        lowest = np.minimum.accumulate(np.minimum(self._arrays()[1][first:], now_cap))
+        if first >= len(starts) or horizon_s <= 0:
+            return np.full(d.shape, now_cap)
+        stop = start_s + (np.minimum(d, horizon_s) if finite_horizon else d)
+        all_starts, all_caps = self._arrays()
+        lowest = np.minimum.accumulate(np.minimum(all_caps[first:], now_cap))
         # changes strictly before the end of the run are in force during it
-        k = np.searchsorted(starts, stop, side="left")
-        out = np.where(k > 0, lowest[np.maximum(k - 1, 0)], now_cap)
-        return float(out) if scalar else out
+        k = np.searchsorted(all_starts[first:], stop, side="left")
+        return np.where(k > 0, lowest[np.maximum(k - 1, 0)], now_cap)
 
     def _arrays(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         arrays = self._np

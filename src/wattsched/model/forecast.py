@@ -16,8 +16,9 @@ import bisect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import assert_never
 
-from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, SetNodeCap, Start
+from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodeState
 from wattsched.model.snapshot import Snapshot
 
@@ -100,14 +101,30 @@ def forecast(snapshot: Snapshot, plan: Plan | None = None, horizon_s: float = 72
     end = now + horizon_s
     nodes = snapshot.platform.nodes
     actions = plan.actions if plan is not None else ()
-    evicted = {a.job_id for a in actions if type(a) is Evict}
+    evicted: set[int] = set()
     caps = dict(snapshot.node_cap_w)
+    starts: list[Start] = []
+    downs: set[int] = set()
+    ups: set[int] = set()
     for a in actions:
-        if type(a) is SetNodeCap:
-            if a.cap_w is None:
-                caps.pop(a.node, None)
-            else:
-                caps[a.node] = a.cap_w
+        match a:
+            case Start():
+                starts.append(a)
+            case Evict():
+                evicted.add(a.job_id)
+            case SetNodeCap():
+                if a.cap_w is None:
+                    caps.pop(a.node, None)
+                else:
+                    caps[a.node] = a.cap_w
+            case PowerDown():
+                downs.add(a.node)
+            case PowerUp():
+                ups.add(a.node)
+            case SetNodeFreq() | Reshape():
+                pass  # a frequency lowers power by the job's response model, not modelled here; reshape keeps power
+            case _:
+                assert_never(a)
 
     # Changes of power as (time, delta) events; the level at now is their sum up to now.
     events: list[tuple[float, float]] = []
@@ -131,19 +148,16 @@ def forecast(snapshot: Snapshot, plan: Plan | None = None, horizon_s: float = 72
         stop = max(r.expected_end_s, now)  # a job past its expected end is taken as ending now
         for i in r.nodes:
             occupy(i, now, stop, per_node)
-    for a in actions:
-        if type(a) is Start:
-            job = snapshot.pending.get(a.job_id)
-            if job is None:
-                continue
-            per_node = snapshot.estimate(job).mean_w
-            if a.cap_w is not None:
-                per_node = min(per_node, a.cap_w)
-            for i in a.nodes:
-                occupy(i, now, now + job.walltime_s, per_node)
+    for a in starts:
+        job = snapshot.pending.get(a.job_id)
+        if job is None:
+            continue
+        per_node = snapshot.estimate(job).mean_w
+        if a.cap_w is not None:
+            per_node = min(per_node, a.cap_w)
+        for i in a.nodes:
+            occupy(i, now, now + job.walltime_s, per_node)
 
-    downs = {a.node for a in actions if type(a) is PowerDown}
-    ups = {a.node for a in actions if type(a) is PowerUp}
     for i, node in enumerate(nodes):
         p = node.power
         state = snapshot.node_state[i] if i < len(snapshot.node_state) else NodeState.IDLE

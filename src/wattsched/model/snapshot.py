@@ -90,6 +90,10 @@ class Snapshot:
     estimator
         Returns a power estimate for a pending job (a predictor, or the
         platform's nominal busy power when no predictor is configured).
+    can_reshape
+        Whether the source can move a running job to other nodes (the
+        simulator can; Slurm cannot, so the daemon sets it False and the guard
+        refuses a ``Reshape``).
     forecast
         Platform power over the next hours as the snapshot stands (no plan
         applied yet), from :func:`wattsched.model.forecast.forecast`; filled
@@ -120,6 +124,7 @@ class Snapshot:
     end_table: EndTable | None = None
     ends: list[tuple[float, int, int]] | None = None
     forecast: Forecast | None = None
+    can_reshape: bool = True
 
     @property
     def cap_w(self) -> float:

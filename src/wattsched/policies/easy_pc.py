@@ -96,31 +96,16 @@ class EasyPcPolicy(BasePolicy):
         return self._decide_capped(snapshot, state)
 
     def _cap_for(self, snapshot: Snapshot, start_s: float, job: Job) -> float:
-        if not snapshot.cap.steps or len(snapshot.cap.steps) == 1:
-            return snapshot.cap.cap_at(start_s)
+        """The cap ``job`` started at ``start_s`` must respect: the lookahead over its requested time."""
         if self.params.lookahead:
-            return snapshot.cap.min_cap_between(start_s, start_s + max(job.walltime_s, 1e-9))
+            return snapshot.lowest_cap(job.walltime_s, start_s)
         return snapshot.cap.cap_at(start_s)
 
     def _caps_for(self, snapshot: Snapshot, walls):
-        """Vectorised :meth:`_cap_for` at the snapshot's time, for jobs requesting ``walls`` seconds."""
-        import numpy as np
-
-        cap = snapshot.cap
-        now = snapshot.now_s
-        cap_now = cap.cap_at(now)
-        if not self.params.lookahead or cap.next_change_after(now) == math.inf:
-            return cap_now
-        changes, values = [], []
-        t = cap.next_change_after(now)
-        while t != math.inf:
-            changes.append(t)
-            values.append(cap.cap_at(t))
-            t = cap.next_change_after(t)
-        lowest = np.minimum.accumulate(np.minimum(np.array(values), cap_now))
-        # changes strictly before the job's end (now + max(wall, tiny)) are in force during its run
-        k = np.searchsorted(np.array(changes), now + np.maximum(walls, 1e-9), side="left")
-        return np.where(k > 0, lowest[np.maximum(k - 1, 0)], cap_now)
+        """:meth:`_cap_for` at the snapshot's time for jobs requesting ``walls`` seconds (an array, or the cap now)."""
+        if not self.params.lookahead or snapshot.cap.next_change_after(snapshot.now_s) == math.inf:
+            return snapshot.cap_w
+        return snapshot.lowest_cap(walls)
 
     def _decide_capped(self, snapshot: Snapshot, state: PolicyState | None) -> Plan:
         p = self.params

@@ -139,10 +139,9 @@ class KnapsackPolicy(BasePolicy):
         return self._decide_capped(snapshot)
 
     def _cap_for(self, snapshot: Snapshot, job: Job) -> float:
-        now = snapshot.now_s
         if self.params.lookahead:
-            return snapshot.cap.min_cap_between(now, now + max(job.walltime_s, 1e-9))
-        return snapshot.cap.cap_at(now)
+            return snapshot.lowest_cap(job.walltime_s)
+        return snapshot.cap_w
 
     def order(self, snapshot: Snapshot) -> list[Job]:
         """Pending jobs by profit/weight, descending; ties by submission time, then id."""
