@@ -7,7 +7,8 @@ with seed 0, on the machine of the trace header) through fcfs, easy, easy-pc
 (checks mean/max/gaussian_99 x predictors none/naive/oracle/history), easy-saf
 and knapsack, each power-aware policy under three caps: 50 % and 70 % of the
 dynamic range for the whole trace, and a schedule of 12 windows at 50 %
-spread over the trace. Prints one line per run; ``--out`` saves them as JSON,
+spread over the trace (``--caps`` adds ``1step``: one step to 50 % from the
+middle of the trace on). Prints one line per run; ``--out`` saves them as JSON,
 ``--compare`` reads such a file (made, say, on another branch) and lists the
 runs whose fingerprints differ. Only public APIs that have long been stable
 are used, so the script runs against older trees too (``PYTHONPATH=.../src``).
@@ -51,13 +52,15 @@ def caps(platform, jobs) -> dict[str, CapSchedule]:
         start = jobs[0].submit_s + span * k / 12
         steps += [CapStep(start, low, "window"), CapStep(start + span / 24, float("inf"), "")]
     return {"50%": CapSchedule.constant(low), "70%": CapSchedule.constant(fraction_cap(platform, 0.7)),
-            "12win": CapSchedule(steps)}
+            "12win": CapSchedule(steps),
+            # one step, 50 % from the middle of the trace on: the schedule the one-step lookahead fix is about
+            "1step": CapSchedule([CapStep(jobs[0].submit_s + span / 2, low, "step")])}
 
 
-def setups(predictors):
+def setups(predictors, cap_names):
     yield "fcfs", {}, None, None
     yield "easy", {}, None, None
-    for cap in ("50%", "70%", "12win"):
+    for cap in cap_names:
         for check in ("mean", "max", "gaussian_99"):
             for pred in predictors:
                 yield "easy-pc", {"check": check}, pred, cap
@@ -81,6 +84,9 @@ def main() -> int:
     ap.add_argument("--ricc-jobs", type=int, default=40_000)
     ap.add_argument("--ricc-predictors", default="none,naive,oracle,history",
                     help="predictors of the easy-pc runs on RICC (without one, easy-pc takes minutes a run there)")
+    ap.add_argument("--caps", default="50%,70%,12win",
+                    help="caps of the power-aware runs, among 50%%, 70%%, 12win (12 windows at 50%%) and 1step "
+                         "(50%% from the middle of the trace on)")
     ap.add_argument("--out", help="save the fingerprints as JSON")
     ap.add_argument("--compare", help="a JSON file from --out to compare with")
     args = ap.parse_args()
@@ -96,7 +102,7 @@ def main() -> int:
     for name, (platform, jobs) in traces.items():
         schedules = caps(platform, jobs)
         predictors = ("none", "naive", "oracle", "history") if name == "kth5000" else args.ricc_predictors.split(",")
-        for policy, params, pred, cap in setups(predictors):
+        for policy, params, pred, cap in setups(predictors, args.caps.split(",")):
             key = f"{name} {policy} {json.dumps(params, sort_keys=True)} {pred or '-'} {cap or '-'}"
             t0 = time.perf_counter()
             result = Engine(platform, jobs, make_policy(policy, params),

@@ -128,3 +128,22 @@ def test_easy_pc_with_a_one_step_schedule_keeps_a_long_job_out_of_the_window():
     tl = r.timeline
     over = [p - c for p, c in zip(tl["power_w"], tl["cap_w"], strict=True) if p > c]
     assert over == []
+
+
+def test_on_a_heterogeneous_platform_the_forecast_gives_the_engines_platform_power():
+    from wattsched.model.platform import Node, NodePowerModel, Platform
+
+    cpu = NodePowerModel(off_w=5.0, idle_w=100.0, busy_w=300.0)
+    gpu = NodePowerModel(off_w=20.0, idle_w=250.0, busy_w=900.0, gpu_tdp_w=300.0)
+    plat = Platform([Node(i, f"c{i}", group="cpu", power=cpu) for i in range(3)]
+                    + [Node(3 + i, f"g{i}", group="gpu", gpus=2, power=gpu) for i in range(2)])
+    pol = Recorder(wants_forecast=True)
+    engine = Engine(plat, [tj(1, 0.0, 100.0, nodes=2), tj(2, 10.0, 100.0, nodes=2, gpus_per_node=2),
+                           tj(3, 20.0, 50.0, nodes=1)], pol)
+    engine.run()
+    # At t=20, before job 3 starts: job 1 on cpu nodes 1 and 0 (2 x 300 W), job 2 on cpu node 2 (300 W) and
+    # gpu node 3 (900 W + 2 GPUs x 300 W), gpu node 4 idle (250 W, not the first node's 100 W).
+    fc = at(pol, 20.0)["forecast"]
+    assert at(pol, 20.0)["running"].keys() == {1, 2}
+    assert fc.measured_w == pytest.approx(600.0 + 300.0 + 1500.0 + 250.0)  # the engine's platform power
+    assert fc.levels[0] == pytest.approx(fc.measured_w)  # the forecast's own model of it, node by node

@@ -180,3 +180,29 @@ def test_a_reshape_is_refused_where_the_cluster_cannot_move_running_jobs():
     assert plan_problems(snapshot(P, running=[(run, 0.0, (0,))]), plan) == []
     assert plan_problems(snapshot(P, running=[(run, 0.0, (0,))], can_reshape=False), plan) == [
         "Reshape of job 9: this cluster cannot move a running job"]
+
+
+# ---------------------------------------------------------------- the live snapshot's defaults
+
+
+def test_the_daemons_snapshot_fills_the_contract_with_what_live_knows():
+    from pathlib import Path
+
+    from wattsched.daemon.slurm.parse import parse_nodes_json, parse_squeue_json
+    from wattsched.daemon.slurm.records import ClusterState
+    from wattsched.daemon.view import build_view
+
+    live = Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "v0.0.38-live"
+    jobs, _ = parse_squeue_json((live / "squeue.json").read_text())
+    nodes, _ = parse_nodes_json((live / "sinfo.json").read_text())
+    state = ClusterState(tuple(jobs), tuple(nodes), version="22.05.8", read_at=1795314600.0)
+    schedule = CapSchedule.window(1795314600.0 + 60, 1795314600.0 + 600, 700.0)
+    snap = build_view(state, partitions=frozenset(), holds={}, starts={}, power=SIMPLE_POWER,
+                      cap_w=lambda _platform: schedule, estimator=None, epoch=1, include_adopted=False,
+                      platform_cache={}).snapshot
+    assert snap.running, "the capture has running jobs"
+    for r in snap.running.values():
+        elapsed = snap.now_s - r.start_s
+        assert r.progress(snap.now_s) == pytest.approx(min(1.0, elapsed / r.job.walltime_s))
+    assert snap.cap is schedule and snap.cap_w == math.inf and snap.lowest_cap(3600.0) == 700.0
+    assert snap.can_reshape is False and snap.dr_events == () and snap.forecast is None

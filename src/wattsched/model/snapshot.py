@@ -13,6 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+import numpy.typing as npt
+
 from wattsched.model.constraints import BudgetState, CapSchedule, NoticedEvent
 from wattsched.model.end_table import EndTable
 from wattsched.model.job import Job, PowerEstimate, RunningJob
@@ -130,7 +133,8 @@ class Snapshot:
     def cap_w(self) -> float:
         return self.cap.cap_at(self.now_s)
 
-    def lowest_cap(self, duration_s, start_s: float | None = None):
+    def lowest_cap(self, duration_s: float | npt.ArrayLike,
+                   start_s: float | None = None) -> float | npt.NDArray[np.float64]:
         """The lookahead: lowest cap over ``[start, start + duration_s)`` as far as the schedule is known.
 
         ``start_s`` defaults to now; ``duration_s`` may be an array (see

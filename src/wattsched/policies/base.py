@@ -30,6 +30,7 @@ class Policy(Protocol):
     State: ClassVar[type[PolicyState]]
     wants_empty_queue_calls: ClassVar[bool]
     wants_end_table: ClassVar[bool]
+    wants_forecast: ClassVar[bool]
 
     def init_state(self) -> PolicyState: ...
 
@@ -45,6 +46,8 @@ class BasePolicy(Parametrized):
     """Policies that manage nodes (caps, shutdown) set this to be called even when no job is pending."""
     wants_end_table: ClassVar[bool] = False
     """Policies that walk running jobs' ends with their power set this to get ``snapshot.end_table`` in replay."""
+    wants_forecast: ClassVar[bool] = False
+    """Policies that read ``snapshot.forecast`` set this to have the simulator fill it (the daemon always does)."""
 
     def init_state(self) -> PolicyState:
         return self.State()

@@ -472,6 +472,7 @@ class Engine:
         predictor = self.predictor
         estimates = self._estimates
         always_call = getattr(self.policy, "wants_empty_queue_calls", False)
+        until, hold_open = self._until, self._hold_open
         submitted = 0
         calls = 0
         events = 0
@@ -479,12 +480,13 @@ class Engine:
             t = heap[0][0] if heap else math.inf
             if nxt is not None and nxt.submit_s < t:
                 t = nxt.submit_s
-            if t > self._until or (t == math.inf and self._hold_open):
+            if t > until or (t == math.inf and hold_open):
                 # Stepped against a clock: wait until the controller moves the clock on.
                 if self._stopping:
                     break
                 self._next_job = nxt
                 yield
+                until, hold_open = self._until, self._hold_open
                 continue
             if t == math.inf or t > limit:
                 break
