@@ -1403,8 +1403,8 @@ def render_config_reference() -> str:
         DaemonBudgetConfig,
         DaemonCapEntryConfig,
         DaemonConfig,
+        DaemonDemandResponseEventConfig,
         DemandResponseConfig,
-        DemandResponseEventConfig,
         ForecastConfig,
         MetricsConfig,
         SimBackendConfig,
@@ -1437,7 +1437,7 @@ def render_config_reference() -> str:
     lines += _model_reference(DemandResponseConfig, "Demand_response block (`demand_response`)",
                               "Demand-response events. Events come from this file for now; each is added to the "
                               "cap schedule from its notice time on.")
-    lines += _model_reference(DemandResponseEventConfig, "Demand-response event keys",
+    lines += _model_reference(DaemonDemandResponseEventConfig, "Daemon demand-response event keys",
                               "Items of `demand_response.events`.", overrides={"cap_w": {"type": _CAP_TYPE}})
     lines += _model_reference(SlurmConfig, "Slurm block (`slurm`)", "How the daemon reaches Slurm.")
     lines += _model_reference(SimBackendConfig, "Sim block (`sim`)",

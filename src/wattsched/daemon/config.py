@@ -18,6 +18,7 @@ from pydantic import Field, field_validator, model_validator
 from wattsched.config import (
     CapEntryConfig,
     CapValue,
+    DemandResponseEventConfig,
     StrictModel,
     _check_cap_entries,
     field_problems,
@@ -295,10 +296,10 @@ class DaemonBudgetConfig(StrictModel):
         return self
 
 
-class DemandResponseEventConfig(StrictModel):
-    """One demand-response event: announced at ``notice_s``, in force from ``start_s`` to ``end_s``."""
+class DaemonDemandResponseEventConfig(DemandResponseEventConfig):
+    """One demand-response event of the daemon: the simulator's event with times in seconds since the epoch."""
 
-    doc_name: ClassVar[str] = "demand-response event"
+    doc_name: ClassVar[str] = "daemon demand-response event"
 
     notice_s: float | None = Field(
         default=None,
@@ -307,39 +308,12 @@ class DemandResponseEventConfig(StrictModel):
     )
     start_s: float = Field(description="Start of the event, in seconds since the Unix epoch. Required.")
     end_s: float = Field(description="End of the event, in seconds since the Unix epoch. Required.")
-    cap_w: CapValue = Field(
-        default=None,
-        description="Target: the platform may draw at most this during the event (watts, or a percentage of "
-        "the managed nodes' maximum dynamic power). Give `cap_w` or `reduction_w`. Example: `\"50%\"`.",
-    )
     reduction_w: float | None = Field(
         default=None, gt=0,
         description="Target as a reduction: the platform power measured when the daemon first sees the event "
         "(at its notice time; kept in the state store across restarts) minus this many watts. Give `cap_w` or "
         "`reduction_w`. Example: `20000`.",
     )
-    label: str = Field(default="", description="Name of the event in logs, audit and the cap schedule. "
-                       "Default: `demand response`.")
-
-    @field_validator("cap_w", mode="before")
-    @classmethod
-    def _cap(cls, value):
-        return parse_cap_value(value)
-
-    @model_validator(mode="after")
-    def _check(self):
-        problems = []
-        if not (math.isfinite(self.start_s) and math.isfinite(self.end_s)):
-            problems.append(("end_s", "event bounds must be finite numbers of seconds"))
-        elif self.end_s <= self.start_s:
-            problems.append(("end_s", f"must be after start_s ({self.start_s:g} s), got {self.end_s:g}"))
-        if self.notice_s is not None and self.notice_s > self.start_s:
-            problems.append(("notice_s", f"must not be after start_s ({self.start_s:g} s), got {self.notice_s:g}"))
-        if (self.cap_w is None) == (self.reduction_w is None):
-            problems.append(("cap_w", "give exactly one target: cap_w or reduction_w"))
-        if problems:
-            raise field_problems(problems)
-        return self
 
     @property
     def visible_from_s(self) -> float:
@@ -349,9 +323,9 @@ class DemandResponseEventConfig(StrictModel):
 class DemandResponseConfig(StrictModel):
     doc_name: ClassVar[str] = "demand_response block"
 
-    events: list[DemandResponseEventConfig] = Field(
+    events: list[DaemonDemandResponseEventConfig] = Field(
         default_factory=list,
-        description="Demand-response events known in advance (see *Demand-response event keys*); each lowers "
+        description="Demand-response events known in advance (see *Daemon demand-response event keys*); each lowers "
         "the cap between its start and end, and policies see it from its notice time. Default: `[]`.",
     )
 
