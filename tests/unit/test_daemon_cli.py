@@ -344,3 +344,21 @@ def test_a_bad_environment_value_names_the_variable(tmp_path):
     assert env_proc.returncode == 2
     assert "environment variable WATTSCHED_POLL_INTERVAL_S: poll_interval_s: Input should be a valid number" in (
         env_proc.stderr)
+
+
+def test_status_shows_the_next_cap_change_and_announced_demand_response(tmp_path, capsys):
+    now = int(time.time())
+    path = tmp_path / "d.yaml"
+    path.write_text(
+        "kind: daemon\nslurm: {backend: sim}\nsim: {nodes: 8, speedup: 1}\nmetrics: {port: 0}\n"
+        f"state_dir: {tmp_path / 'state'}\npoll_interval_s: 0.05\n"
+        f"cap_schedule: [{{start_s: 0, cap_w: 5000}}, {{start_s: {now + 7200}, cap_w: 3000}}]\n"
+        f"demand_response: {{events: [{{notice_s: {now - 60}, start_s: {now + 3600}, end_s: {now + 5400}, "
+        "cap_w: 2000, label: grid}]}\n")
+    proc = wattsched("daemon", "-c", str(path), "--cycles", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert main(["status", "-c", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "cap: 5,000 W" in out
+    assert "next cap change: " in out and " to 2,000 W" in out  # the event's window comes first
+    assert "demand response 'grid': " in out and "cap 2,000 W (announced)" in out

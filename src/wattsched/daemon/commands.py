@@ -140,11 +140,17 @@ def cmd_status(args: argparse.Namespace) -> int:
     view_state = daemon.backend.read_state()
     from wattsched.daemon.view import build_view
 
+    daemon._now = view_state.read_at
     view = build_view(
         view_state, partitions=daemon.partitions, holds=store.holds(), starts=store.starts(), power=daemon.power,
         cap_w=daemon._cap_w, estimator=None, epoch=0, include_adopted=False, platform_cache={},
     )
     c, snap = view.classified, view.snapshot
+    # announced demand-response events as the daemon sees them (same baselines)
+    baselines = dict(store.get("dr_baselines", {}) or {})
+    snap.dr_events = daemon.constraints.noticed(snap.platform, view_state.read_at, baselines, snap.platform_power_w)
+    for e in snap.dr_events:
+        snap.cap = snap.cap.with_limit(e.event.start_s, e.event.end_s, e.cap_w, e.event.label)
     holds = store.holds()
     print(f"policy {config.policy}, {'dry-run' if config.dry_run else 'active'}, cycle {store.get('cycle', 0)}")
     hb = config.heartbeat_path
@@ -156,6 +162,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     cap = snap.cap_w
     print(f"cap: {'none' if cap == float('inf') else f'{cap:,.0f} W'}; estimated power {snap.platform_power_w:,.0f} W "
           f"on {len(snap.platform)} nodes")
+    _print_constraints(store, snap, view_state.read_at)
     if c.ours:
         print("held by wattsched:")
         for job in c.ours[: args.limit]:
@@ -165,6 +172,33 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"  ... and {len(c.ours) - args.limit} more")
     store.close()
     return 0
+
+
+def _print_constraints(store, snap, now: float) -> None:
+    """Next cap change, announced demand-response events and the node settings wattsched keeps."""
+    from wattsched.daemon.loop import _describe
+
+    def when(t: float) -> str:
+        return dt.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M")
+
+    def watts(w: float) -> str:
+        return "none" if w == float("inf") else f"{w:,.0f} W"
+
+    events = snap.dr_events
+    cap = snap.cap
+    nxt = cap.next_change_after(now)
+    if nxt != float("inf"):
+        print(f"next cap change: {when(nxt)} to {watts(cap.cap_at(nxt))}")
+    for e in events:
+        state = "in force" if e.event.start_s <= now else "announced"
+        print(f"demand response {e.event.label!r}: {when(e.event.start_s)} to {when(e.event.end_s)}, "
+              f"cap {watts(e.cap_w)} ({state})")
+    desired = store.desired()
+    if desired:
+        print("node settings wattsched keeps:")
+        for (node, kind), w in desired.items():
+            extra = f", for job {w.job_id}" if w.job_id is not None else ""
+            print(f"  {node:<12} {kind:<4} {_describe(kind, w.value):<18} {w.state}{extra}")
 
 
 def _parse_since(text: str) -> float:
