@@ -21,6 +21,10 @@ _BUILTIN: dict[str, str] = {
     "easy-pc": "wattsched.policies.easy_pc:EasyPcPolicy",
     "easy-saf": "wattsched.policies.easy_pc:EasySafPolicy",
     "knapsack": "wattsched.policies.knapsack:KnapsackPolicy",
+    "energy-bud": "wattsched.policies.budget:BudgetPolicy",
+    "reduce-pc": "wattsched.policies.budget:ReducePcPolicy",
+    "powercap-easy": "wattsched.policies.budget:PowercapEasyPolicy",
+    "easy-shutdown": "wattsched.policies.budget:EasyShutdownPolicy",
 }
 
 ENTRY_POINT_GROUP = "wattsched.policies"

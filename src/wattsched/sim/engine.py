@@ -435,6 +435,8 @@ class Engine:
     def _loop(self) -> Iterator[None]:
         wall0 = _time.perf_counter()
         opts = self.options
+        # A policy with monitoring stages (``tick_period_s``) is called at that period too.
+        tick_s = opts.tick_s or getattr(self.policy, "tick_period_s", None)
         for t in self.cap.change_times():
             self._push(t, _CAP)
         for i, e in enumerate(self.dr_events):
@@ -450,8 +452,8 @@ class Engine:
         if math.isfinite(start):
             self.now = start
             self._state_t = [start] * len(self._state_t)
-            if opts.tick_s:
-                self._push(start + opts.tick_s, _TICK)
+            if tick_s:
+                self._push(start + tick_s, _TICK)
         limit = opts.time_limit_s if opts.time_limit_s is not None else math.inf
         bar = self._progress_bar()
         heap = self._heap
@@ -529,7 +531,7 @@ class Engine:
                 elif kind == _TICK:
                     control = True
                     if nxt is not None or pending or self.running:
-                        self._push(t + opts.tick_s, _TICK)
+                        self._push(t + tick_s, _TICK)
             # submissions at t
             first_new = submitted
             while nxt is not None and nxt.submit_s <= t:
