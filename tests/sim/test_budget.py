@@ -182,3 +182,16 @@ def test_shutdown_never_touches_drained_nodes_and_keeps_nodes_for_a_close_reserv
     snap.pending = {}
     plan = make_policy("easy-shutdown").decide(snap, None)
     assert plan.actions == [PowerDown(2)]
+
+
+def test_budget_metrics_by_hand():
+    from wattsched.sim.metrics import budget_metrics
+
+    # 2 nodes; job 1 computes on one node over [0, 1000): 400 W (300 + 100) throughout.
+    r = Engine(platform(2), [tj(1, 0, 1000, nodes=1), tj(2, 0, 2000, nodes=1)], make_policy("easy")).run()
+    m = budget_metrics(r, 500.0, 1500.0, energy_j=1_000_000.0)
+    # [500, 1000): both busy (600 W); [1000, 1500): one busy (400 W). Utilization (1 * 500 + 2 * 500... )
+    assert m["energy_j"] == pytest.approx(600 * 500 + 400 * 500)
+    assert m["relative_energy"] == pytest.approx(0.5)
+    assert m["utilization"] == pytest.approx((2 * 500 + 1 * 500) / (2 * 1000))
+    assert m["jobs_started"] == 2 and m["mean_bsld"] == pytest.approx(1.0)
