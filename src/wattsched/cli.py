@@ -398,6 +398,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     t.add_argument("--out", required=True, metavar="FILE", help="job table to write (.csv, .csv.gz, .parquet)")
     t.set_defaults(func=cmd_traces_augment)
+    from wattsched.sweep.cli import register as register_sweep
+
+    register_sweep(sub, tsub)
 
     p = sub.add_parser("predict", help="evaluate job power predictors on a trace")
     psub = p.add_subparsers(dest="predict_command", metavar="SUBCOMMAND", required=True)
