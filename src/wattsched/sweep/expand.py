@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from wattsched import __version__
-from wattsched.config import SimConfig, _format_loc, _line_for, error_items
+from wattsched.config import SimConfig, _format_loc, error_items
 from wattsched.errors import ConfigError, WattschedError
 from wattsched.sweep.spec import AXES, AxesConfig, CapScheduleValue, PluginEntry, SweepConfig
 
@@ -90,7 +90,7 @@ def _axis_values(cfg: SweepConfig, axes: AxesConfig, where: tuple, name: str, ma
         try:
             specs = slice_specs(val, machine_nodes(val))
         except (ValueError, WattschedError) as exc:
-            raise ConfigError(f"{_where(cfg, loc)}: {exc}") from None
+            raise _err(cfg, loc, str(exc)) from None
         for s in specs:
             items.append(({"trace": Path(s.trace).name, "slice": s.index, "t0_s": s.t0_s},
                           {"trace": s.trace, "slice": s.__dict__.copy()}, loc))
@@ -135,9 +135,10 @@ def _jsonable(v: Any) -> Any:
     return v if isinstance(v, (str, int, float, bool)) or v is None else json.dumps(v, sort_keys=True)
 
 
-def _where(cfg: SweepConfig, loc: tuple) -> str:
-    line = _line_for(loc, cfg._lines)
-    return f"{cfg.source}: {_format_loc(loc)}" + ("" if line is None else f" (line {line})")
+def _err(cfg: SweepConfig, loc: tuple, message: str) -> ConfigError:
+    from wattsched.sweep.spec import located
+
+    return ConfigError(located(cfg, loc, message))
 
 
 def _matches(rule: dict, cols: dict) -> bool:
@@ -190,12 +191,12 @@ def expand(cfg: SweepConfig) -> list[Run]:
                 continue
             if len(present) != len(group):
                 missing = [n for n in group if n not in values]
-                raise ConfigError(f"{_where(cfg, ('zip', g))}: axis {missing[0]!r} is not given "
-                                  f"{'in grid block ' + str(b) if cfg.grid else 'in axes'}")
+                raise _err(cfg, ("zip", g), f"axis {missing[0]!r} is not given "
+                           f"{'in grid block ' + str(b) if cfg.grid else 'in axes'}")
             lengths = {n: len(values[n].items) for n in group}
             if len(set(lengths.values())) > 1:
                 text = ", ".join(f"{n}: {k}" for n, k in lengths.items())
-                raise ConfigError(f"{_where(cfg, ('zip', g))}: zipped axes need equal lengths, got {text}")
+                raise _err(cfg, ("zip", g), f"zipped axes need equal lengths, got {text}")
             groups.append(group)
             zipped.update(group)
         groups += [[n] for n in given if n not in zipped]
@@ -222,8 +223,8 @@ def expand(cfg: SweepConfig) -> list[Run]:
     for i, rule in enumerate(cfg.exclude):
         unknown = [k for k in rule if k not in columns]
         if unknown:
-            raise ConfigError(f"{_where(cfg, ('exclude', i, unknown[0]))}: no axis column {unknown[0]!r} "
-                              f"(columns: {', '.join(sorted(columns))})")
+            raise _err(cfg, ("exclude", i, unknown[0]), f"no axis column {unknown[0]!r} "
+                       f"(columns: {', '.join(sorted(columns))})")
     return runs
 
 
@@ -259,8 +260,7 @@ def _resolve(cfg: SweepConfig, frag: dict, locs: dict, checked_plugins: set, che
             for loc, msg in error_items(e, {**sim, "trace": trace}, SimConfig):
                 top = loc[0] if loc else ""
                 src = locs.get(top) or locs.get({"params": "policy", "predictor_params": "predictor"}.get(top, ""))
-                where = _where(cfg, src if src else ("base", *loc))
-                problems.append(f"{where}: {_format_loc(loc)}: {msg}")
+                problems.append(str(_err(cfg, src if src else ("base", *loc), f"{_format_loc(loc)}: {msg}")))
             raise ConfigError("\n".join(problems)) from None
         checked_sims.add(sim_key)
         sim = json.loads(validated.model_dump_json(include={k for k in _SIM_KEYS if k in sim or k == "seed"}))

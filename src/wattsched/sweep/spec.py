@@ -150,7 +150,15 @@ class AxesConfig(StrictModel):
     def _caps(cls, v):
         if not isinstance(v, list):
             return v
-        return [x if isinstance(x, dict) else parse_cap_value(x) for x in v]
+        out, problems = [], []
+        for i, x in enumerate(v):
+            try:
+                out.append(x if isinstance(x, dict) else parse_cap_value(x))
+            except ValueError as exc:
+                problems.append(((i,), str(exc)))
+        if problems:
+            raise field_problems(problems)
+        return out
 
     @field_validator("traces", "platforms", "policies", "predictors", "caps", "energy_budgets", "dr_events",
                      "response", "seeds")
@@ -362,33 +370,37 @@ def _path(base_dir: Path, value: str, key: str) -> str:
 
 def check_files(cfg: SweepConfig) -> None:
     """Every trace, slice trace, platform file and metrics file exists; else :class:`ConfigError` naming the key."""
-    lines = cfg._lines
     problems = []
 
-    def where(loc: tuple) -> str:
-        from wattsched.config import _format_loc, _line_for
-
-        line = _line_for(loc, lines)
-        return f"{cfg.source}: {_format_loc(loc)}" + ("" if line is None else f" (line {line})")
+    def where(loc: tuple, message: str) -> str:
+        return located(cfg, loc, message)
 
     base_trace = cfg.base.get("trace")
     if base_trace is not None and not Path(base_trace).exists():
-        problems.append(f"{where(('base', 'trace'))}: no such file {base_trace!r}")
+        problems.append(where(('base', 'trace'), f"no such file {base_trace!r}"))
     blocks = [("axes", cfg.axes)] + [(("grid", i), b) for i, b in enumerate(cfg.grid or [])]
     for prefix, axes in blocks:
         pre = prefix if isinstance(prefix, tuple) else (prefix,)
         for i, t in enumerate(axes.traces or []):
             if not Path(t).exists():
-                problems.append(f"{where((*pre, 'traces', i))}: no such file {str(t)!r}")
+                problems.append(where((*pre, 'traces', i), f"no such file {str(t)!r}"))
         if axes.slices is not None and not Path(axes.slices.trace).exists():
-            problems.append(f"{where((*pre, 'slices', 'trace'))}: no such file {str(axes.slices.trace)!r}")
+            problems.append(where((*pre, 'slices', 'trace'), f"no such file {str(axes.slices.trace)!r}"))
         if axes.traces is None and axes.slices is None and base_trace is None:
-            problems.append(f"{where(pre)}: no trace: give base.trace, a traces axis or a slices axis")
+            problems.append(where(pre, "no trace: give base.trace, a traces axis or a slices axis"))
     for i, m in enumerate(cfg.metrics):
         file, sep, func = m.rpartition(":")
         if not sep or not func or not file:
-            problems.append(f"{where(('metrics', i))}: expected FILE.py:function or module:function, got {m!r}")
+            problems.append(where(('metrics', i), f"expected FILE.py:function or module:function, got {m!r}"))
         elif file.endswith(".py") and not Path(file).exists():
-            problems.append(f"{where(('metrics', i))}: no such file {file!r}")
+            problems.append(where(('metrics', i), f"no such file {file!r}"))
     if problems:
         raise ConfigError("\n".join(problems))
+
+
+def located(cfg: SweepConfig, loc: tuple, message: str) -> str:
+    """``FILE: key.path: message (line N)``, the format of every config error."""
+    from wattsched.config import _format_loc, _line_for
+
+    line = _line_for(loc, cfg._lines)
+    return f"{cfg.source}: {_format_loc(loc)}: {message}" + ("" if line is None else f" (line {line})")
