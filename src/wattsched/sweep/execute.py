@@ -37,9 +37,11 @@ def _platform(sim: dict):
     key = repr((sim.get("platform"), sim.get("procs"), sim.get("cores_per_node")))
     p = _PLATFORMS.get(key)
     if p is None:
-        cfg = SimConfig.model_validate({"trace": "unused.swf", "platform": sim.get("platform") or "default",
-                                        **({"procs": sim["procs"], "platform": None} if sim.get("procs") else {}),
-                                        "cores_per_node": sim.get("cores_per_node", 1)})
+        if sim.get("procs"):
+            machine = {"procs": sim["procs"], "cores_per_node": sim.get("cores_per_node", 1)}
+        else:
+            machine = {"platform": sim.get("platform") or "default"}
+        cfg = SimConfig.model_validate({"trace": "unused.swf", **machine})
         p = _PLATFORMS[key] = cfg.build_platform()
     return p
 
@@ -170,7 +172,7 @@ def _cap_schedule(spec: dict, platform, offset_s: float):
 
 def _window(spec: dict, schedule, offset_s: float) -> tuple[float, float] | None:
     """Where window metrics are measured: the cap window, else the slice after its warm-up."""
-    if spec.get("cap_window") and spec["cap"] is not None and "base_cap" not in spec:
+    if spec.get("cap_window") and "base_cap" not in spec:  # uncapped runs too, to compare with capped ones
         s, e = spec["cap_window"]
         return (offset_s + s, offset_s + e)
     from wattsched.sim.run import _cap_window
@@ -394,6 +396,8 @@ def run_sweep(cfg, runs, store, *, workers: int | None = None, scheduler: str | 
 
     done = store.finished_keys()
     todo = [r for r in runs if r.key not in done]
+    # runs of one slice one after the other: a worker cuts a slice once and keeps the last few in memory
+    todo.sort(key=lambda r: (r.spec["trace"], (r.spec.get("slice") or {}).get("index", -1)))
     if max_runs is not None:
         todo = todo[:max_runs]
     counts = {"runs": len(runs), "skipped": len(runs) - len([r for r in runs if r.key not in done]),

@@ -386,8 +386,10 @@ def check_files(cfg: SweepConfig) -> None:
                 problems.append(where((*pre, 'traces', i), f"no such file {str(t)!r}"))
         if axes.slices is not None and not Path(axes.slices.trace).exists():
             problems.append(where((*pre, 'slices', 'trace'), f"no such file {str(axes.slices.trace)!r}"))
+    for i, axes in enumerate(cfg.blocks()):
         if axes.traces is None and axes.slices is None and base_trace is None:
-            problems.append(where(pre, "no trace: give base.trace, a traces axis or a slices axis"))
+            problems.append(where(("grid", i) if cfg.grid else ("axes",),
+                                  "no trace: give base.trace, a traces axis or a slices axis"))
     for i, m in enumerate(cfg.metrics):
         file, sep, func = m.rpartition(":")
         if not sep or not func or not file:
