@@ -1328,6 +1328,9 @@ def render_config_reference() -> str:
     lines += _model_reference(
         EnergyBudgetConfig, "Energy budget entries", "Items of `energy_budgets`."
     )
+    from wattsched.sweep.spec import config_reference as sweep_reference
+
+    lines += sweep_reference(_model_reference)
     from wattsched.daemon.config import (
         ActuatorConfig,
         DaemonConfig,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -109,7 +110,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_traces_slice(args: argparse.Namespace) -> int:
     from wattsched.config import SimConfig
-    from wattsched.sweep.slicing import DAY, H, load_trace, offered_load, slice_specs
+    from wattsched.sweep.slicing import DAY, load_trace, offered_load, slice_specs
     from wattsched.sweep.spec import check_files, load_sweep
 
     cfg = load_sweep(args.sweep)
@@ -133,12 +134,11 @@ def cmd_traces_slice(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{sl.trace}: {len(specs)} slices of {sl.length_h:g} h after {sl.warmup_h:g} h of warm-up "
+    print(f"{os.path.normpath(sl.trace)}: {len(specs)} slices of {sl.length_h:g} h after {sl.warmup_h:g} h of warm-up "
           f"({sl.t0}{', seed ' + str(sl.seed) if sl.t0 == 'strata' else ''}); machine {len(platform)} nodes; "
           f"trace span {tr.span_s / DAY:.1f} d, {len(tr.jobs)} jobs")
     print(f"{'slice':>5} {'t0 (day)':>9} {'warm-up jobs':>12} {'jobs':>6} {'load':>6} {'load incl. warm-up':>18}")
     for r in rows:
         print(f"{r['slice']:>5} {r['t0_day']:>9.2f} {r['warmup_jobs']:>12} {r['jobs']:>6} "
               f"{r['offered_load']:>6.2f} {r['offered_load_with_warmup']:>18.2f}")
-    _ = H
     return 0

@@ -406,3 +406,31 @@ def located(cfg: SweepConfig, loc: tuple, message: str) -> str:
 
     line = _line_for(loc, cfg._lines)
     return f"{cfg.source}: {_format_loc(loc)}: {message}" + ("" if line is None else f" (line {line})")
+
+
+def config_reference(model_reference) -> list[str]:
+    """The sweep-file sections of ``docs/config.md`` (``model_reference`` renders one model)."""
+    lines = ["# Sweep files", "",
+             "`wattsched sweep SWEEP.yaml` runs a campaign: a base simulation config and axes whose product "
+             "(with `zip` groups and `exclude` rules, and optional `grid` blocks whose union is taken) gives "
+             "the runs. See docs/sweeps.md for a worked example.", ""]
+    lines += model_reference(SweepConfig, "Sweep keys", "Top level of a sweep file. Only `kind: sweep` is required.",
+                             overrides={"axes": {"type": "axes block"}, "grid": {"type": "list of axes blocks"},
+                                        "cluster": {"type": "cluster block"},
+                                        "cap_window": {"type": "cap window block"}})
+    lines += model_reference(AxesConfig, "Axes (`axes`, items of `grid`)",
+                             "Each axis given multiplies the runs by its number of values (unless zipped). "
+                             "Result rows carry one column per axis (`trace`, `slice`, `t0_s`, `platform`, "
+                             "`policy` and `policy.PARAM`, `predictor` and `predictor.PARAM`, `cap`, "
+                             "`energy_budget`, `dr_events`, `response`, `seed`).",
+                             overrides={"slices": {"type": "slices block"},
+                                        "caps": {"type": "list of watts, percentage, null or {label, schedule}"},
+                                        "policies": {"type": "list of name or {name, params}"},
+                                        "predictors": {"type": "list of name, null or {name, params}"}})
+    lines += model_reference(SlicesConfig, "Workload slices (`axes.slices`)",
+                             "Slices of one trace, each replayed after a warm-up whose jobs run but are not "
+                             "measured. `wattsched traces slice SWEEP.yaml` lists them with their offered load.")
+    lines += model_reference(CapWindowConfig, "Cap window (`cap_window`)", "Times in seconds after t0.")
+    lines += model_reference(ClusterConfig, "Cluster (`cluster`)",
+                             "Where the runs execute. `--scheduler ADDRESS` on the command line overrides it.")
+    return lines
