@@ -36,6 +36,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 SWEEP = HERE / "lightweight-predictions.sweep.yaml"
 QUICK = HERE / "quick.sweep.yaml"
+PROFILE = HERE / "lightweight-predictions-profile.sweep.yaml"
 
 H = 3600.0
 DAY = 86400.0
@@ -332,6 +333,7 @@ def export(sweep_file: str | Path, sweep_dir: str | Path, out: str | Path, *, ch
               "cap_window_h": (cfg.cap_window.end_s - cfg.cap_window.start_s) / H, "caps": caps,
               "algo_cap": algo_caps[0] if algo_caps else 0.5, "seed": sl.seed,
               "min_history_days": sl.min_history_days, "platform": cfg.base.get("platform"),
-              "cores_per_node": sl.cores_per_node, "power_model": "constant", "sweep": str(sweep_file)}
+              "cores_per_node": sl.cores_per_node,
+              "power_model": "constant" if sl.power_profile is None else "profile", "sweep": str(sweep_file)}
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     return {"runs": len(rows), "ref_dyn_w": ref_dyn}

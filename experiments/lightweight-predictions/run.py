@@ -3,6 +3,7 @@
 Usage:
     python experiments/lightweight-predictions/run.py [--out DIR] [--workers N] [--scheduler ADDRESS]
     python experiments/lightweight-predictions/run.py --quick          # 3 slices, caps 40 and 50 %
+    python experiments/lightweight-predictions/run.py --power-model profile   # fluctuating real power
     python experiments/lightweight-predictions/run.py --report-only    # summary and figures from DIR
 
 The runs are the wattsched sweep lightweight-predictions.sweep.yaml (run on Dask, resumable: runs already
@@ -20,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from lwp_experiment import QUICK, SWEEP, export  # noqa: E402
+from lwp_experiment import PROFILE, QUICK, SWEEP, export  # noqa: E402
 from lwp_report import write_report  # noqa: E402
 
 
@@ -30,13 +31,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep", default=None, help="sweep file (default lightweight-predictions.sweep.yaml)")
     ap.add_argument("--workers", type=int, default=None, help="local Dask workers (default: one per core)")
     ap.add_argument("--scheduler", default=None, help="a running Dask scheduler to use instead of a local cluster")
+    ap.add_argument("--power-model", choices=("constant", "profile"), default="constant",
+                    help="constant: a job draws its augmented mean power throughout (default); profile: seeded "
+                         "1-hour steps around it (lightweight-predictions-profile.sweep.yaml, results-profile/)")
     ap.add_argument("--quick", action="store_true", help="smoke test: 3 slices, caps 40 and 50 %%")
     ap.add_argument("--report-only", action="store_true", help="only rewrite summary.md and the figures")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
 
-    out = Path(args.out) if args.out else HERE / ("results-quick" if args.quick else "results")
-    sweep = Path(args.sweep) if args.sweep else (QUICK if args.quick else SWEEP)
+    profile = args.power_model == "profile"
+    default_out = "results-quick" if args.quick else ("results-profile" if profile else "results")
+    out = Path(args.out) if args.out else HERE / default_out
+    sweep = Path(args.sweep) if args.sweep else (QUICK if args.quick else (PROFILE if profile else SWEEP))
     if not args.report_only:
         from wattsched.cli import main as wattsched
 

@@ -93,7 +93,7 @@ def _axis_values(cfg: SweepConfig, axes: AxesConfig, where: tuple, name: str, ma
             raise _err(cfg, loc, str(exc)) from None
         for s in specs:
             items.append(({"trace": Path(s.trace).name, "slice": s.index, "t0_s": s.t0_s},
-                          {"trace": s.trace, "slice": s.__dict__.copy()}, loc))
+                          {"trace": s.trace, "slice": s.as_dict()}, loc))
     elif name == "platforms":
         for i, p in enumerate(val):
             items.append(({"platform": Path(p).stem if "/" in p else p}, {"platform": p}, (*loc, i)))

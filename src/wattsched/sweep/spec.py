@@ -47,6 +47,15 @@ class PluginEntry(StrictModel):
     )
 
 
+class PowerProfileConfig(StrictModel):
+    """A seeded step profile of each job's power around its augmented mean (fluctuating real power)."""
+
+    doc_name: ClassVar[str] = "power profile"
+
+    step_s: float = Field(default=3600.0, gt=0, description="Length of a step in seconds. Default: `3600`.")
+    max_steps: int = Field(default=12, gt=0, description="Most steps per job (longer steps for long jobs).")
+
+
 class SlicesConfig(StrictModel):
     """Workload slices of one trace: ``count`` slices of ``length_h`` hours, each after a warm-up."""
 
@@ -83,6 +92,14 @@ class SlicesConfig(StrictModel):
         description=(
             "Prime a `history` predictor with every trace job of the slice's users that really completed "
             "before the slice (warm-up included) starts. Default: `false`."
+        ),
+    )
+    power_profile: PowerProfileConfig | None = Field(
+        default=None,
+        description=(
+            "Give each job a seeded step profile of power: `mean + std·Z` per step, clipped to "
+            "`[mean - 2 std, max]`, all nodes together; the job's mean, max and std become the profile's. "
+            "Default: none (a job draws its mean power throughout). Example: `{step_s: 3600, max_steps: 12}`."
         ),
     )
 
