@@ -137,3 +137,16 @@ def test_bad_file_fails_before_any_run(write_sweep, tmp_path):
     assert proc.returncode == 2
     assert re.search(r"sweep\.yaml: axes\.capz: unknown key; did you mean 'caps'\?", proc.stderr)
     assert not (tmp_path / "out").exists()
+
+
+def test_an_existing_scheduler_runs_the_sweep(write_sweep, tmp_path):
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                      host="127.0.0.1") as cluster, Client(cluster) as client:
+        proc = _sweep(write_sweep(SMALL), "--out", tmp_path / "out", "-q", "--no-report",
+                      "--scheduler", cluster.scheduler_address)
+        assert _counts(proc.stdout) == (10, 0, 10, 0)
+        # the runs executed on this cluster's worker, which now holds the slice cut in its memory
+        cached = client.run(lambda: len(__import__("wattsched.sweep.execute", fromlist=["_PREPARED"])._PREPARED))
+        assert list(cached.values()) == [2]
