@@ -373,8 +373,10 @@ def make_cluster(cluster_cfg, *, workers: int | None = None, scheduler: str | No
             "local_directory": cluster_cfg.local_directory,
             "worker_extra_args": ["--nthreads", "1"],
         }
-        if cluster_cfg.scheduler_host:
-            kwargs["scheduler_options"] = {"host": cluster_cfg.scheduler_host}
+        # the scheduler and its HTTP endpoint listen only where asked (never on every interface)
+        host = cluster_cfg.scheduler_host
+        kwargs["scheduler_options"] = {"dashboard_address": f"{host or '127.0.0.1'}:0",
+                                       **({"host": host} if host else {})}
         cluster = SLURMCluster(**{k: v for k, v in kwargs.items() if v is not None})
         cluster.scale(jobs=workers or cluster_cfg.workers or 1)
         return distributed.Client(cluster), cluster
