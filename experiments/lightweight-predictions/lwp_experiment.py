@@ -246,6 +246,12 @@ def read_details(out: Path) -> dict[tuple[int, str], list[float]]:
     return found
 
 
+def _as_written(row: dict) -> dict:
+    """``row`` with the values ``runs.csv`` holds (floats rounded as :func:`_fmt` writes them)."""
+    return {k: (round(v, 6) if isinstance(v, float) and math.isfinite(v) and abs(v) < 1e12 else v)
+            for k, v in row.items()}
+
+
 def _write_csv(path: Path, rows: list[dict]) -> None:
     keys = list(rows[0])
     with open(path, "w", newline="") as fh:
@@ -300,7 +306,9 @@ def export(sweep_file: str | Path, sweep_dir: str | Path, out: str | Path, *, ch
              "ref_dyn_w", "idle_w", "window_start_s", "window_end_s", "n_jobs", "jobs_unfinished",
              "plans_rejected", "policy_calls", "sim_wall_s"]
     for row in rows:
-        b = baseline.get(row["workload"]) or {}
+        # against uncapped EASY as written in runs.csv (6 decimals), as the results have always been computed;
+        # the uncapped row itself has no change
+        b = {} if row is baseline.get(row["workload"]) else _as_written(baseline.get(row["workload"]) or {})
         row["tat_change_pct"] = _pct_change(row["mean_turnaround_s"], b.get("mean_turnaround_s"))
         row["max_tat_change_pct"] = _pct_change(row["max_turnaround_s"], b.get("max_turnaround_s"))
         row["main_tat_change_pct"] = _pct_change(row["main_mean_turnaround_s"], b.get("main_mean_turnaround_s"))
@@ -308,7 +316,7 @@ def export(sweep_file: str | Path, sweep_dir: str | Path, out: str | Path, *, ch
             row[f"mean_tat_change_pct_{name}"] = _pct_change(row[f"mean_tat_{name}"], b.get(f"mean_tat_{name}"))
             row[f"max_tat_change_pct_{name}"] = _pct_change(row[f"max_tat_{name}"], b.get(f"max_tat_{name}"))
     rows = [{**{k: row[k] for k in order}, **{k: v for k, v in row.items() if k not in order}} for row in rows]
-    ref_dyn = max(b["max_dyn_power_w"] for b in baseline.values())
+    ref_dyn = max(_as_written(b)["max_dyn_power_w"] for b in baseline.values())
     if check_reference and cfg.cap_reference_dyn_w is not None and not math.isclose(
             ref_dyn, cfg.cap_reference_dyn_w, rel_tol=1e-9):
         raise SystemExit(f"{sweep_file}: cap_reference_dyn_w is {cfg.cap_reference_dyn_w!r} but the uncapped EASY "
