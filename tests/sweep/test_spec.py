@@ -102,3 +102,12 @@ def test_zip_of_unequal_axes_and_unknown_axis(write_sweep):
 def test_base_key_unknown_to_the_simulation_config(write_sweep):
     with pytest.raises(ConfigError, match=r"base\.polcy: not a key of the base simulation config \(line 3\)"):
         load_sweep(write_sweep(SMALL.replace("base: {procs: 100,", "base: {polcy: easy, procs: 100,")))
+
+
+def test_the_cap_reference_only_keys_percentage_runs(write_sweep):
+    text = SMALL.replace('caps: ["50%", "70%"]', 'caps: ["50%", 20000, null]') + "cap_reference_dyn_w: 5000\n"
+    a = {r.key: r for r in expand(load_sweep(write_sweep(text)))}
+    b = {r.key: r for r in expand(load_sweep(write_sweep(text.replace(": 5000\n", ": 6000\n"), "b.yaml")))}
+    kept = set(a) & set(b)
+    assert kept and all(a[k].axes["cap"] != "50%" for k in kept)
+    assert {r.axes["cap"] for k, r in a.items() if k not in kept} == {"50%"}

@@ -296,6 +296,9 @@ def _resolve(cfg: SweepConfig, frag: dict, locs: dict, checked_plugins: set, che
     if spec["cap"] == "__base__":
         spec["cap"] = None
         spec["base_cap"] = {k: sim.pop(k) for k in ("cap_w", "cap_schedule") if k in sim}
+    if "%" not in json.dumps([spec["cap"], spec["dr_events"], spec.get("base_cap")]):
+        # the reference only matters to percentages: changing it must not redo the other runs
+        del spec["cap_reference_dyn_w"]
     return spec
 
 
