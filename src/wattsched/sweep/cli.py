@@ -109,17 +109,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_traces_slice(args: argparse.Namespace) -> int:
-    from wattsched.config import SimConfig
     from wattsched.sweep.slicing import DAY, load_trace, offered_load, slice_specs
-    from wattsched.sweep.spec import check_files, load_sweep
+    from wattsched.sweep.spec import base_platform, check_files, load_sweep
 
     cfg = load_sweep(args.sweep)
     check_files(cfg)
     blocks = [b for b in cfg.blocks() if b.slices is not None]
     if not blocks:
         raise WattschedError(f"{cfg.source}: axes: no `slices` axis")
-    platform = SimConfig.model_validate({"trace": "unused.swf",
-                                         "platform": cfg.base.get("platform") or "default"}).build_platform()
+    platform = base_platform(cfg)
     sl = blocks[0].slices
     specs = slice_specs(sl, len(platform))
     tr = load_trace(str(sl.trace), sl.cores_per_node, len(platform))

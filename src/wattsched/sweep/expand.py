@@ -162,16 +162,10 @@ def expand(cfg: SweepConfig) -> list[Run]:
     from wattsched.sweep.spec import check_files
 
     check_files(cfg)
-    platforms: dict[str, Any] = {}
-
-    def platform_of(name: str | None):
-        if name not in platforms:
-            sim = SimConfig.model_validate({"trace": "unused.swf", "platform": name or "default"})
-            platforms[name] = sim.build_platform()
-        return platforms[name]
-
     def machine_nodes(slices_cfg) -> int:
-        return len(platform_of(cfg.base.get("platform")))
+        from wattsched.sweep.spec import base_platform
+
+        return len(base_platform(cfg))
 
     runs: list[Run] = []
     seen: set[str] = set()

@@ -451,3 +451,11 @@ def config_reference(model_reference) -> list[str]:
     lines += model_reference(ClusterConfig, "Cluster (`cluster`)",
                              "Where the runs execute. `--scheduler ADDRESS` on the command line overrides it.")
     return lines
+
+
+def base_platform(cfg: SweepConfig):
+    """The machine of the base config (``platform`` or ``procs``), used to cut and describe slices."""
+    machine = {k: cfg.base[k] for k in ("platform", "procs", "cores_per_node") if k in cfg.base}
+    if not machine.get("platform") and not machine.get("procs"):
+        machine["platform"] = "default"
+    return SimConfig.model_validate({"trace": "unused.swf", **machine}).build_platform()
