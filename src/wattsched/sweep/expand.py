@@ -274,7 +274,10 @@ def _resolve(cfg: SweepConfig, frag: dict, locs: dict, checked_plugins: set, che
             label = f"{cfg.source}: {_format_loc(src)}" + (".params" if src[-1] != kind else "")
             (make_policy if kind == "policy" else make_predictor)(name, params, source=label)
         except WattschedError as exc:
-            raise ConfigError(str(exc)) from None
+            from wattsched.config import _line_for
+
+            line = _line_for(src, cfg._lines)
+            raise ConfigError(str(exc) + ("" if line is None else f" (line {line})")) from None
         checked_plugins.add(pkey)
     spec = {
         "trace": str(trace),
