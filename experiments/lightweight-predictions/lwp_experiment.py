@@ -342,6 +342,6 @@ def export(sweep_file: str | Path, sweep_dir: str | Path, out: str | Path, *, ch
               "algo_cap": algo_caps[0] if algo_caps else 0.5, "seed": sl.seed,
               "min_history_days": sl.min_history_days, "platform": cfg.base.get("platform"),
               "cores_per_node": sl.cores_per_node,
-              "power_model": "constant" if sl.power_profile is None else "profile", "sweep": str(sweep_file)}
+              "power_model": "constant" if sl.power_profile is None else "profile", "sweep": Path(sweep_file).name}
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     return {"runs": len(rows), "ref_dyn_w": ref_dyn}
