@@ -252,8 +252,14 @@ def cmd_traces_augment(args: argparse.Namespace) -> int:
 def cmd_check_config(args: argparse.Namespace) -> int:
     import wattsched.daemon.config  # noqa: F401  (registers the daemon kind)
     from wattsched.config import CONFIG_KINDS, detect_config_kind, load_config
+    from wattsched.sweep.spec import load_sweep  # registers the sweep kind
 
     kind = detect_config_kind(args.file)
+    if kind == "sweep":
+        from wattsched.sweep.expand import expand
+
+        print(f"{args.file}: valid sweep file ({len(expand(load_sweep(args.file)))} runs)")
+        return 0
     config = load_config(args.file, CONFIG_KINDS[kind].model, env=os.environ)
     if kind == "simulation":
         from wattsched.policies import make_policy
