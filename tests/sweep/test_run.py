@@ -150,3 +150,12 @@ def test_an_existing_scheduler_runs_the_sweep(write_sweep, tmp_path):
         # the runs executed on this cluster's worker, which now holds the slice cut in its memory
         cached = client.run(lambda: len(__import__("wattsched.sweep.execute", fromlist=["_PREPARED"])._PREPARED))
         assert list(cached.values()) == [2]
+
+
+def test_check_config_knows_sweep_files(write_sweep):
+    proc = subprocess.run([*WATTSCHED, "check-config", str(write_sweep(SMALL))], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and "valid sweep file (10 runs)" in proc.stdout
+    bad = write_sweep(SMALL.replace("  caps:", "  capz:"), "b.yaml")
+    proc = subprocess.run([*WATTSCHED, "check-config", str(bad)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "axes.capz: unknown key" in proc.stderr
