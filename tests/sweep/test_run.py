@@ -159,3 +159,37 @@ def test_check_config_knows_sweep_files(write_sweep):
     bad = write_sweep(SMALL.replace("  caps:", "  capz:"), "b.yaml")
     proc = subprocess.run([*WATTSCHED, "check-config", str(bad)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "axes.capz: unknown key" in proc.stderr
+
+
+def test_dr_events_energy_budgets_and_response_axes(write_sweep, tmp_path):
+    text = """\
+    kind: sweep
+    base: {procs: 100, predictor: oracle, policy: easy-pc, params: {check: max}}
+    axes:
+      slices: {trace: "{trace}", count: 1, length_h: 24, warmup_h: 12, t0: load}
+      caps: ["80%"]
+      dr_events:
+        - [{start_s: 3600, end_s: 7200, cap_w: "10%", label: event}]
+        - [{start_s: 3600, end_s: 7200, cap_w: "60%", label: event}]
+      energy_budgets:
+        - [{start_s: 0, end_s: 86400, energy_j: 1.0e12}]
+      response: [{cpu: {model: linear, f: 0.8}}]
+    """
+    out = tmp_path / "out"
+    proc = _sweep(write_sweep(text), "--out", out, "-q", "--workers", "1")
+    assert _counts(proc.stdout) == (2, 0, 2, 0)
+    import csv
+
+    with open(out / "runs.csv") as fh:
+        rows = {r["dr_events"]: r for r in csv.DictReader(fh)}
+    assert set(rows) == {"0", "1"} and {r["response"] for r in rows.values()} == {"cpu:f=0.8/model=linear"}
+    # the window metrics are those of the event, which lowers the cap (oracle values, max check: never above)
+    caps = {k: 100 * (95.0 + f * (190.738 - 95.0)) for k, f in (("0", 0.1), ("1", 0.6))}  # default platform
+    for k, r in rows.items():
+        assert (float(r["window_start_s"]), float(r["window_end_s"])) == (12 * 3600 + 3600, 12 * 3600 + 7200)
+        assert float(r["window_max_power_w"]) <= caps[k] + 1e-6
+        assert float(r["max_overshoot_w"]) < 1e-6
+    assert float(rows["0"]["window_mean_power_w"]) < float(rows["1"]["window_mean_power_w"])
+    bad = text.replace("model: linear, f: 0.8", "model: quadratic")
+    proc = _sweep(write_sweep(bad, "bad.yaml"), "--dry-run", check=False)
+    assert proc.returncode == 2 and "axes.response[0].cpu: unknown response model 'quadratic'" in proc.stderr

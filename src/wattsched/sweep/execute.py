@@ -175,6 +175,10 @@ def _window(spec: dict, schedule, offset_s: float) -> tuple[float, float] | None
     if spec.get("cap_window") and "base_cap" not in spec:  # uncapped runs too, to compare with capped ones
         s, e = spec["cap_window"]
         return (offset_s + s, offset_s + e)
+    if spec.get("dr_events"):  # the first demand-response event
+        first = min(spec["dr_events"], key=lambda e: e["start_s"])
+        if first.get("end_s") is not None:
+            return (offset_s + first["start_s"], offset_s + first["end_s"])
     from wattsched.sim.run import _cap_window
 
     w = _cap_window(schedule)

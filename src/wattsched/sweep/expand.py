@@ -122,7 +122,14 @@ def _axis_values(cfg: SweepConfig, axes: AxesConfig, where: tuple, name: str, ma
         for i, v in enumerate(val):
             items.append(({"dr_events": i}, {"dr_events": [e.model_dump(mode="json") for e in v]}, (*loc, i)))
     elif name == "response":
+        from wattsched.model.response import response_from_spec
+
         for i, v in enumerate(val):
+            for cls, m in v.items():
+                try:
+                    response_from_spec(dict(m))
+                except (TypeError, ValueError) as exc:
+                    raise _err(cfg, (*loc, i, cls), str(exc)) from None
             label = ",".join(f"{c}:{'/'.join(f'{k}={x}' for k, x in sorted(m.items()))}" for c, m in sorted(v.items()))
             items.append(({"response": label}, {"response": v}, (*loc, i)))
     elif name == "seeds":
