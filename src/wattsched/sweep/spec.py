@@ -276,10 +276,16 @@ class SweepConfig(StrictModel):
     @field_validator("base")
     @classmethod
     def _base(cls, v):
-        bad = [k for k in v if k not in SimConfig.model_fields or k in ("out", "kind")]
-        if bad:
-            raise field_problems([(k, "not a key of the base simulation config" if k not in ("out", "kind")
-                                   else "set by the sweep, not the base config") for k in bad])
+        unsupported = {
+            "out": "set by the sweep, not the base config",
+            "kind": "set by the sweep, not the base config",
+            "baseline": "not used in sweeps: add the baseline policy as runs of the sweep (a grid block)",
+            "demand_response": "not used in sweeps yet: give events on the dr_events axis",
+        }
+        problems = [(k, unsupported.get(k, "not a key of the base simulation config")) for k in v
+                    if k not in SimConfig.model_fields or k in unsupported]
+        if problems:
+            raise field_problems(problems)
         return v
 
     @field_validator("zip")
