@@ -599,3 +599,16 @@ def normalize_between_subjects(values: dict[tuple[str, str], float]) -> dict[tup
         by.setdefault(w, []).append(v)
     means = {w: float(np.mean(v)) for w, v in by.items()}
     return {k: (v / means[k[0]] if means[k[0]] else math.nan) for k, v in values.items()}
+
+
+def theoretical_baseline(easy_utilization: float, budget_fraction: float, budget_days: float = 3.0,
+                         period_days: float = 7.0) -> float:
+    """The "theoretical baseline" of Dutot et al. 2017 §V-G: performance cut as much as the budget.
+
+    ``u_EASY · (d/D · budget + (D − d)/D)`` for a budget over ``d`` of the ``D`` days.
+
+    >>> round(theoretical_baseline(1.0, 0.3), 4)
+    0.7
+    """
+    share = budget_days / period_days
+    return easy_utilization * (share * budget_fraction + (1.0 - share))
