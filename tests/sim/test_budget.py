@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -195,3 +196,16 @@ def test_budget_metrics_by_hand():
     assert m["relative_energy"] == pytest.approx(0.5)
     assert m["utilization"] == pytest.approx((2 * 500 + 1 * 500) / (2 * 1000))
     assert m["jobs_started"] == 2 and m["mean_bsld"] == pytest.approx(1.0)
+
+
+def test_nodes_switched_off_in_a_window_are_woken_after_it_and_an_impossible_job_ends_the_run():
+    # Shutdown only in the window [0, 100): node 1 goes off; job 2 (2 nodes) arrives after the window.
+    window = [EnergyBudget(0.0, 100.0, 1e9)]
+    jobs = [tj(1, 0, 50, nodes=1), tj(2, 200, 50, nodes=2), tj(3, 300, 50, nodes=5)]  # job 3: too big
+    eng = Engine(platform(2), jobs, make_policy("energy-bud", {"shutdown": "window"}), budgets=window,
+                 options=EngineOptions(strict=True))
+    r = eng.run()
+    s = {int(i): float(t) for i, t in zip(r.jobs["id"], r.jobs["start_s"])}
+    assert s[1] == 0.0
+    assert s[2] == pytest.approx(200.0 + 20.0)  # node(s) woken at 200, 20 s to switch on
+    assert math.isnan(s[3])  # never starts, and the run still ends

@@ -287,10 +287,10 @@ class BudgetPolicy(BasePolicy):
         elif actions:
             power = pw.platform_w(snapshot.node_state) + sum(pw.extra_w(a.nodes) for a in plan.starts())
 
-        if params.shutdown == "always" or (params.shutdown == "window" and budget is not None):
-            power += plan_shutdown(snapshot, plan, state, head, head_energy_blocked, params.min_idle_s, pw)
-        else:
-            state.idle_since_s = {}
+        if params.shutdown != "never":
+            # Nodes are powered down only while shutdown applies, but woken whenever the queue needs them.
+            down = params.shutdown == "always" or budget is not None
+            power += plan_shutdown(snapshot, plan, state, head, head_energy_blocked, params.min_idle_s, pw, down)
         state.last_power_w = power if math.isfinite(power) else 0.0
         return plan
 
@@ -336,7 +336,7 @@ class BudgetPolicy(BasePolicy):
 
 
 def plan_shutdown(snapshot: Snapshot, plan: Plan, state: BudgetPolicyState, head: Job | None,
-                  head_energy_blocked: bool, min_idle_s: float, pw: _Power) -> float:
+                  head_energy_blocked: bool, min_idle_s: float, pw: _Power, power_down: bool = True) -> float:
     """Add opportunistic shutdown to ``plan``; return the change of estimated power.
 
     Idle nodes left after the plan's starts are powered down once idle for
@@ -375,7 +375,7 @@ def plan_shutdown(snapshot: Snapshot, plan: Plan, state: BudgetPolicyState, head
                     plan.actions.append(PowerUp(n))
                     delta += pw.sw_on[n] - pw.off[n]
     # Keep the highest-indexed idle nodes for the head (the policies take nodes from the end).
-    candidates = left[: max(0, len(left) - keep)]
+    candidates = left[: max(0, len(left) - keep)] if power_down else []
     for n in candidates:
         if now - since[n] >= min_idle_s - _EPS:
             plan.actions.append(PowerDown(n))

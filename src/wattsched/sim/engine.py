@@ -437,6 +437,7 @@ class Engine:
         opts = self.options
         # A policy with monitoring stages (``tick_period_s``) is called at that period too.
         tick_s = opts.tick_s or getattr(self.policy, "tick_period_s", None)
+        tick_until = max((b.end_s for b in self.budgets), default=-math.inf)
         for t in self.cap.change_times():
             self._push(t, _CAP)
         for i, e in enumerate(self.dr_events):
@@ -530,7 +531,9 @@ class Engine:
                     cap_now = cap_at(t)
                 elif kind == _TICK:
                     control = True
-                    if nxt is not None or pending or self.running:
+                    # A policy's own monitoring stages go on for a waiting queue only while a budget window
+                    # lasts: a job that can never start would otherwise keep the run going for ever.
+                    if nxt is not None or self.running or (pending and (opts.tick_s or t < tick_until)):
                         self._push(t + tick_s, _TICK)
             # submissions at t
             first_new = submitted
