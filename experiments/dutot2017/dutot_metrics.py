@@ -13,15 +13,16 @@ def week_metrics(result, run: dict) -> dict[str, Any]:
     from wattsched.sim.metrics import budget_metrics
 
     spec = run["spec"]
+    sim = spec.get("sim", spec)  # the simulation keys of the resolved run
     ws, we = run["window"]
-    budgets = spec.get("energy_budgets") or []
+    budgets = sim.get("energy_budgets") or []
     nodes = len(run["platform"].nodes)
     energy_j = budgets[0]["energy_j"] if budgets else None
     span_s = budgets[0]["end_s"] - budgets[0]["start_s"] if budgets else None
     m = budget_metrics(result, ws, we)
     row = {f"week_{k}": v for k, v in m.items()}
     row["budget_pct"] = round(100 * energy_j / (nodes * P_COMP_HAT_W * span_s)) if budgets else None
-    params = spec.get("params") or {}
+    params = sim.get("params") or {}
     row["shutdown"] = params.get("shutdown", "never") != "never"
     if budgets:
         # The energy of the budget window itself, against the budget.

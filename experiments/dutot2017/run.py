@@ -83,7 +83,7 @@ def tables(rows: list[dict]) -> str:
 
     runs = [r for r in rows if r.get("status") == "ok"]
     for r in runs:
-        shut = r.get("shutdown") == "True"
+        shut = r.get("policy.shutdown") == "window"
         r["algo"] = "easy" if r["policy"] == "easy" else f"{r['policy']} {'SHUT' if shut else 'IDLE'}"
         r["subject"] = f"{r['trace']}#{r['slice']}"
         r["budget"] = int(float(r["budget_pct"]))

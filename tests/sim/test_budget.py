@@ -209,3 +209,11 @@ def test_nodes_switched_off_in_a_window_are_woken_after_it_and_an_impossible_job
     assert s[1] == 0.0
     assert s[2] == pytest.approx(200.0 + 20.0)  # node(s) woken at 200, 20 s to switch on
     assert math.isnan(s[3])  # never starts, and the run still ends
+
+
+def test_budget_metrics_count_only_jobs_started_before_the_end():
+    from wattsched.sim.metrics import budget_metrics
+
+    r = Engine(platform(1), [tj(1, 0, 1000, nodes=1), tj(2, 0, 100, nodes=1)], make_policy("easy")).run()
+    assert budget_metrics(r, 0.0, 500.0)["jobs_started"] == 1  # job 2 starts at 1000
+    assert budget_metrics(r, 0.0, 2000.0)["jobs_started"] == 2

@@ -560,7 +560,8 @@ def budget_metrics(result: Any, start_s: float, end_s: float, energy_j: float | 
     Utilization and energy count ``[start_s, end_s)`` only (work after it is
     excluded); ``relative_energy`` is the energy over ``energy_j`` (the budget,
     when given). AVEbsld (``mean_bsld``, bounded slowdown with
-    ``bsld_threshold_s``) and ``jobs_started`` count every job that started.
+    ``bsld_threshold_s``) and ``jobs_started`` count every job that started
+    before ``end_s``, whenever it was submitted.
     """
     tl = result.timeline
     t = np.asarray(tl["t_s"], dtype=float)
@@ -574,7 +575,7 @@ def budget_metrics(result: Any, start_s: float, end_s: float, energy_j: float | 
     nodes = _node_count(result)
     jobs = result.jobs
     start = np.asarray(jobs["start_s"], dtype=float)
-    ok = np.isfinite(start)
+    ok = np.isfinite(start) & (start < end_s)
     wait = start[ok] - np.asarray(jobs["submit_s"], dtype=float)[ok]
     end = np.asarray(jobs["end_s"], dtype=float)[ok]
     run = np.where(np.isfinite(end), end - start[ok], np.nan)
