@@ -372,10 +372,12 @@ def test_detect_config_kind(tmp_path):
     assert detect_config_kind(write(tmp_path, "trace: t.swf\nprocs: 3\n")) == "simulation"
     assert detect_config_kind(write(tmp_path, "kind: simulation\n", "k.yaml")) == "simulation"
     import wattsched.daemon.config  # noqa: F401  (registers the daemon kind)
+    from wattsched.sweep import spec  # noqa: F401  (registers the sweep kind)
 
     assert detect_config_kind(write(tmp_path, "kind: daemon\n", "d.yaml")) == "daemon"
     assert detect_config_kind(write(tmp_path, "poll_interval_s: 3\n", "p.yaml")) == "daemon"
-    with pytest.raises(ConfigError, match=r"kind: unknown kind 'bogus'; choose one of daemon, simulation \(line 1\)"):
+    assert detect_config_kind(write(tmp_path, "axes: {seeds: [1]}\n", "s.yaml")) == "sweep"
+    with pytest.raises(ConfigError, match=r"unknown kind 'bogus'; choose one of daemon, simulation, sweep \(line 1"):
         detect_config_kind(write(tmp_path, "kind: bogus\n", "b.yaml"))
     with pytest.raises(ConfigError, match=r"x\.yaml: this file is not a known kind of config; add a 'kind:' key"):
         detect_config_kind(write(tmp_path, "seed: 3\n", "x.yaml"))
@@ -408,3 +410,28 @@ def test_docs_config_md_is_up_to_date():
         "docs/config.md is stale; regenerate it with: python -c \"from wattsched.config import "
         "render_config_reference as r; print(r(), end='')\" > docs/config.md"
     )
+
+
+def test_demand_response_events_are_checked_and_built(tmp_path):
+    msg = config_error(
+        tmp_path,
+        """\
+        trace: t.swf
+        procs: 4
+        demand_response:
+          - {notice_s: 50, start_s: 10, end_s: 20, cap_w: 100}
+          - {start_s: 0, end_s: 5}
+        """,
+    )
+    assert re.search(r"demand_response\[0\]\.notice_s: must not be after start_s \(10 s\), got 50 \(line 4\)", msg)
+    assert re.search(r"demand_response\[1\]\.cap_w: give exactly one target: cap_w or reduction_w \(line 5\)", msg)
+    c = load(tmp_path, "trace: t.swf\nprocs: 4\ndemand_response:\n"
+                       "  - {notice_s: 5, start_s: 10, end_s: 20, cap_w: '50%'}\n"
+                       "  - {start_s: 30, end_s: 40, reduction_w: 100}\n")
+
+    from wattsched.model.constraints import DemandResponseEvent
+    from wattsched.sim.platforms import platform_from_procs
+
+    events = c.build_dr_events(platform_from_procs(4))
+    assert events[0].notice_s == 5 and events[0].cap_w == pytest.approx(4 * 95.0 + 0.5 * 4 * (190.738 - 95.0))
+    assert events[1] == DemandResponseEvent(30.0, 30.0, 40.0, None, 100.0, "demand response")
