@@ -1,9 +1,9 @@
 """Fixtures for the docker cluster tests: deploy/docker brought up once per session, as a site would.
 
-The session builds the image if it is missing (from Debian's archive, no
+The first test builds the image if it is missing (from Debian's archive, no
 registry), starts its own dockerd, brings up mysql, slurmdbd, slurmctld,
 slurmrestd, c1, c2 and the wattsched service, and takes it all down at the
-end. The whole time it holds the machine-wide lock of the namespace test
+end of tests/docker. The whole time it holds the machine-wide lock of the namespace test
 cluster (``/tmp/wattsched-testcluster-pytest.lock``), so the two never run at
 once: dockerd and the namespace cluster share the host's network stack.
 """
@@ -162,7 +162,9 @@ def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.5):
         time.sleep(interval_s)
 
 
-@pytest.fixture(scope="session")
+# package scope: the cluster goes down, and the lock is released, as soon as the last test here is
+# done, so the namespace cluster's tests later in the same session can take the lock
+@pytest.fixture(scope="package")
 def docker_session():
     reason = _why_not()
     if reason:
