@@ -83,13 +83,14 @@ ensure_dockerd() {
 }
 
 # The interpreter prefix the checkout's venv was made from, mounted into the wattsched
-# service at the same path (a Debian /usr prefix is already in the image: mount an empty dir).
+# service at the same path (a Debian /usr prefix is the image's own python3: mount an empty dir;
+# the venv then needs the same Python minor version as the image's, 3.11 on bookworm).
 python_prefix_env() {
     local prefix
     prefix=$("$WS_DK_REPO/.venv/bin/python" -c 'import sys; print(sys.base_prefix)' 2>/dev/null || true)
     mkdir -p "$WS_DK_DIR/empty"
     case "$prefix" in
-        ""|/usr|/usr/local|/) WS_DK_PY_PREFIX=$WS_DK_DIR/empty; WS_DK_PY_PREFIX_MOUNT=/opt/wattsched-docker/empty ;;
+        ""|/usr|/) WS_DK_PY_PREFIX=$WS_DK_DIR/empty; WS_DK_PY_PREFIX_MOUNT=/opt/wattsched-docker/empty ;;
         *) WS_DK_PY_PREFIX=$prefix; WS_DK_PY_PREFIX_MOUNT=$prefix ;;
     esac
     export WS_DK_PY_PREFIX WS_DK_PY_PREFIX_MOUNT
