@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -130,7 +132,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from wattsched.sim.run import run_simulation
 
     config = _sim_config(args)
-    outcome = run_simulation(config, progress=not args.quiet, report=not args.no_report)
+    with _sigterm_exits():
+        outcome = run_simulation(config, progress=not args.quiet, report=not args.no_report)
     if args.json:
         print(json.dumps(outcome.summary, indent=2, default=str))
     else:
@@ -152,6 +155,23 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         where = outcome.out_dir / ("report.html" if not args.no_report else "summary.json")
         print(f"wrote {where}", file=sys.stderr)
     return 0
+
+
+@contextlib.contextmanager
+def _sigterm_exits():
+    """Turn SIGTERM into ``SystemExit(143)`` so a run cleans up its partial outputs on the way out."""
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    try:
+        old = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

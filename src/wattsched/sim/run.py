@@ -6,6 +6,10 @@ import json
 import logging
 import math
 import os
+import secrets
+import shutil
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,25 +75,121 @@ def build_platform(config: SimConfig) -> Platform:
 
 
 def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = True, report: bool = True) -> RunOutcome:
-    """Simulate ``config``: read the trace, augment power if needed, run, summarise, write outputs."""
+    """Simulate ``config``: read the trace, augment power if needed, run, summarise, write outputs.
+
+    The outputs are written into a temporary directory beside the run directory
+    and renamed into place once complete: a run that fails or is interrupted
+    (an exception, Ctrl-C, SIGTERM turned into ``SystemExit`` by the CLI) leaves
+    the previous run directory as it was, and says so on stderr.
+    """
     from wattsched.policies import make_policy
-    from wattsched.sim.augment import AugmentParams, augment_workload
-    from wattsched.sim.engine import Engine, EngineOptions
-    from wattsched.sim.metrics import summarize
-    from wattsched.sim.platforms import response_classes_of
 
     platform = build_platform(config)
     policy = make_policy(config.policy, config.params, source=f"{config.source}: params")
     validate_plugins(config)
     cap = config.build_cap_schedule(platform)
     budgets = config.build_energy_budgets()
-    workload = open_workload(config, platform)
     out_dir = Path(config.out) if (write and config.out is not None) else None
     if write and out_dir is None:
-        out_dir = Path("runs") / f"{workload.name}-{config.policy}"
+        out_dir = Path("runs") / f"{_trace_name(config.trace)}-{config.policy}"
     if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        check_out_dir(out_dir)
+    workload = open_workload(config, platform)
+    staging = _staging_dir(out_dir) if out_dir is not None else None
+    try:
+        outcome = _run(config, platform, policy, cap, budgets, workload, staging, report, progress)
+        if staging is not None:
+            publish_run_dir(staging, out_dir)
+    except BaseException as exc:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+            what = ("the previous run there is untouched" if (out_dir / "summary.json").exists()
+                    else "nothing was written there")
+            reason = "interrupted" if isinstance(exc, KeyboardInterrupt | SystemExit) else "failed"
+            print(f"wattsched: {out_dir}: the run {reason}; {what}", file=sys.stderr)
+        raise
+    outcome.out_dir = out_dir
+    return outcome
 
+
+def _trace_name(trace) -> str:
+    name = Path(trace).name
+    for suffix in (".swf.gz", ".swf", ".csv.gz", ".csv", ".parquet", ".pq"):
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """Refuse, before any work, an ``--out`` that is a file, not writable, or a directory of something else.
+
+    An existing directory is replaced only when it is empty or a run directory
+    (it has ``summary.json`` or the completion marker).
+    """
+    from wattsched.sim.report import MARKER
+
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"--out: {out_dir} is a file, not a directory; give a directory for the run")
+    if out_dir.is_dir():
+        try:
+            entries = {p.name for p in out_dir.iterdir()}
+        except OSError as exc:
+            raise ConfigError(f"--out: cannot read {out_dir}: {exc.strerror}") from None
+        if entries and not entries & {"summary.json", MARKER}:
+            raise ConfigError(
+                f"--out: {out_dir} exists and is not a run directory (no summary.json); a run replaces its "
+                "directory whole, so give a new or empty directory")
+    parent = out_dir.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out: cannot create {parent}: {exc.strerror}") from None
+    if not parent.is_dir():
+        raise ConfigError(f"--out: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out: cannot write in {parent} (permission denied); give a writable place")
+
+
+def _staging_dir(out_dir: Path) -> Path:
+    # os.mkdir, not tempfile.mkdtemp: the run directory gets the umask's permissions, not 0700
+    path = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        path.mkdir()
+        return path
+    except OSError as exc:
+        raise ConfigError(f"--out: cannot write in {out_dir.parent}: {exc.strerror}") from None
+
+
+def publish_run_dir(staging: Path, out_dir: Path) -> None:
+    """Move a completed run from ``staging`` to ``out_dir``, replacing the previous run there.
+
+    Both are in the same directory, so each step is a rename: the previous run
+    stays whole until the new one is complete, and is removed only after the new
+    one is in place.
+    """
+    if not out_dir.exists():
+        os.rename(staging, out_dir)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+    os.rename(out_dir, old / "run")
+    try:
+        os.rename(staging, out_dir)
+    except OSError:
+        os.rename(old / "run", out_dir)  # put the previous run back
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: Workload, out_dir: Path | None,
+         report: bool, progress: bool) -> RunOutcome:
+    from wattsched.policies import make_policy
+    from wattsched.sim.augment import AugmentParams, augment_workload
+    from wattsched.sim.engine import Engine, EngineOptions
+    from wattsched.sim.metrics import summarize
+    from wattsched.sim.platforms import response_classes_of
+
+    tape = None
     source = workload  # the reader's own object: it learns the time origin as the stream is read
     had_power = workload.has_power
     augment_spec = dict(config.augment)
@@ -101,9 +201,8 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
             raise ConfigError(f"{config.source}: augment: {exc}") from None
         workload = augment_workload(workload, platform.nodes[0].power, params, config.seed)
         if out_dir is not None:
-            from wattsched.sim.tables import recording
-
-            workload.jobs = recording(workload.jobs, out_dir / "workload.csv.gz")
+            tape: list = []
+            workload.jobs = _taped(workload.jobs, tape.append)
 
     options = EngineOptions(
         kill_at_walltime=config.kill_at_walltime,
@@ -131,8 +230,9 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
     engine = Engine(platform, workload, policy, cap=cap, budgets=budgets, options=options, seed=config.seed,
                     predictor=predictor)
     result = engine.run()
-    for _ in workload.jobs:  # finish the recorded workload table if the run stopped early
-        pass
+    if tape is not None:
+        for _ in workload.jobs:  # the rest of the trace, if the run stopped early
+            pass
     window = _cap_window(cap)
     if predictor is None and not cap.is_uncapped:
         result.info.setdefault("notes", []).append(
@@ -146,6 +246,7 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
             "config": json.loads(config.model_dump_json()),
             "power_augmented": not had_power and augment_on,
             "origin_unix_s": source.origin_unix_s,
+            "cores_per_node": platform.nodes[0].cores,
         }
     )
     summary = summarize(result, bsld_threshold_s=config.bsld_threshold_s, window=window)
@@ -161,9 +262,20 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
         from wattsched.sim.report import write_html_report, write_run
 
         write_run(result, out_dir, summary)
+        if tape is not None:
+            from wattsched.sim.tables import write_job_table
+
+            write_job_table(tape, out_dir / "workload.csv.gz")
         if report:
-            write_html_report(out_dir)
+            write_html_report(out_dir, result, summary)
     return RunOutcome(result, summary, out_dir)
+
+
+def _taped(jobs, keep):
+    """Yield ``jobs`` and hand each to ``keep`` (the augmented workload is written once, after the run)."""
+    for job in jobs:
+        keep(job)
+        yield job
 
 
 def validate_plugins(config: SimConfig) -> None:
