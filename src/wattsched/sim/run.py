@@ -199,7 +199,8 @@ def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: 
             params = AugmentParams(**augment_spec)
         except Exception as exc:  # pydantic ValidationError
             raise ConfigError(f"{config.source}: augment: {exc}") from None
-        workload = augment_workload(workload, platform.nodes[0].power, params, config.seed)
+        # the reader's jobs are this run's own: set their power rather than copying them
+        workload = augment_workload(workload, platform.nodes[0].power, params, config.seed, in_place=True)
         if out_dir is not None:
             tape: list = []
             workload.jobs = _taped(workload.jobs, tape.append)
