@@ -90,7 +90,10 @@ def _arrow_type(pa, name: str):
 def _arrow_table(columns: tuple[str, ...], table: dict[str, np.ndarray]):
     import pyarrow as pa
 
-    arrays = [pa.array(np.asarray(table[c]), type=_arrow_type(pa, c)) for c in columns]
+    from wattsched.sim.tables import arrow_column
+
+    kinds = {c: "string" if c in _TEXT_COLUMNS else "int64" if c in _INT_COLUMNS else "float64" for c in columns}
+    arrays = [arrow_column(table[c], kinds[c], nulls=False) for c in columns]
     return pa.Table.from_arrays(arrays, names=list(columns))
 
 
