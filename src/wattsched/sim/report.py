@@ -151,7 +151,8 @@ def write_plots(result: Any, out_dir: Path, bsld_threshold_s: float = 10.0) -> l
     ]
 
 
-def write_run(result: Any, out_dir: str | Path, summary: dict, *, plots: bool = True) -> Path:
+def write_run(result: Any, out_dir: str | Path, summary: dict, *, plots: bool = True,
+              marker: bool = True) -> dict[str, int]:
     """Write ``result`` and its ``summary`` into ``out_dir`` (created if needed), the marker last.
 
     Parameters
@@ -160,29 +161,39 @@ def write_run(result: Any, out_dir: str | Path, summary: dict, *, plots: bool = 
         A :class:`~wattsched.sim.result.SimResult` (or a :class:`LoadedRun`).
     out_dir
         The run directory. :func:`wattsched.sim.run.run_simulation` passes a
-        temporary directory that it renames into place once this returns.
+        temporary directory that it renames into place once complete.
     summary
         The summary metrics.
     plots
         Also draw the PNG plots.
+    marker
+        Write the completion marker (a caller that adds more files writes it
+        itself with :func:`write_marker` when it is done).
 
     Returns
     -------
-    Path
-        ``out_dir``.
+    dict
+        The row count of each table: ``{"jobs_rows": ..., "timeline_rows": ...}``.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER).unlink(missing_ok=True)
-    rows = {name: _write_table(out, name, cols, getattr(result, name)) for name, cols in _TABLES.items()}
-    info = {**result.info, "tables": {f"{k}_rows": v for k, v in rows.items()}}
+    rows = {f"{name}_rows": _write_table(out, name, cols, getattr(result, name)) for name, cols in _TABLES.items()}
+    info = {**result.info, "tables": rows}
     doc = {"summary": _clean(summary), "info": _clean(info)}
     (out / "summary.json").write_text(json.dumps(doc, indent=2, default=_json_default) + "\n", encoding="utf-8")
     if plots:
         write_plots(result, out, summary.get("bsld_threshold_s") or 10.0)
-    marker = {"format_version": FORMAT_VERSION, **{f"{k}_rows": v for k, v in rows.items()}}
-    (out / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
-    return out
+    if marker:
+        write_marker(out, rows)
+    return rows
+
+
+def write_marker(out_dir: str | Path, rows: dict[str, int]) -> Path:
+    """Write the completion marker of a run directory: the format version and the tables' row counts."""
+    path = Path(out_dir) / MARKER
+    path.write_text(json.dumps({"format_version": FORMAT_VERSION, **rows}) + "\n", encoding="utf-8")
+    return path
 
 
 def load_run(run_dir: str | Path) -> tuple[LoadedRun, dict]:

@@ -260,16 +260,50 @@ def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: 
         base_summary = summarize(base, bsld_threshold_s=config.bsld_threshold_s, window=window)
         summary.update(baseline_comparison(summary, base_summary, config.baseline))
     if out_dir is not None:
-        from wattsched.sim.report import write_html_report, write_run
+        from wattsched.sim.report import write_html_report, write_marker, write_plots, write_run
 
-        write_run(result, out_dir, summary)
-        if tape is not None:
-            from wattsched.sim.tables import write_job_table
+        bsld_s = summary.get("bsld_threshold_s") or 10.0
+        plotter = _plots_in_background(result, out_dir, bsld_s)
+        try:
+            rows = write_run(result, out_dir, summary, plots=plotter is None, marker=False)
+            if tape is not None:
+                from wattsched.sim.tables import write_job_table
 
-            write_job_table(tape, out_dir / "workload.csv.gz")
+                write_job_table(tape, out_dir / "workload.csv.gz")
+            if plotter is not None:
+                plotter.join()
+                if plotter.exitcode != 0:  # draw them here, so that a real error surfaces as itself
+                    write_plots(result, out_dir, bsld_s)
+        finally:
+            if plotter is not None and plotter.is_alive():
+                plotter.terminate()
+                plotter.join()
         if report:
             write_html_report(out_dir, result, summary)
+        write_marker(out_dir, rows)
     return RunOutcome(result, summary, out_dir)
+
+
+def _plots_in_background(result, out_dir: Path, bsld_threshold_s: float):
+    """Draw the plots in a forked process while this one writes the tables (None where fork is not available).
+
+    The child shares the result by copy-on-write (nothing is pickled) and
+    imports matplotlib itself, so on two cores the plots cost little wall time.
+    """
+    import multiprocessing
+
+    try:
+        ctx = multiprocessing.get_context("fork")
+    except ValueError:
+        return None
+    from wattsched.sim.report import write_plots
+
+    proc = ctx.Process(target=write_plots, args=(result, out_dir, bsld_threshold_s), daemon=True)
+    try:
+        proc.start()
+    except OSError:
+        return None
+    return proc
 
 
 def _taped(jobs, keep):
