@@ -301,7 +301,7 @@ def run_evaluation(
             params = AugmentParams(**spec)
         except Exception as exc:  # pydantic ValidationError
             raise ConfigError(f"{config.source}: augment: {exc}") from None
-        workload = augment_workload(workload, platform.nodes[0].power, params, config.seed)
+        workload = augment_workload(workload, platform.reference_power, params, config.seed)
     stream = iter(workload.jobs)
     first = next(stream, None)  # the reader learns the time origin from the first job
     origin = source.origin_unix_s

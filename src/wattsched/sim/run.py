@@ -201,7 +201,7 @@ def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: 
         except Exception as exc:  # pydantic ValidationError
             raise ConfigError(f"{config.source}: augment: {exc}") from None
         # the reader's jobs are this run's own: set their power rather than copying them
-        workload = augment_workload(workload, platform.nodes[0].power, params, config.seed, in_place=True)
+        workload = augment_workload(workload, platform.reference_power, params, config.seed, in_place=True)
         if out_dir is not None:
             tape: list = []
             workload.jobs = _taped(workload.jobs, tape.append)
@@ -233,7 +233,7 @@ def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: 
     plotter = _Plotter.start() if out_dir is not None else None
     try:
         engine = Engine(platform, workload, policy, cap=cap, budgets=budgets, options=options, seed=config.seed,
-                        predictor=predictor)
+                        predictor=predictor, dr_events=config.build_dr_events(platform))
         result = engine.run()
         if tape is not None:
             for _ in workload.jobs:  # the rest of the trace, if the run stopped early
