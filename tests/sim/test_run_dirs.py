@@ -196,3 +196,29 @@ def test_report_reads_the_csv_tables_when_parquet_is_gone(previous):
     for col, values in run.jobs.items():
         assert again.jobs[col].astype(str).tolist() == values.astype(str).tolist(), col
     assert write_html_report(out).is_file()
+
+
+def test_a_run_in_a_thread_draws_its_plots_itself(trace, tmp_path):
+    import threading
+
+    from wattsched.config import SimConfig
+    from wattsched.sim.report import PLOTS
+    from wattsched.sim.run import run_simulation
+
+    out = tmp_path / "threaded"
+    config = SimConfig(trace=str(trace), out=str(out))
+    outcomes, errors = [], []
+
+    def work():
+        try:
+            outcomes.append(run_simulation(config, progress=False))
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join(60)
+    assert not errors and not worker.is_alive() and outcomes[0].out_dir == out
+    for name in PLOTS:
+        assert (out / name).read_bytes()[:4] == b"\x89PNG", name
+    load_run(out)

@@ -303,13 +303,18 @@ class _Plotter:
     @classmethod
     def start(cls) -> _Plotter | None:
         import multiprocessing
+        import threading
 
+        # a daemonic process (a sweep worker) may not have children; a thread other than the main one
+        # (a threaded sweep) is no place to fork
+        if multiprocessing.current_process().daemon or threading.current_thread() is not threading.main_thread():
+            return None
         try:
             ctx = multiprocessing.get_context("fork")
             parent, child = ctx.Pipe()
             proc = ctx.Process(target=_plotter_main, args=(child, parent), daemon=True)
             proc.start()
-        except (ValueError, OSError):
+        except (ValueError, OSError, AssertionError):
             return None
         child.close()
         return cls(proc, parent)
