@@ -7,10 +7,11 @@ and :func:`write_job_table` writes jobs back; the two round-trip exactly.
 
 Formats
 -------
-The format is chosen from the file name: ``.csv`` and ``.csv.gz`` are read and
-written with the standard :mod:`csv` module (UTF-8, a leading BOM tolerated,
-one header line, comma separated); ``.parquet`` and ``.pq`` need ``pyarrow``
-(``pip install 'wattsched[parquet]'``), imported only when such a file is used.
+The format is chosen from the file name: ``.csv`` and ``.csv.gz`` are read
+with the standard :mod:`csv` module (UTF-8, a leading BOM tolerated, one header
+line, comma separated) and written through pyarrow's CSV writer (strings
+quoted, floats in their shortest exact form, gzip level 1); ``.parquet`` and
+``.pq`` are read and written with pyarrow.
 
 Columns
 -------
