@@ -73,7 +73,9 @@ class EngineOptions:
         Kill a job at its requested time, as Slurm does (default); otherwise
         let it run to its real end.
     tick_s
-        Period of monitoring ticks (the policy is called at each), or ``None``.
+        Period of monitoring ticks (the policy is called at each), or ``None``:
+        then the policy's own ``tick_period_s`` if it has one (the energy-budget
+        policies' monitoring stages).
     strict
         A plan the guard rejects raises :class:`~wattsched.errors.PlanViolation`
         (tests, default); otherwise it is dropped and counted.
