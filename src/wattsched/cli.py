@@ -73,6 +73,10 @@ def _add_sim_options(p: argparse.ArgumentParser) -> None:
                    help="stop the simulation at S seconds")
     g.add_argument("--bsld-threshold", type=float, metavar="S", dest="bsld_threshold_s",
                    help="bounded slowdown threshold in seconds (default 10)")
+    g.add_argument("--max-nodes", type=_positive_int, metavar="N",
+                   help="sanity limit on the machine size in nodes (default 200000)")
+    g.add_argument("--max-ticks", type=_positive_int, metavar="N",
+                   help="sanity limit on the number of --tick ticks of a run (default 1000000)")
     g = p.add_argument_group("output")
     g.add_argument("--out", metavar="DIR", help="run directory (default runs/TRACE-POLICY)")
     g.add_argument("--no-report", action="store_true", help="do not write report.html")
@@ -101,6 +105,8 @@ def _sim_config(args: argparse.Namespace):
         "bsld_threshold_s": args.bsld_threshold_s,
         "predictor": args.predictor,
         "baseline": args.baseline,
+        "max_nodes": args.max_nodes,
+        "max_ticks": args.max_ticks,
     }
     if args.predictor_param:
         cli["predictor_params"] = dict(args.predictor_param)

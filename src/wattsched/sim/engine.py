@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from wattsched.errors import PlanViolation, WattschedError
+from wattsched.errors import ConfigError, PlanViolation, TraceError
 from wattsched.model.constraints import BudgetState, CapSchedule, EnergyBudget
 from wattsched.model.guard import plan_problems
 from wattsched.model.job import Job, JobState, PowerEstimate, RunningJob
@@ -78,6 +78,9 @@ class EngineOptions:
         Stop the run at this simulated time.
     progress
         Show a progress bar when the run takes more than two seconds.
+    max_ticks
+        Stop with a :class:`~wattsched.errors.ConfigError` when a run reaches
+        this many ticks (a bound on time and timeline rows), or ``None``.
     """
 
     kill_at_walltime: bool = True
@@ -87,6 +90,7 @@ class EngineOptions:
     progress: bool = False
     reshape_overhead: Callable[[Job, int, int], float] | None = None
     response_classes: Mapping[str, ResponseModel] = field(default_factory=lambda: dict(DEFAULT_CLASSES))
+    max_ticks: int | None = None
 
 
 class _Run:
@@ -413,6 +417,7 @@ class Engine:
             if opts.tick_s:
                 self._push(start + opts.tick_s, _TICK)
         limit = opts.time_limit_s if opts.time_limit_s is not None else math.inf
+        ticks = 0
         bar = self._progress_bar()
         heap = self._heap
         heappop = heapq.heappop
@@ -472,6 +477,12 @@ class Engine:
                     self.epoch += 1
                 elif kind == _TICK:
                     control = True
+                    ticks += 1
+                    if opts.max_ticks is not None and ticks > opts.max_ticks:
+                        raise ConfigError(
+                            f"tick_s: the run reached {opts.max_ticks:,} ticks of {opts.tick_s:g} s at "
+                            f"t = {t:,.0f} s; use a longer tick or raise the limit (--max-ticks, config "
+                            "key max_ticks)")
                     if nxt is not None or pending or self.running:
                         self._push(t + opts.tick_s, _TICK)
             # submissions at t
@@ -479,7 +490,8 @@ class Engine:
             while nxt is not None and nxt.submit_s <= t:
                 job = self._make_job(nxt)
                 if job.id in truth:
-                    raise WattschedError(f"job id {job.id} appears twice in the workload")
+                    raise TraceError(self.workload.name if self.workload else "workload", None,
+                                     f"job id {job.id} appears twice in the workload")
                 truth[job.id] = nxt
                 pending[job.id] = job
                 qappend(job)

@@ -300,7 +300,9 @@ def run_evaluation(
         try:
             params = AugmentParams(**spec)
         except Exception as exc:  # pydantic ValidationError
-            raise ConfigError(f"{config.source}: augment: {exc}") from None
+            from wattsched.sim.run import augment_error
+
+            raise augment_error(config, exc) from None
         workload = augment_workload(workload, platform.nodes[0].power, params, config.seed)
     stream = iter(workload.jobs)
     first = next(stream, None)  # the reader learns the time origin from the first job

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from wattsched.config import SimConfig
+from wattsched.config import SimConfig, key_locator, locate
 from wattsched.errors import ConfigError
 from wattsched.model.platform import Platform
 from wattsched.sim.workload import Workload
@@ -36,7 +36,7 @@ def open_workload(config: SimConfig, platform: Platform | None) -> Workload:
 
     trace = config.trace
     if not Path(trace).exists():
-        raise ConfigError(f"{config.source}: trace: no such file {str(trace)!r}")
+        raise ConfigError(locate(config, "trace", f"no such file {str(trace)!r}"))
     cores = config.cores_per_node if platform is None else max(1, platform.nodes[0].cores)
     if is_swf(trace):
         machine = platform.total_cores if platform is not None else None
@@ -59,15 +59,31 @@ def build_platform(config: SimConfig) -> Platform:
     from wattsched.sim.swf import read_header
 
     if not is_swf(config.trace):
-        raise ConfigError(f"{config.source}: platform: required for a job table (only SWF headers give a machine size)")
+        raise ConfigError(locate(config, "trace", "a job table gives no machine size; give the machine with "
+                                 "--platform FILE|NAME or --procs N (config keys platform, procs)"))
     header = read_header(config.trace)
     raw = header.get("MaxProcs", "").split()
-    if not raw or not raw[0].lstrip("-").isdigit() or int(raw[0]) <= 0:
+    if not raw:
         raise ConfigError(
-            f"{config.trace}: the header has no MaxProcs; give the machine with --procs N or --platform FILE"
+            f"{config.trace}: MaxProcs: the header gives no machine size; give the machine with --procs N or "
+            "--platform FILE|NAME"
         )
+    try:
+        procs = int(raw[0])
+    except ValueError:
+        procs = 0
+    if procs <= 0:
+        raise ConfigError(
+            f"{config.trace}: MaxProcs: {raw[0]!r} is not a positive number of processors; give the machine "
+            "with --procs N or --platform FILE|NAME"
+        )
+    from wattsched.sim.platforms import too_many_nodes
+
+    why = too_many_nodes(-(-procs // config.cores_per_node), config.max_nodes)
+    if why:
+        raise ConfigError(f"{config.trace}: MaxProcs: {why}")
     name = Path(config.trace).name.split(".swf")[0]
-    return platform_from_procs(int(raw[0]), config.cores_per_node, name=name)
+    return platform_from_procs(procs, config.cores_per_node, name=name, max_nodes=config.max_nodes)
 
 
 def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = True, report: bool = True) -> RunOutcome:
@@ -79,7 +95,8 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
     from wattsched.sim.platforms import response_classes_of
 
     platform = build_platform(config)
-    policy = make_policy(config.policy, config.params, source=f"{config.source}: params")
+    policy = make_policy(config.policy, config.params, source=key_locator(config, "params"),
+                         name_source=key_locator(config, "policy")())
     validate_plugins(config)
     cap = config.build_cap_schedule(platform)
     budgets = config.build_energy_budgets()
@@ -98,7 +115,7 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
         try:
             params = AugmentParams(**augment_spec)
         except Exception as exc:  # pydantic ValidationError
-            raise ConfigError(f"{config.source}: augment: {exc}") from None
+            raise augment_error(config, exc) from None
         workload = augment_workload(workload, platform.nodes[0].power, params, config.seed)
         if out_dir is not None:
             from wattsched.sim.tables import recording
@@ -118,7 +135,7 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
         from wattsched.predictors import make_predictor
 
         predictor = make_predictor(config.predictor, config.predictor_params,
-                                   source=f"{config.source}: predictor_params")
+                                   source=key_locator(config, "predictor_params"))
         if hasattr(predictor, "clock"):  # lets retraining predictors report their cost per retraining
             import time
 
@@ -172,9 +189,38 @@ def validate_plugins(config: SimConfig) -> None:
     from wattsched.predictors import make_predictor
 
     if config.predictor is not None:
-        make_predictor(config.predictor, config.predictor_params, source=f"{config.source}: predictor_params")
+        make_predictor(config.predictor, config.predictor_params, source=key_locator(config, "predictor_params"),
+                       name_source=key_locator(config, "predictor")())
     if config.baseline is not None:
-        make_policy(config.baseline, source=f"{config.source}: baseline")
+        make_policy(config.baseline, source=key_locator(config, "baseline"),
+                    name_source=key_locator(config, "baseline")())
+    if config.augment:
+        augment_params(config)
+
+
+def augment_params(config: SimConfig):
+    """The validated ``augment`` block of ``config`` (without its ``enabled`` switch)."""
+    from wattsched.sim.augment import AugmentParams
+
+    spec = {k: v for k, v in config.augment.items() if k != "enabled"}
+    try:
+        return AugmentParams(**spec)
+    except Exception as exc:  # pydantic ValidationError
+        raise augment_error(config, exc) from None
+
+
+def augment_error(config: SimConfig, exc: Exception) -> ConfigError:
+    """A config error for each problem of an invalid ``augment`` block, located in the file."""
+    from pydantic import ValidationError
+
+    from wattsched.config import error_items
+    from wattsched.sim.augment import AugmentParams
+
+    if not isinstance(exc, ValidationError):
+        return ConfigError(locate(config, "augment", str(exc)))
+    raw = {k: v for k, v in config.augment.items() if k != "enabled"}
+    return ConfigError("\n".join(locate(config, ("augment", *loc), msg)
+                                 for loc, msg in error_items(exc, raw, AugmentParams)))
 
 
 def baseline_comparison(summary: dict, base: dict, policy: str) -> dict:

@@ -25,11 +25,13 @@ Conventions (also in ``docs/simulator.md``):
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import math
 import os
 import re
+import zlib
 from collections.abc import Iterator
 
 from wattsched.errors import TraceError
@@ -53,9 +55,31 @@ def _open_text(path: str | os.PathLike) -> io.TextIOBase:
         raise TraceError(path, None, "no such file") from None
     except OSError as exc:
         raise TraceError(path, None, f"cannot read: {exc.strerror}") from None
+    # utf-8-sig: a byte-order mark some editors write is not part of the first line
     if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
-    return open(path, encoding="utf-8", errors="replace")
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", errors="replace")
+    return open(path, encoding="utf-8-sig", errors="replace")
+
+
+GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
+"""What reading a truncated or corrupt ``.gz`` file raises."""
+
+
+@contextlib.contextmanager
+def gzip_errors(path: str, where: list[int] | None = None):
+    """Turn a truncated or corrupt gzip stream into a :class:`TraceError` naming the file (and line).
+
+    ``where`` holds the number of the last line read, if the caller keeps one.
+    """
+    try:
+        yield
+    except GZIP_ERRORS as exc:
+        line = where[0] + 1 if where else None
+        what = "truncated" if isinstance(exc, EOFError) else "corrupt"
+        raise TraceError(path, line, f"{what} gzip data ({exc}); the file is damaged, download or "
+                                     "compress it again") from None
+    except OSError as exc:
+        raise TraceError(path, None, f"cannot read: {exc.strerror or exc}") from None
 
 
 _HEADER_KEY = re.compile(r"([A-Za-z][A-Za-z0-9_]*)\s*:(?!//)\s*(.*)")
@@ -73,7 +97,7 @@ def read_header(path: str | os.PathLike) -> dict[str, str]:
     """
     header: dict[str, str] = {}
     last: str | None = None
-    with _open_text(path) as fh:
+    with gzip_errors(os.fspath(path)), _open_text(path) as fh:
         for line in fh:
             s = line.strip()
             if not s:
@@ -143,7 +167,7 @@ def read_swf(
     max_procs = _header_int(header, "MaxProcs")
     max_nodes = _header_int(header, "MaxNodes")
     unix_start = _header_int(header, "UnixStartTime")
-    limit = machine_procs or max_procs
+    limit = machine_procs or (max_procs if max_procs is not None and max_procs > 0 else None)
     report = CleaningReport()
     notes: list[str] = []
     note = header.get("Note", "") + header.get("Information", "")
@@ -170,8 +194,15 @@ def read_swf(
 
 
 def _bad(path: str, lineno: int, field_index: int | None, message: str) -> TraceError:
-    field = None if field_index is None else f"{field_index + 1} ({FIELDS[field_index]})"
-    return TraceError(path, lineno, message, field)
+    if field_index is None:
+        return TraceError(path, lineno, message)
+    return TraceError(path, lineno, f"{message} (field {field_index + 1})", FIELDS[field_index])
+
+
+# fields read as numbers, and which of them must be whole numbers (-1 where missing)
+_NUMERIC = (0, 1, 3, 4, 7, 8, 10, 11, 12, 14, 15)
+_INTEGRAL = frozenset({0, 4, 7, 10, 11, 12, 14, 15})
+_CODES = frozenset({10, 11, 12, 14, 15})  # ids and codes: -1 (missing) or >= 0
 
 
 def _stream(
@@ -190,8 +221,11 @@ def _stream(
     last_submit = -math.inf
     ceil = math.ceil
     isfinite = math.isfinite
-    with _open_text(path) as fh:
+    seen: dict[int, int] = {}
+    where = [0]
+    with gzip_errors(path, where), _open_text(path) as fh:
         for lineno, line in enumerate(fh, 1):
+            where[0] = lineno
             if not line or line[0] == ";" or line.isspace():
                 continue
             parts = line.split()
@@ -202,16 +236,29 @@ def _stream(
                 if len(parts) != 18:
                     raise _bad(path, lineno, None, f"expected 18 fields, found {len(parts)}")
                 values = []
-                for i in (0, 1, 3, 4, 7, 8, 10, 11, 12, 14, 15):
+                for i in _NUMERIC:
                     try:
                         values.append(float(parts[i]))
                     except ValueError:
-                        raise _bad(path, lineno, i, f"not a number: {parts[i]!r}") from None
-                if not isfinite(sum(values)):  # nan or inf somewhere (float() accepts them)
-                    for i, v in zip((0, 1, 3, 4, 7, 8, 10, 11, 12, 14, 15), values):
+                        raise _bad(path, lineno, i, f"not a number: {parts[i][:40]!r}") from None
+                if not isfinite(sum(values)) or max(values) > 1e15:  # nan, inf or absurd values somewhere
+                    for i, v in zip(_NUMERIC, values):
                         if not isfinite(v):
-                            raise _bad(path, lineno, i, f"not a finite number: {parts[i]!r}")
+                            raise _bad(path, lineno, i, f"not a finite number: {parts[i][:40]!r}")
+                        if v > 1e15:
+                            raise _bad(path, lineno, i, f"{parts[i][:40]} is out of range (at most 1e15)")
+                for i, v in zip(_NUMERIC, values):
+                    if i in _INTEGRAL and v != int(v):
+                        raise _bad(path, lineno, i, f"expected a whole number, got {parts[i]}")
+                    if i in _CODES and v < -1:
+                        raise _bad(path, lineno, i, f"expected -1 (missing) or a number >= 0, got {parts[i]}")
                 job_id, submit, runtime, alloc, req_procs, req_time, status, user, group, queue, part = values
+                if job_id < 0:
+                    raise _bad(path, lineno, 0, f"a job number must be >= 0, got {parts[0]}")
+                first = seen.get(int(job_id))
+                if first is not None:
+                    raise _bad(path, lineno, 0, f"job number {int(job_id)} already appears on line {first}")
+                seen[int(job_id)] = lineno
                 if submit < 0:
                     raise _bad(path, lineno, 1, f"negative submit time {parts[1]}")
                 if submit < last_submit:
@@ -261,6 +308,11 @@ def _stream(
                 str(int(part)) if part != -1 else (str(int(queue)) if queue != -1 else ""),
                 int(status),
             )
+    if report.kept == 0:
+        if report.read == 0:
+            raise TraceError(path, None, "no job lines: the file is empty or has only its header")
+        raise TraceError(path, None, f"none of the {report.read:,} jobs is left after cleaning "
+                                     f"({report.as_dict()['dropped'] or 'every line skipped'}); nothing to simulate")
 
 
 def trace_info(workload: Workload) -> dict:
