@@ -590,7 +590,8 @@ def read_yaml(path: str | os.PathLike, *, label: str | None = None, text: str | 
         node = loader.get_single_node()
         lines: dict[Loc, int] = {}
         if node is not None:
-            _walk_node(node, (), lines, label)
+            _check_expanded_size(node, label)
+            _walk_node(node, (), lines, label, set())
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
@@ -607,8 +608,43 @@ def read_yaml(path: str | os.PathLike, *, label: str | None = None, text: str | 
     return data, lines
 
 
-def _walk_node(node, path: Loc, lines: dict, label: str) -> None:
+MAX_YAML_VALUES = 100_000
+"""Most values a config may hold once its aliases (``*name``) are expanded: a few aliases nested in
+one another can otherwise stand for billions of values (the "billion laughs" file)."""
+
+
+def _check_expanded_size(root, label: str) -> None:
+    """Refuse a document whose aliases expand to more than :data:`MAX_YAML_VALUES` values.
+
+    Sizes are memoised per node, so this costs one visit per distinct node however
+    often aliases repeat it.
+    """
+    sizes: dict[int, int] = {}
+    stack = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = ([n for kv in node.value for n in kv] if isinstance(node, yaml.MappingNode)
+                    else list(node.value) if isinstance(node, yaml.SequenceNode) else [])
+        if done or not children:
+            total = 1 + sum(sizes.get(id(c), 0) for c in children)
+            sizes[id(node)] = total
+            if total > MAX_YAML_VALUES:
+                raise ConfigError(located(
+                    label, node.start_mark.line + 1, None,
+                    f"aliases expand to more than {MAX_YAML_VALUES:,} values here; write the values out "
+                    "or use fewer nested aliases"))
+            continue
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+
+
+def _walk_node(node, path: Loc, lines: dict, label: str, seen_nodes: set) -> None:
     lines.setdefault(path, node.start_mark.line + 1)
+    if id(node) in seen_nodes:  # reached again through an alias: its keys already have their lines
+        return
+    seen_nodes.add(id(node))
     if isinstance(node, yaml.MappingNode):
         seen: dict[Any, int] = {}
         for key_node, value_node in node.value:
@@ -620,10 +656,10 @@ def _walk_node(node, path: Loc, lines: dict, label: str) -> None:
                 )
             seen[key] = line
             lines[(*path, key)] = line
-            _walk_node(value_node, (*path, key), lines, label)
+            _walk_node(value_node, (*path, key), lines, label, seen_nodes)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _walk_node(item, (*path, i), lines, label)
+            _walk_node(item, (*path, i), lines, label, seen_nodes)
 
 
 # --------------------------------------------------------------------------- error formatting

@@ -7,10 +7,11 @@ recognises a daemon config by its ``kind: daemon`` key or its ``slurm`` block.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from wattsched.config import CapValue, StrictModel, field_problems, parse_cap_value, register_config_kind
 
@@ -134,6 +135,18 @@ class TelemetryConfig(StrictModel):
         description="From label values to Slurm node names: a regular expression with a named group `node` "
         "(e.g. `^(?P<node>[^.:]+)` drops domain and port) or a mapping. Default: none (the value is the name).",
     )
+    @field_validator("node_map")
+    @classmethod
+    def _node_map(cls, value):
+        if isinstance(value, str):
+            try:
+                pattern = re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+            if "node" not in pattern.groupindex:
+                raise ValueError("the regular expression needs a named group (?P<node>...)")
+        return value
+
     max_age_s: float = Field(
         default=120.0, gt=0,
         description="Telemetry older than this is stale: the daemon falls back to predictions. Default: `120`.",
@@ -289,6 +302,10 @@ class DaemonConfig(StrictModel):
         description="The rolling-horizon forecast of platform power (see *Forecast block*).",
     )
 
+    _source: str | None = PrivateAttr(default=None)  # where it was read from, for error lines
+    _origins: dict[str, str] = PrivateAttr(default_factory=dict)
+    _lines: dict = PrivateAttr(default_factory=dict)
+
     @field_validator("node_power")
     @classmethod
     def _node_power(cls, value: dict[str, float]) -> dict[str, float]:
@@ -300,6 +317,23 @@ class DaemonConfig(StrictModel):
         unknown = sorted(set(value) - known)
         if unknown:
             raise ValueError(f"unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        # the same rules as a platform file's power block (off <= idle <= busy_min <= busy, cap range)
+        from pydantic import ValidationError
+
+        from wattsched.config import error_items
+        from wattsched.sim.platforms import PowerModelConfig
+
+        try:
+            PowerModelConfig.model_validate(value)
+        except ValidationError as exc:
+            raise field_problems(error_items(exc, value, PowerModelConfig)) from None
+        return value
+
+    @field_validator("heartbeat_file")
+    @classmethod
+    def _heartbeat_file(cls, value: Path | None) -> Path | None:
+        if value is not None and value.is_dir():
+            raise ValueError(f"{str(value)!r} is a directory; name a file (the daemon writes the time into it)")
         return value
 
     @field_validator("cap_w", mode="before")

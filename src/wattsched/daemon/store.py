@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wattsched.errors import WattschedError
+from wattsched.errors import StateError
 
 SCHEMA_VERSION = 1
 
@@ -55,7 +55,7 @@ CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
-class StoreError(WattschedError):
+class StoreError(StateError):
     """The state store cannot be opened or has an unknown schema."""
 
 
@@ -80,10 +80,18 @@ class Intent:
 
 
 class Store:
-    """The state store at ``path`` (created with its directory if missing)."""
+    """The state store at ``path`` (created with its directory if missing).
 
-    def __init__(self, path: str | Path):
+    With ``read_only`` (``status``, ``audit``) the file must already be a state
+    store: it is opened read-only, never created, initialised or migrated, and
+    an empty or foreign file is refused.
+    """
+
+    def __init__(self, path: str | Path, *, read_only: bool = False):
         self.path = Path(path)
+        if read_only:
+            self._open_read_only()
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=10.0)
@@ -95,11 +103,34 @@ class Store:
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:
             self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        elif int(row[0]) > SCHEMA_VERSION:
+        else:
+            self._check_version(row[0])
+
+    def _check_version(self, value) -> None:
+        try:
+            version = int(value)
+        except (TypeError, ValueError):
+            raise StoreError(f"{self.path}: meta.schema_version: {str(value)[:40]!r} is not a schema version; "
+                             "the file is damaged or not a wattsched state store") from None
+        if version > SCHEMA_VERSION:
             raise StoreError(
-                f"{self.path}: schema version {row[0]} is newer than this wattsched's ({SCHEMA_VERSION}); "
+                f"{self.path}: schema version {version} is newer than this wattsched's ({SCHEMA_VERSION}); "
                 "upgrade wattsched or move the file away"
             )
+
+    def _open_read_only(self) -> None:
+        if not self.path.is_file():
+            raise StoreError(f"{self.path}: no state store")
+        try:
+            self.db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
+                                      timeout=10.0)
+            row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: not a wattsched state store ({exc}); has the daemon run with this "
+                             "state_dir?") from None
+        if row is None:
+            raise StoreError(f"{self.path}: meta.schema_version: missing; the file is not a wattsched state store")
+        self._check_version(row[0])
 
     def close(self) -> None:
         self.db.close()

@@ -41,11 +41,11 @@ import os
 import re
 import warnings
 from importlib import resources
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from wattsched.config import StrictModel, field_problems, load_yaml_model
+from wattsched.config import StrictModel, field_problems, load_yaml_model, register_config_kind
 from wattsched.errors import ConfigError
 from wattsched.model.platform import Node, NodePowerModel, Platform
 from wattsched.model.response import (
@@ -340,6 +340,11 @@ def _check_response_spec(spec: dict[str, Any]) -> str | None:
 class PlatformConfig(StrictModel):
     """A platform file."""
 
+    kind: Literal["platform"] = Field(
+        default="platform",
+        description="What this file configures. Optional: `wattsched check-config` recognises a platform file "
+        "by its `node_groups` key. Default: `platform`.",
+    )
     name: str = Field(
         min_length=1,
         description="Name of the platform, used in reports. Required. Example: `marconi100`.",
@@ -386,7 +391,7 @@ class PlatformConfig(StrictModel):
             total += group.count
             why = too_many_nodes(total, (info.context or {}).get("max_nodes"))
             if why:
-                raise field_problems([((gi, "count"), why)])
+                raise field_problems([(("node_groups", gi, "count"), why)])
         problems = []
         groups: dict[str, int] = {}
         owner: dict[str, int] = {}
@@ -554,3 +559,6 @@ def _positive_int(value: Any, key: str, what: str) -> int:
 def response_classes_of(platform: Platform) -> dict[str, ResponseModel]:
     """The platform's response classes: those of its file, or ``DEFAULT_CLASSES``."""
     return getattr(platform, "response_classes", None) or dict(DEFAULT_CLASSES)
+
+
+register_config_kind("platform", PlatformConfig, ("node_groups",))
