@@ -425,7 +425,8 @@ def test_agent_command_serves_until_sigterm(tmp_path, munge):
     parser = argparse.ArgumentParser()
     add_commands(parser.add_subparsers())
     args = parser.parse_args(["agent", "--port", "1", "--allow-uid", "7"])
-    assert (args.sysfs_root, args.address, args.allow_uid, args.func.__name__) == ("/sys", "127.0.0.1", [7], "cmd_agent")
+    assert (args.sysfs_root, args.address, args.allow_uid, args.func.__name__) == (
+        "/sys", "127.0.0.1", [7], "cmd_agent")
 
     root = make_fake_node(tmp_path / "sys")
     port = free_port()

@@ -327,11 +327,11 @@ def test_origin_is_unknown_without_unix_start_time(tmp_path):
     assert w.origin_unix_s is None
 
 
-def test_an_empty_trace_is_refused(tmp_path):
-    with pytest.raises(TraceError, match=r"t\.swf: no job lines: the file is empty or has only its header"):
-        jobs_of(write(tmp_path, []))
-    with pytest.raises(TraceError, match=r"t\.swf: none of the 1 jobs is left after cleaning \({'runtime_m"):
-        trace_info(read_swf(write(tmp_path, [line(1, 0, run=-1)])))
+def test_an_empty_trace_has_no_jobs(tmp_path):
+    w, jobs = jobs_of(write(tmp_path, []))
+    assert jobs == [] and w.origin_unix_s is None and w.report.read == 0
+    info = trace_info(read_swf(write(tmp_path, [line(1, 0, run=-1)])))
+    assert info["jobs"] == 0 and info["span_s"] == 0.0 and info["cleaning"]["dropped"] == {"runtime_missing": 1}
 
 
 # ---------------------------------------------------------------- notes

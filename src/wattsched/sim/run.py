@@ -48,7 +48,8 @@ def open_workload(config: SimConfig, platform: Platform | None) -> Workload:
             skip_bad_lines=config.skip_bad_lines,
         )
     default = None if config.default_walltime == "runtime" else float(config.default_walltime)
-    return read_job_table(trace, cores_per_node=cores, default_walltime_s=default)
+    return read_job_table(trace, cores_per_node=cores, default_walltime_s=default,
+                          machine_nodes=len(platform) if platform is not None else None)
 
 
 def build_platform(config: SimConfig) -> Platform:
@@ -148,6 +149,7 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
     engine = Engine(platform, workload, policy, cap=cap, budgets=budgets, options=options, seed=config.seed,
                     predictor=predictor)
     result = engine.run()
+    check_not_empty(config, source)
     for _ in workload.jobs:  # finish the recorded workload table if the run stopped early
         pass
     window = _cap_window(cap)
@@ -181,6 +183,20 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
         if report:
             write_html_report(out_dir)
     return RunOutcome(result, summary, out_dir)
+
+
+def check_not_empty(config: SimConfig, workload: Workload) -> None:
+    """Refuse a workload that gave no job at all (an empty or header-only file, or every job cleaned away)."""
+    report = workload.report
+    if report.kept:
+        return
+    from wattsched.errors import TraceError
+
+    if report.read == 0:
+        raise TraceError(str(config.trace), None, "no jobs: the file is empty or has only its header")
+    dropped = ", ".join(f"{k}: {v:,}" for k, v in report.dropped.items()) or f"{report.skipped_lines:,} lines skipped"
+    raise TraceError(str(config.trace), None, f"none of its {report.read:,} jobs is left after cleaning ({dropped}); "
+                                              "nothing to simulate")
 
 
 def validate_plugins(config: SimConfig) -> None:

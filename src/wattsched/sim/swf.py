@@ -308,11 +308,6 @@ def _stream(
                 str(int(part)) if part != -1 else (str(int(queue)) if queue != -1 else ""),
                 int(status),
             )
-    if report.kept == 0:
-        if report.read == 0:
-            raise TraceError(path, None, "no job lines: the file is empty or has only its header")
-        raise TraceError(path, None, f"none of the {report.read:,} jobs is left after cleaning "
-                                     f"({report.as_dict()['dropped'] or 'every line skipped'}); nothing to simulate")
 
 
 def trace_info(workload: Workload) -> dict:
