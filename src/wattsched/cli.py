@@ -206,7 +206,8 @@ def cmd_traces_info(args: argparse.Namespace) -> int:
          else f"{info['span_s'] / 3600:.2f} h"),
         ("machine", f"{info['max_procs']} processors" + (f", {info['max_nodes']} nodes" if info["max_nodes"] else "")
          if info["max_procs"] else "not given (job tables carry none; simulate needs --platform or --procs)"),
-        ("offered load", f"{load:.2f}" if load is not None else "unknown (no machine size)"),
+        ("offered load", (f"{load:.2f}" if load < 1e6 else f"{load:.3g}") if load is not None
+         else "unknown (no machine size)"),
         ("zero-runtime jobs", f"{info['zero_runtime_jobs']:,}"),
         ("runtime > requested time", f"{info['runtime_exceeds_walltime']:,}"),
         ("power data", "yes" if info["has_power"] else "no (simulate augments it)"),

@@ -128,6 +128,9 @@ def parse_cap_value(value: Any) -> float | str | None:
         raise ValueError(f"expected watts (a number) or a percentage such as '60%', got {value!r}")
     if math.isnan(watts) or watts <= 0:
         raise ValueError(f"a cap in watts must be positive, got {value!r}")
+    if math.isinf(watts):
+        raise ValueError(f"a cap must be a finite number of watts, got {value!r}; for no cap leave it out "
+                         "(or write null)")
     return watts
 
 
@@ -188,6 +191,8 @@ class CapEntryConfig(StrictModel):
     def _finite(cls, v):
         if v is not None and not math.isfinite(v):
             raise ValueError(f"must be a finite number of seconds, got {v}")
+        if v is not None and v < 0:
+            raise ValueError(f"must be >= 0 (seconds from the start of the trace), got {v:g}")
         return v
 
     @model_validator(mode="after")
@@ -202,6 +207,8 @@ class CapEntryConfig(StrictModel):
 
 
 def _check_cap_entries(entries: list[CapEntryConfig]) -> list[CapEntryConfig]:
+    if not entries:
+        raise ValueError("the schedule has no entries; give at least one, or no schedule for an uncapped run")
     problems: list[tuple[Loc, str]] = []
     windows = [e.is_window for e in entries]
     if any(windows) and not all(windows):

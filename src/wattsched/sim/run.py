@@ -100,7 +100,11 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
                          name_source=key_locator(config, "policy")())
     validate_plugins(config)
     cap = config.build_cap_schedule(platform)
+    cap_notes = cap_warnings(cap, platform)
+    for note in cap_notes:
+        log.warning("%s", note)
     budgets = config.build_energy_budgets()
+    check_ticks(config)
     workload = open_workload(config, platform)
     out_dir = Path(config.out) if (write and config.out is not None) else None
     if write and out_dir is None:
@@ -130,6 +134,7 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
         time_limit_s=config.time_limit_s,
         progress=progress,
         response_classes=response_classes_of(platform),
+        max_ticks=config.max_ticks,
     )
     predictor = None
     if config.predictor is not None:
@@ -153,6 +158,8 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
     for _ in workload.jobs:  # finish the recorded workload table if the run stopped early
         pass
     window = _cap_window(cap)
+    if cap_notes:
+        result.info.setdefault("notes", []).extend(cap_notes)
     if predictor is None and not cap.is_uncapped:
         result.info.setdefault("notes", []).append(
             "no predictor given: policies saw every job at the node maximum power (as the naive predictor)")
@@ -183,6 +190,32 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
         if report:
             write_html_report(out_dir)
     return RunOutcome(result, summary, out_dir)
+
+
+def cap_warnings(cap, platform: Platform) -> list[str]:
+    """Warnings about caps no schedule can honour: below the platform's idle power, nothing can run."""
+    idle_w = sum(n.power.idle_w for n in platform.nodes)
+    low = sorted({s.cap_w for s in cap.steps if s.cap_w < idle_w})
+    if not low:
+        return []
+    return [f"the cap of {low[0]:,.0f} W is below the platform's idle power ({idle_w:,.0f} W for {len(platform):,} "
+            "nodes): no job can start while it holds (did you mean a percentage, such as '60%'?)"]
+
+
+def check_ticks(config: SimConfig) -> None:
+    """Refuse a ``tick_s`` that would give more than ``max_ticks`` ticks over an SWF trace's submissions."""
+    if config.tick_s is None or not is_swf(config.trace) or not Path(config.trace).exists():
+        return
+    from wattsched.sim.swf import submit_span_s
+
+    span = submit_span_s(config.trace)
+    ticks = span / config.tick_s
+    if ticks > config.max_ticks:
+        raise ConfigError(locate(
+            config, "tick_s",
+            f"a tick of {config.tick_s:g} s over the trace's {span / 86400:,.1f} days of submissions gives at least "
+            f"{ticks:,.0f} ticks, above the limit of {config.max_ticks:,}; use a longer tick or raise the limit "
+            "(--max-ticks N, config key max_ticks)"))
 
 
 def check_not_empty(config: SimConfig, workload: Workload) -> None:

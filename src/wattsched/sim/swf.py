@@ -310,6 +310,46 @@ def _stream(
             )
 
 
+def submit_span_s(path: str | os.PathLike) -> float:
+    """Seconds between the first and the last submission of an SWF file, read cheaply (no parsing of jobs).
+
+    A plain file is read from both ends; a ``.gz`` file is decompressed once. Lines that are
+    not jobs are ignored, so the span may be a little off on a malformed file (the reader
+    reports those).
+    """
+    path = os.fspath(path)
+
+    def submit(line: str) -> float | None:
+        parts = line.split()
+        if len(parts) < 2 or parts[0].startswith(";"):
+            return None
+        try:
+            value = float(parts[1])
+        except ValueError:
+            return None
+        return value if math.isfinite(value) else None
+
+    first = last = None
+    with gzip_errors(path), _open_text(path) as fh:
+        for line in fh:
+            first = submit(line)
+            if first is not None:
+                break
+        if first is None:
+            return 0.0
+        if isinstance(fh, io.TextIOWrapper) and isinstance(fh.buffer, gzip.GzipFile):
+            for line in fh:
+                value = submit(line)
+                last = value if value is not None else last
+        else:
+            with open(path, "rb") as raw:
+                raw.seek(max(0, os.path.getsize(path) - 65536))
+                for line in raw.read().decode("utf-8", "replace").splitlines()[1:]:
+                    value = submit(line)
+                    last = value if value is not None else last
+    return max(0.0, (last if last is not None else first) - first)
+
+
 def trace_info(workload: Workload) -> dict:
     """Consume a workload and describe it: jobs, span, machine, missing fields, offered load."""
     n = 0
