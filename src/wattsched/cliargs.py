@@ -25,6 +25,10 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         if message.startswith("argument "):
             message = message[len("argument "):]
+        for lead, what in (("unrecognized arguments: ", "unknown option or argument"),
+                           ("the following arguments are required: ", "required")):
+            if message.startswith(lead):
+                message = f"{message[len(lead):]}: {what}"
         sys.stderr.write(f"wattsched: error: {message} (see `{self.prog} --help`)\n")
         sys.exit(2)
 
