@@ -592,8 +592,9 @@ def read_yaml(path: str | os.PathLike, *, label: str | None = None, text: str | 
     label = label or _label(path)
     if text is None:
         text = _read_text(path, label)
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)  # reads the first characters: may already refuse one
         node = loader.get_single_node()
         lines: dict[Loc, int] = {}
         if node is not None:
@@ -611,7 +612,8 @@ def read_yaml(path: str | os.PathLike, *, label: str | None = None, text: str | 
     except RecursionError:
         raise ConfigError(located(label, None, None, "invalid YAML: nested too deeply")) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return data, lines
 
 

@@ -125,7 +125,7 @@ def _header_int(header: dict[str, str], key: str) -> int | None:
         return None
     try:
         return int(float(raw.split()[0]))
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, OverflowError):  # not a number, empty, inf
         return None
 
 
