@@ -11,7 +11,7 @@ from pathlib import Path
 
 from wattsched import __version__
 from wattsched.cliargs import Parser, finite_float, int_in, seed
-from wattsched.errors import WattschedError
+from wattsched.errors import OptionError, WattschedError
 
 log = logging.getLogger("wattsched")
 
@@ -115,7 +115,7 @@ def _sim_config(args: argparse.Namespace):
             config = merge_overrides(config, {"params": {**_file_params(args.config), **dict(args.param)}}, env={})
         return config
     if not args.trace:
-        raise WattschedError("give a trace with --trace FILE (or a config with --config FILE); see --help")
+        raise OptionError("--trace", "required: give a trace with --trace FILE (or a config with --config FILE)")
     return merge_overrides(SimConfig(trace=args.trace), cli, env=os.environ)
 
 

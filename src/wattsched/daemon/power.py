@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from wattsched.daemon.config import ActuatorConfig, TelemetryConfig
 from wattsched.daemon.slurm.records import SlurmNode
-from wattsched.errors import TelemetryError, WattschedError
+from wattsched.errors import ActuationError, TelemetryError, WattschedError
 
 log = logging.getLogger("wattsched.daemon")
 
@@ -138,7 +138,7 @@ class Actuators:
                 state = agent.state()
                 watts = sum(p.get("max_w", 0.0) for p in state.get("packages", [])) or None
                 if watts is None:
-                    raise WattschedError(f"{node.name}: the agent reports no package maximum to restore")
+                    raise ActuationError(f"{node.name}: the agent reports no package maximum to restore")
             result = agent.set_cap(watts)
             _check(result, node.name, "set cap")
             return f"{watts:.0f} W via agent"
@@ -148,11 +148,11 @@ class Actuators:
                 return "limit deactivated via IPMI"
             self._ipmi.set_limit(node.name, watts)
             return f"{watts:.0f} W via IPMI DCMI"
-        raise WattschedError("no node actuator configured")
+        raise ActuationError("no node actuator configured")
 
     def set_freq(self, node: SlurmNode, hz: float | None) -> str:
         if self.cfg.kind != "agent":
-            raise WattschedError(f"actuator {self.cfg.kind!r} cannot set CPU frequencies (use the agent)")
+            raise ActuationError(f"actuator {self.cfg.kind!r} cannot set CPU frequencies (use the agent)")
         result = self._agent(node).set_freq(hz)
         _check(result, node.name, "set frequency")
         return "nominal frequency" if hz is None else f"{hz / 1e9:.2f} GHz via agent"
@@ -160,4 +160,4 @@ class Actuators:
 
 def _check(result, node: str, what: str) -> None:
     if isinstance(result, dict) and not result.get("ok", False):
-        raise WattschedError(f"{node}: {what} refused by the agent: {result.get('error', result)}")
+        raise ActuationError(f"{node}: {what} refused by the agent: {result.get('error', result)}")
