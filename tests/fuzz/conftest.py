@@ -30,8 +30,9 @@ MEMORY_LIMIT = 4 * 2**30
 MemoryError (a failed test) instead of taking the shared machine down."""
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def bounded_memory():
+    """The limit holds while a fuzz module runs and is lifted after it (other tests keep the machine's)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     limit = MEMORY_LIMIT if hard == resource.RLIM_INFINITY else min(MEMORY_LIMIT, hard)
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
