@@ -375,6 +375,7 @@ class SimConfig(StrictModel):
     seed: int = Field(
         default=0,
         ge=0,
+        le=2**32 - 1,
         description=(
             "Seed of the power augmentation of traces without power data; the same config and "
             "seed give the same results. Default: `0`. Example: `3`."
