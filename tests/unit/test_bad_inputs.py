@@ -522,3 +522,17 @@ def test_every_error_has_one_prefix_and_shape(base, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "wattsched", "simulate", "--trace", str(base), "-q"], cwd=tmp_path,
                           capture_output=True, text=True, env=env, timeout=60)
     refused(proc, "wattsched: error: WATTSCHED_SEED: Input should be a valid integer")
+
+
+def test_f28_daemon_policy_parameters_named_in_the_file(tmp_path):
+    (tmp_path / "d.yaml").write_text(f"slurm: {{backend: sim}}\npolicy: easy\nparams: {{bogus: 1}}\n"
+                                     f"state_dir: {tmp_path / 'state'}\nmetrics: {{port: 0}}\n")
+    refused(cli("daemon", "-c", "d.yaml", "--cycles", 1, cwd=tmp_path),
+            "wattsched: error: d.yaml:3: params.bogus: unknown key (valid keys: order) (policy 'easy')")
+
+
+def test_f25_daemon_sim_nodes_beyond_its_platform(tmp_path):
+    (tmp_path / "d.yaml").write_text(f"slurm: {{backend: sim}}\nsim: {{nodes: 100000}}\n"
+                                     f"state_dir: {tmp_path / 'state'}\nmetrics: {{port: 0}}\n")
+    refused(cli("daemon", "-c", "d.yaml", "--cycles", 1, cwd=tmp_path),
+            "wattsched: error: sim.nodes: 100000 nodes, but platform 'default' has only 128")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wattsched import __version__
-from wattsched.config import _cap_in_watts
+from wattsched.config import _cap_in_watts, key_locator
 from wattsched.daemon.config import DaemonConfig
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier
@@ -106,10 +106,13 @@ class Daemon:
 
     def apply_config(self, config: DaemonConfig) -> None:
         """Build policy and predictor from ``config`` (raises ConfigError/PolicyError without changing anything)."""
-        policy = make_policy(config.policy, config.params, source="params")
+        policy = make_policy(config.policy, config.params, source=key_locator(config, "params"),
+                             name_source=key_locator(config, "policy")())
         predictor = None
         if config.predictor:
-            predictor = make_predictor(config.predictor, config.predictor_params, source="predictor_params")
+            predictor = make_predictor(config.predictor, config.predictor_params,
+                                       source=key_locator(config, "predictor_params"),
+                                       name_source=key_locator(config, "predictor")())
         power = NodePowerModel(**config.node_power) if config.node_power else NodePowerModel()
         self.config = config
         self.policy = policy
