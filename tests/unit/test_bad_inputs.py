@@ -79,11 +79,12 @@ def cli(*args, cwd: Path, timeout: float = 120, limit_mb: int | None = None) -> 
 
 
 def refused(proc: subprocess.CompletedProcess, *expected: str) -> str:
-    """Exit 2, no traceback, every stderr error line in the one shape, and each expected text present."""
+    """Exit 2, no traceback, one ``wattsched: error:`` line in the one shape, and each expected text present."""
     err = proc.stderr
     assert proc.returncode == 2, (proc.returncode, err)
     assert "Traceback" not in err, err
-    assert ERROR_LINE.match(err), err
+    errors = [line for line in err.splitlines() if line.startswith("wattsched: error:")]
+    assert len(errors) == 1 and ERROR_LINE.match(errors[0]), err  # one prefix, one shape
     for text in expected:
         assert text in err, (text, err)
     return err

@@ -301,7 +301,7 @@ def run_evaluation(
         try:
             params = AugmentParams(**spec)
         except Exception as exc:  # pydantic ValidationError
-            from wattsched.sim.run import augment_error
+            from wattsched.sim.checks import augment_error
 
             raise augment_error(config, exc) from None
         workload = augment_workload(workload, platform.nodes[0].power, params, config.seed)
@@ -315,9 +315,6 @@ def run_evaluation(
     if raw and raw.strip().isdigit():
         total = int(raw.strip())
     result = evaluate(jobs, platform, predictors, progress=progress, total=total, clock=clock, max_jobs=max_jobs)
-    from wattsched.sim.run import check_not_empty
-
-    check_not_empty(config, source)
     result.info.update({
         "trace": source.name,
         "trace_path": str(config.trace),

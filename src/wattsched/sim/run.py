@@ -30,7 +30,18 @@ def is_swf(path: str | os.PathLike) -> bool:
 
 
 def open_workload(config: SimConfig, platform: Platform | None) -> Workload:
-    """Open the config's trace (SWF or job table), cleaned against ``platform`` if given."""
+    """Open the config's trace (SWF or job table), cleaned against ``platform`` if given.
+
+    The checks of :mod:`wattsched.sim.checks` run first (tick count, caps below idle
+    power, warned about and noted), and the stream refuses to end without a job.
+    """
+    from wattsched.sim.checks import checked_workload, preflight
+
+    notes = preflight(config, platform)
+    return checked_workload(config, _open_workload(config, platform), notes)
+
+
+def _open_workload(config: SimConfig, platform: Platform | None) -> Workload:
     from wattsched.sim.swf import read_swf
     from wattsched.sim.tables import read_job_table
 
@@ -100,11 +111,7 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
                          name_source=key_locator(config, "policy")())
     validate_plugins(config)
     cap = config.build_cap_schedule(platform)
-    cap_notes = cap_warnings(cap, platform)
-    for note in cap_notes:
-        log.warning("%s", note)
     budgets = config.build_energy_budgets()
-    check_ticks(config)
     workload = open_workload(config, platform)
     out_dir = Path(config.out) if (write and config.out is not None) else None
     if write and out_dir is None:
@@ -120,7 +127,7 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
         try:
             params = AugmentParams(**augment_spec)
         except Exception as exc:  # pydantic ValidationError
-            raise augment_error(config, exc) from None
+            raise ConfigError(f"{config.source}: augment: {exc}") from None
         workload = augment_workload(workload, platform.nodes[0].power, params, config.seed)
         if out_dir is not None:
             from wattsched.sim.tables import recording
@@ -154,12 +161,9 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
     engine = Engine(platform, workload, policy, cap=cap, budgets=budgets, options=options, seed=config.seed,
                     predictor=predictor)
     result = engine.run()
-    check_not_empty(config, source)
     for _ in workload.jobs:  # finish the recorded workload table if the run stopped early
         pass
     window = _cap_window(cap)
-    if cap_notes:
-        result.info.setdefault("notes", []).extend(cap_notes)
     if predictor is None and not cap.is_uncapped:
         result.info.setdefault("notes", []).append(
             "no predictor given: policies saw every job at the node maximum power (as the naive predictor)")
@@ -192,46 +196,6 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
     return RunOutcome(result, summary, out_dir)
 
 
-def cap_warnings(cap, platform: Platform) -> list[str]:
-    """Warnings about caps no schedule can honour: below the platform's idle power, nothing can run."""
-    idle_w = sum(n.power.idle_w for n in platform.nodes)
-    low = sorted({s.cap_w for s in cap.steps if s.cap_w < idle_w})
-    if not low:
-        return []
-    return [f"the cap of {low[0]:,.0f} W is below the platform's idle power ({idle_w:,.0f} W for {len(platform):,} "
-            "nodes): no job can start while it holds (did you mean a percentage, such as '60%'?)"]
-
-
-def check_ticks(config: SimConfig) -> None:
-    """Refuse a ``tick_s`` that would give more than ``max_ticks`` ticks over an SWF trace's submissions."""
-    if config.tick_s is None or not is_swf(config.trace) or not Path(config.trace).exists():
-        return
-    from wattsched.sim.swf import submit_span_s
-
-    span = submit_span_s(config.trace)
-    ticks = span / config.tick_s
-    if ticks > config.max_ticks:
-        raise ConfigError(locate(
-            config, "tick_s",
-            f"a tick of {config.tick_s:g} s over the trace's {span / 86400:,.1f} days of submissions gives at least "
-            f"{ticks:,.0f} ticks, above the limit of {config.max_ticks:,}; use a longer tick or raise the limit "
-            "(--max-ticks N, config key max_ticks)"))
-
-
-def check_not_empty(config: SimConfig, workload: Workload) -> None:
-    """Refuse a workload that gave no job at all (an empty or header-only file, or every job cleaned away)."""
-    report = workload.report
-    if report.kept:
-        return
-    from wattsched.errors import TraceError
-
-    if report.read == 0:
-        raise TraceError(str(config.trace), None, "no jobs: the file is empty or has only its header")
-    dropped = ", ".join(f"{k}: {v:,}" for k, v in report.dropped.items()) or f"{report.skipped_lines:,} lines skipped"
-    raise TraceError(str(config.trace), None, f"none of its {report.read:,} jobs is left after cleaning ({dropped}); "
-                                              "nothing to simulate")
-
-
 def validate_plugins(config: SimConfig) -> None:
     """Fail before any work if the predictor, its parameters or the baseline policy are invalid."""
     from wattsched.policies import make_policy
@@ -244,32 +208,9 @@ def validate_plugins(config: SimConfig) -> None:
         make_policy(config.baseline, source=key_locator(config, "baseline"),
                     name_source=key_locator(config, "baseline")())
     if config.augment:
+        from wattsched.sim.checks import augment_params
+
         augment_params(config)
-
-
-def augment_params(config: SimConfig):
-    """The validated ``augment`` block of ``config`` (without its ``enabled`` switch)."""
-    from wattsched.sim.augment import AugmentParams
-
-    spec = {k: v for k, v in config.augment.items() if k != "enabled"}
-    try:
-        return AugmentParams(**spec)
-    except Exception as exc:  # pydantic ValidationError
-        raise augment_error(config, exc) from None
-
-
-def augment_error(config: SimConfig, exc: Exception) -> ConfigError:
-    """A config error for each problem of an invalid ``augment`` block, located in the file."""
-    from pydantic import ValidationError
-
-    from wattsched.config import error_items
-    from wattsched.sim.augment import AugmentParams
-
-    if not isinstance(exc, ValidationError):
-        return ConfigError(locate(config, "augment", str(exc)))
-    raw = {k: v for k, v in config.augment.items() if k != "enabled"}
-    return ConfigError("\n".join(locate(config, ("augment", *loc), msg)
-                                 for loc, msg in error_items(exc, raw, AugmentParams)))
 
 
 def baseline_comparison(summary: dict, base: dict, policy: str) -> dict:
