@@ -139,6 +139,7 @@ def test_f3_max_procs_zero(base, tmp_path):
             "zero.swf: MaxProcs: '0' is not a positive number of processors", "--procs N")
     info = trace_info(read_swf(zero))
     assert info["jobs"] == 200 and "larger_than_machine" not in info["cleaning"]["dropped"]
+    assert "the header's MaxProcs ('0') is not a positive number of processors" in info["notes"][-1]
 
 
 def test_f4_empty_or_header_only_workloads(base, tmp_path):

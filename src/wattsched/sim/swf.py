@@ -176,6 +176,9 @@ def read_swf(
             "the header says submit times are start times: this trace has no real waits, "
             "so simulated waits measure the policy against a zero-wait baseline"
         )
+    if "MaxProcs" in header and not (max_procs is not None and max_procs > 0):
+        notes.append(f"the header's MaxProcs ({header['MaxProcs'][:40]!r}) is not a positive number of "
+                     "processors: no job is checked against the machine size")
     name = os.path.basename(path)
     for suffix in (".gz", ".swf"):
         if name.endswith(suffix):
