@@ -244,7 +244,7 @@ def cmd_traces_augment(args: argparse.Namespace) -> int:
     from wattsched.sim.platforms import load_platform
     from wattsched.sim.tables import write_job_table
 
-    node_power = load_platform(args.platform or "default").nodes[0].power
+    node_power = load_platform(args.platform or "default").reference_power
     workload = augment_workload(_open_trace(args), node_power, AugmentParams(), args.seed)
     n = write_job_table(workload.jobs, args.out)
     print(f"wrote {n} jobs with per-node power (seed {args.seed}) to {args.out}")

@@ -52,7 +52,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError, PydanticUndefined
 
 from wattsched.errors import ConfigError, located
-from wattsched.model.constraints import CapSchedule, CapStep, EnergyBudget
+from wattsched.model.constraints import CapSchedule, CapStep, DemandResponseEvent, EnergyBudget
 
 __all__ = [
     "CONFIG_KINDS", "ENV_PREFIX", "CapEntryConfig", "ConfigKind", "EnergyBudgetConfig", "SimConfig",
@@ -206,9 +206,13 @@ class CapEntryConfig(StrictModel):
         return self.end_s is not None
 
 
-def _check_cap_entries(entries: list[CapEntryConfig]) -> list[CapEntryConfig]:
+def _check_nonempty(entries: list) -> list:
     if not entries:
         raise ValueError("the schedule has no entries; give at least one, or no schedule for an uncapped run")
+    return entries
+
+
+def _check_cap_entries(entries: list[CapEntryConfig]) -> list[CapEntryConfig]:
     problems: list[tuple[Loc, str]] = []
     windows = [e.is_window for e in entries]
     if any(windows) and not all(windows):
@@ -230,7 +234,7 @@ def _check_cap_entries(entries: list[CapEntryConfig]) -> list[CapEntryConfig]:
     return entries
 
 
-CapEntries = Annotated[list[CapEntryConfig], AfterValidator(_check_cap_entries)]
+CapEntries = Annotated[list[CapEntryConfig], AfterValidator(_check_nonempty), AfterValidator(_check_cap_entries)]
 
 
 def cap_schedule_from_entries(entries: Sequence[CapEntryConfig], platform=None, where: str = "cap_schedule"):
@@ -277,6 +281,57 @@ class EnergyBudgetConfig(StrictModel):
 def _looks_like_path(value: str) -> bool:
     """A platform given as a path (rather than a packaged name such as ``default``)."""
     return "/" in value or os.sep in value or value.endswith((".yaml", ".yml")) or value.startswith("~")
+
+
+class DemandResponseEventConfig(StrictModel):
+    """One demand-response event of a replay: announced at ``notice_s``, in force from ``start_s`` to ``end_s``."""
+
+    doc_name: ClassVar[str] = "demand-response event"
+
+    notice_s: float | None = Field(
+        default=None,
+        description="When the event is announced, in seconds from the start of the trace: policies see it from "
+        "then on (never earlier). Must not be after `start_s`. Default: `start_s` (no notice).",
+    )
+    start_s: float = Field(description="Start of the event, in seconds from the start of the trace. Required.")
+    end_s: float = Field(description="End of the event, in seconds; must be after `start_s`. Required.")
+    cap_w: CapValue = Field(
+        default=None,
+        description="Target: the platform may draw at most this during the event (watts, or a percentage of the "
+        "maximum dynamic power). Give `cap_w` or `reduction_w`. Example: `\"50%\"`.",
+    )
+    reduction_w: float | None = Field(
+        default=None, gt=0,
+        description="Target as a reduction: the platform power at the notice time minus this many watts. Give "
+        "`cap_w` or `reduction_w`. Example: `20000`.",
+    )
+    label: str = Field(default="demand response", description="Name of the event in the cap schedule. "
+                       "Default: `demand response`.")
+
+    @field_validator("cap_w", mode="before")
+    @classmethod
+    def _cap(cls, value):
+        return parse_cap_value(value)
+
+    @model_validator(mode="after")
+    def _check(self):
+        problems = []
+        if not (math.isfinite(self.start_s) and math.isfinite(self.end_s)):
+            problems.append(("end_s", "event bounds must be finite numbers of seconds"))
+        elif self.end_s <= self.start_s:
+            problems.append(("end_s", f"must be after start_s ({self.start_s:g} s), got {self.end_s:g}"))
+        if self.notice_s is not None and not self.notice_s <= self.start_s:
+            problems.append(("notice_s", f"must not be after start_s ({self.start_s:g} s), got {self.notice_s:g}"))
+        if (self.cap_w is None) == (self.reduction_w is None):
+            problems.append(("cap_w", "give exactly one target: cap_w or reduction_w"))
+        if problems:
+            raise field_problems(problems)
+        return self
+
+    def to_event(self, platform, where: str) -> DemandResponseEvent:
+        cap = None if self.cap_w is None else _cap_in_watts(self.cap_w, platform, f"{where}: cap_w")
+        return DemandResponseEvent(self.start_s if self.notice_s is None else self.notice_s, self.start_s,
+                                   self.end_s, cap, self.reduction_w, self.label)
 
 
 class SimConfig(StrictModel):
@@ -370,6 +425,14 @@ class SimConfig(StrictModel):
             "Energy-budget windows (see *Energy budget entries*): the platform may use at most "
             "`energy_j` joules between `start_s` and `end_s`. Windows may overlap. Default: `[]`. "
             "Example: `[{start_s: 0, end_s: 86400, energy_j: 2.0e10}]`."
+        ),
+    )
+    demand_response: list[DemandResponseEventConfig] = Field(
+        default_factory=list,
+        description=(
+            "Demand-response events (see *Demand-response event entries*): each lowers the cap between its "
+            "`start_s` and `end_s`, and policies see it only from its `notice_s` on. Default: `[]`. "
+            "Example: `[{notice_s: 3600, start_s: 7200, end_s: 10800, reduction_w: 20000}]`."
         ),
     )
     seed: int = Field(
@@ -573,6 +636,11 @@ class SimConfig(StrictModel):
 
     def build_energy_budgets(self) -> list[EnergyBudget]:
         return [b.to_budget() for b in self.energy_budgets]
+
+    def build_dr_events(self, platform=None) -> list[DemandResponseEvent]:
+        """The demand-response events; a cap given as a percentage needs the platform."""
+        return [e.to_event(platform, f"{self.source}: demand_response[{i}]")
+                for i, e in enumerate(self.demand_response)]
 
 
 # --------------------------------------------------------------------------- YAML reading
@@ -1097,6 +1165,7 @@ def _cli_layer(model: type[BaseModel], cli: Mapping[str, Any] | None) -> tuple[d
 CLI_OPTIONS: dict[str, str] = {
     "cap_w": "--cap", "tick_s": "--tick", "time_limit_s": "--time-limit", "bsld_threshold_s": "--bsld-threshold",
     "params": "--param", "predictor_params": "--predictor-param", "kill_at_walltime": "--no-kill-at-walltime",
+    "poll_interval_s": "--poll-interval",
 }
 """Config keys whose command-line option is not ``--`` plus the key with dashes."""
 
@@ -1451,9 +1520,19 @@ def render_config_reference() -> str:
     lines += _model_reference(
         EnergyBudgetConfig, "Energy budget entries", "Items of `energy_budgets`."
     )
+    lines += _model_reference(
+        DemandResponseEventConfig, "Demand-response event entries",
+        "Items of `demand_response`. The event's window joins the cap schedule a policy sees from its notice "
+        "time on; a `reduction_w` target is taken from the platform power at that time.",
+        overrides={"cap_w": {"type": _CAP_TYPE}},
+    )
     from wattsched.daemon.config import (
         ActuatorConfig,
+        DaemonBudgetConfig,
+        DaemonCapEntryConfig,
         DaemonConfig,
+        DaemonDemandResponseEventConfig,
+        DemandResponseConfig,
         ForecastConfig,
         MetricsConfig,
         SimBackendConfig,
@@ -1469,8 +1548,25 @@ def render_config_reference() -> str:
         overrides={"cap_w": {"type": _CAP_TYPE}, "slurm": {"type": "slurm block"}, "sim": {"type": "sim block"},
                    "metrics": {"type": "metrics block"}, "telemetry": {"type": "telemetry block"},
                    "actuator": {"type": "actuator block"}, "forecast": {"type": "forecast block"},
-                   "node_map": {"type": "regular expression or mapping"}},
+                   "node_map": {"type": "regular expression or mapping"},
+                   "cap_schedule": {"type": "list of daemon cap schedule entry, or path of a YAML or CSV file"},
+                   "platform": {"type": "string (path or packaged platform name)"},
+                   "node_power": {"type": "node power model"},
+                   "demand_response": {"type": "demand_response block"}},
     )
+    lines += _model_reference(
+        DaemonCapEntryConfig, "Daemon cap schedule entries",
+        "Items of the daemon's `cap_schedule`: the simulator's cap schedule entries with times in seconds "
+        "since the Unix epoch, or recurring windows (`every`). Fixed entries are all steps or all windows, as "
+        "in the simulator; recurring windows may be mixed with them. Where entries overlap the lowest cap "
+        "holds.", overrides={"cap_w": {"type": _CAP_TYPE}},
+    )
+    lines += _model_reference(DaemonBudgetConfig, "Daemon energy budget entries", "Items of `energy_budgets`.")
+    lines += _model_reference(DemandResponseConfig, "Demand_response block (`demand_response`)",
+                              "Demand-response events. Events come from this file for now; each is added to the "
+                              "cap schedule from its notice time on.")
+    lines += _model_reference(DaemonDemandResponseEventConfig, "Daemon demand-response event keys",
+                              "Items of `demand_response.events`.", overrides={"cap_w": {"type": _CAP_TYPE}})
     lines += _model_reference(SlurmConfig, "Slurm block (`slurm`)", "How the daemon reaches Slurm.")
     lines += _model_reference(SimBackendConfig, "Sim block (`sim`)",
                               "The simulated cluster of `slurm.backend: sim` (`wattsched daemon --backend sim`).")

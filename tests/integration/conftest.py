@@ -164,15 +164,16 @@ def cluster(cluster_session):
 class DaemonProcess:
     """``wattsched daemon`` as a separate process, as systemd would run it."""
 
-    def __init__(self, config: Path, log: Path, args: tuple[str, ...] = ()):
+    def __init__(self, config: Path, log: Path, args: tuple[str, ...] = (), env: dict | None = None):
         self.config, self.log = config, log
         self.args = args
+        self.env = env
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> DaemonProcess:
         self.logf = open(self.log, "a")  # noqa: SIM115
         self.proc = subprocess.Popen([sys.executable, "-m", "wattsched", "-v", "daemon", "-c", str(self.config),
-                                      *self.args], stdout=self.logf, stderr=subprocess.STDOUT)
+                                      *self.args], stdout=self.logf, stderr=subprocess.STDOUT, env=self.env)
         return self
 
     def send(self, sig) -> None:
@@ -225,8 +226,8 @@ def daemon_config(tmp_path, cluster):
 def daemon(tmp_path):
     started: list[DaemonProcess] = []
 
-    def start(config: Path, *args: str) -> DaemonProcess:
-        d = DaemonProcess(config, tmp_path / "daemon.log", args).start()
+    def start(config: Path, *args: str, env: dict | None = None) -> DaemonProcess:
+        d = DaemonProcess(config, tmp_path / "daemon.log", args, env).start()
         started.append(d)
         return d
 

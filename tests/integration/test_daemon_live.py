@@ -28,6 +28,10 @@ def audit_rows(config_dir: Path, action: str | None = None) -> list[tuple]:
         sql = "SELECT action, target, outcome, reason, dry_run FROM audit"
         where, args = (" WHERE action=?", (action,)) if action else ("", ())
         rows = list(db.execute(sql + where + " ORDER BY id", args))
+    except sqlite3.OperationalError as exc:  # the daemon has created the file but not its tables yet
+        if "no such table" not in str(exc):
+            raise
+        rows = []
     finally:
         db.close()
     return rows

@@ -171,3 +171,15 @@ def test_bad_predictor_or_baseline_fails_before_running(trace, tmp_path, capsys)
     cfg.write_text(f"trace: {trace}\npredictor: crystal-ball\n")
     assert main(["check-config", str(cfg)]) == 2
     assert "unknown predictor 'crystal-ball'" in capsys.readouterr().err
+
+
+def test_a_demand_response_event_in_the_config_caps_the_replay_from_its_start(trace, tmp_path, capsys):
+    cfg = tmp_path / "dr.yaml"
+    cfg.write_text(f"trace: {trace}\nprocs: 8\npolicy: easy-pc\nparams: {{check: max}}\n"
+                   "demand_response:\n  - {notice_s: 100, start_s: 115, end_s: 200, cap_w: 1000}\n")
+    out = tmp_path / "run"
+    assert main(["simulate", "--config", str(cfg), "--out", str(out), "-q", "--no-report"]) == 0
+    run, _ = load_run(out)
+    t, cap = run.timeline["t_s"], run.timeline["cap_w"]
+    assert set(cap[(t >= 115) & (t < 200)].tolist()) == {1000.0}
+    assert np.isinf(cap[t < 115]).all() and np.isinf(cap[t >= 200]).all()

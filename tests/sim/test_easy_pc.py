@@ -12,18 +12,23 @@ from hypothesis import strategies as st
 import wattsched.policies.easy as easy_module
 from builders import platform, snapshot, tj
 from wattsched.model.constraints import CapSchedule
+from wattsched.model.end_table import EndTable
 from wattsched.model.job import Job, PowerEstimate
 from wattsched.policies import easy_pc, make_policy
 from wattsched.policies.easy_pc import EasyPcPolicy
 from wattsched.policies.power import PowerLedger
 from wattsched.predictors import make_predictor
-from wattsched.sim.engine import Engine, _EndTable
+from wattsched.sim.engine import Engine, EngineOptions
 
 # SIMPLE_POWER: idle 100 W, busy 300 W per node.
 
 
-def run(jobs, policy, predictor=None, n=4, cap=None):
-    return Engine(platform(n), jobs, policy, cap=cap, predictor=predictor).run()
+def run(jobs, policy, predictor=None, n=4, cap=None, options=None):
+    return Engine(platform(n), jobs, policy, cap=cap, predictor=predictor, options=options).run()
+
+
+NO_FORESIGHT = EngineOptions(cap_lookahead_s=0.0)
+"""A site that announces no cap change ahead: the guard holds plans to the cap in force only."""
 
 
 def starts(result):
@@ -78,7 +83,7 @@ def test_lookahead_keeps_jobs_out_of_a_coming_window():
     with_lookahead = starts(run(jobs, make_policy("easy-pc", {"check": "max"}), make_predictor("naive"), cap=cap))
     assert sorted(with_lookahead.values()) == [0, 100]
     without = starts(run(jobs, make_policy("easy-pc", {"check": "max", "lookahead": False}),
-                         make_predictor("naive"), cap=cap))
+                         make_predictor("naive"), cap=cap, options=NO_FORESIGHT))
     assert sorted(without.values()) == [0, 0]
 
 
@@ -193,7 +198,7 @@ def test_reservation_walk_and_never_fits_match_the_cumulative_sums(seed, check):
     rng = random.Random(seed)
     plat = platform(500)
     now = 1000.0
-    table = _EndTable(idle_w=100.0)
+    table = EndTable(idle_w=100.0)
     ends = sorted(rng.choice([now - 5, now, now + 10, now + 10, rng.uniform(now, now + 1e4)])
                   for _ in range(rng.choice([0, 3, 9, 40, 70, 200])))
     used = 0

@@ -12,13 +12,17 @@ from wattsched.model.guard import plan_problems
 from wattsched.model.job import Job, PowerEstimate
 from wattsched.policies import make_policy
 from wattsched.predictors import make_predictor
-from wattsched.sim.engine import Engine
+from wattsched.sim.engine import Engine, EngineOptions
 
 # SIMPLE_POWER: idle 100 W, busy 300 W per node. Without a predictor a job is estimated at 300 W per node.
 
 
-def run(jobs, policy, predictor=None, n=4, cap=None):
-    return Engine(platform(n), jobs, policy, cap=cap, predictor=predictor).run()
+def run(jobs, policy, predictor=None, n=4, cap=None, options=None):
+    return Engine(platform(n), jobs, policy, cap=cap, predictor=predictor, options=options).run()
+
+
+NO_FORESIGHT = EngineOptions(cap_lookahead_s=0.0)
+"""A site that announces no cap change ahead: the guard holds plans to the cap in force only."""
 
 
 def starts(result):
@@ -216,5 +220,5 @@ def test_a_job_that_cannot_start_under_the_cap_even_on_an_idle_machine_does_not_
 def test_a_job_too_big_for_the_window_runs_when_it_ends():
     jobs = [tj(1, 0.0, 50.0, nodes=3), tj(2, 1.0, 50.0, nodes=1), tj(3, 2.0, 50.0, nodes=1)]
     cap = CapSchedule.window(0.0, 500.0, 4 * 100 + 250.0)
-    s = starts(run(jobs, make_policy("knapsack", {"check": "max", "lookahead": False}), cap=cap))
+    s = starts(run(jobs, make_policy("knapsack", {"check": "max", "lookahead": False}), cap=cap, options=NO_FORESIGHT))
     assert s[2] == 1.0 and s[3] == 51.0 and s[1] == 500.0

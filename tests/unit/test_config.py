@@ -408,3 +408,28 @@ def test_docs_config_md_is_up_to_date():
         "docs/config.md is stale; regenerate it with: python -c \"from wattsched.config import "
         "render_config_reference as r; print(r(), end='')\" > docs/config.md"
     )
+
+
+def test_demand_response_events_are_checked_and_built(tmp_path):
+    msg = config_error(
+        tmp_path,
+        """\
+        trace: t.swf
+        procs: 4
+        demand_response:
+          - {notice_s: 50, start_s: 10, end_s: 20, cap_w: 100}
+          - {start_s: 0, end_s: 5}
+        """,
+    )
+    assert re.search(r":4: demand_response\[0\]\.notice_s: must not be after start_s \(10 s\), got 50", msg)
+    assert re.search(r":5: demand_response\[1\]\.cap_w: give exactly one target: cap_w or reduction_w", msg)
+    c = load(tmp_path, "trace: t.swf\nprocs: 4\ndemand_response:\n"
+                       "  - {notice_s: 5, start_s: 10, end_s: 20, cap_w: '50%'}\n"
+                       "  - {start_s: 30, end_s: 40, reduction_w: 100}\n")
+
+    from wattsched.model.constraints import DemandResponseEvent
+    from wattsched.sim.platforms import platform_from_procs
+
+    events = c.build_dr_events(platform_from_procs(4))
+    assert events[0].notice_s == 5 and events[0].cap_w == pytest.approx(4 * 95.0 + 0.5 * 4 * (190.738 - 95.0))
+    assert events[1] == DemandResponseEvent(30.0, 30.0, 40.0, None, 100.0, "demand response")

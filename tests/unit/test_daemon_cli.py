@@ -149,7 +149,7 @@ def test_check_config_rejects_a_bad_node_power_key(tmp_path, capsys):
     path.write_text("slurm: {backend: cli}\nnode_power: {idel_w: 1}\n")
     assert main(["check-config", str(path)]) == 2
     err = capsys.readouterr().err
-    assert f"{path}:2: node_power: unknown key(s) idel_w; known: " in err
+    assert f"{path}:2: node_power.idel_w: unknown key; did you mean 'idle_w'?" in err
 
 
 # --------------------------------------------------------------------------- SlurmCLI.run
@@ -302,3 +302,62 @@ def test_read_state_with_json_only_does_not_fall_back(tmp_path):
     cli = SlurmCLI(bin_dir=fake_slurm(tmp_path, "JSON plugin not found"), output="json", sleep=lambda s: None)
     with pytest.raises(SlurmCommandError, match="JSON plugin not found"):
         cli.read_state()
+
+
+# --- command line and environment through the config layers -----------------------------------------------------------
+def test_a_bad_option_value_names_the_option_not_a_traceback(tmp_path):
+    path = tmp_path / "d.yaml"
+    path.write_text("kind: daemon\npolicy: easy\n")
+    proc = wattsched("daemon", "-c", str(path), "--poll-interval", "-3")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "wattsched: error: --poll-interval: Input should be greater than 0, got -3.0"
+
+
+@pytest.mark.parametrize("with_file", [True, False])
+def test_the_environment_is_honoured_with_and_without_a_config_file(tmp_path, with_file):
+    from argparse import Namespace
+
+    from wattsched.daemon.commands import load_daemon_config
+
+    path = tmp_path / "d.yaml"
+    path.write_text("kind: daemon\npolicy: easy\npoll_interval_s: 30\n")
+    args = Namespace(config=str(path) if with_file else None, backend=None, dry_run=False, state_dir=None,
+                     poll_interval=None)
+    env = {"WATTSCHED_POLL_INTERVAL_S": "7", "WATTSCHED_POLICY": "fcfs", "WATTSCHED_DRY_RUN": "true"}
+    config, _ = load_daemon_config(args, environ=env)
+    assert (config.poll_interval_s, config.policy, config.dry_run) == (7.0, "fcfs", True)
+    # the command line wins over the environment
+    args.poll_interval = 2.0
+    config, _ = load_daemon_config(args, environ=env)
+    assert config.poll_interval_s == 2.0
+    # and the environment over the embedded demo's defaults
+    args.config, args.backend, args.poll_interval = None, "sim", None
+    config, _ = load_daemon_config(args, environ=env)
+    assert (config.slurm.backend, config.policy, config.poll_interval_s, config.cap_w) == ("sim", "fcfs", 7.0, "60%")
+
+
+def test_a_bad_environment_value_names_the_variable(tmp_path):
+    env_proc = subprocess.run([sys.executable, "-m", "wattsched", "daemon", "--backend", "sim", "--cycles", "1"],
+                              capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "WATTSCHED_POLL_INTERVAL_S": "x"})
+    assert env_proc.returncode == 2
+    assert "wattsched: error: WATTSCHED_POLL_INTERVAL_S: Input should be a valid number" in (
+        env_proc.stderr)
+
+
+def test_status_shows_the_next_cap_change_and_announced_demand_response(tmp_path, capsys):
+    now = int(time.time())
+    path = tmp_path / "d.yaml"
+    path.write_text(
+        "kind: daemon\nslurm: {backend: sim}\nsim: {nodes: 8, speedup: 1}\nmetrics: {port: 0}\n"
+        f"state_dir: {tmp_path / 'state'}\npoll_interval_s: 0.05\n"
+        f"cap_schedule: [{{start_s: 0, cap_w: 5000}}, {{start_s: {now + 7200}, cap_w: 3000}}]\n"
+        f"demand_response: {{events: [{{notice_s: {now - 60}, start_s: {now + 3600}, end_s: {now + 5400}, "
+        "cap_w: 2000, label: grid}]}\n")
+    proc = wattsched("daemon", "-c", str(path), "--cycles", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert main(["status", "-c", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "cap: 5,000 W" in out
+    assert "next cap change: " in out and " to 2,000 W" in out  # the event's window comes first
+    assert "demand response 'grid': " in out and "cap 2,000 W (announced)" in out

@@ -6,14 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wattsched.sim.engine import _EndTable
+from wattsched.model.end_table import EndTable
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 2**16), st.integers(1, 3000))
 def test_inserts_and_deletes_anywhere_match_a_list(seed, steps):
     rng = random.Random(seed)
-    table, model = _EndTable(idle_w=100.0), []
+    table, model = EndTable(idle_w=100.0), []
     for step in range(steps):
         grow = not model or rng.random() < (0.7 if len(model) < 300 else 0.4)
         if grow:
@@ -35,8 +35,8 @@ def test_inserts_and_deletes_anywhere_match_a_list(seed, steps):
 
 
 def test_totals_reset_on_an_empty_table_and_need_the_idle_power():
-    table = _EndTable(idle_w=100.0)
+    table = EndTable(idle_w=100.0)
     table.insert(0, (10.0, 2.0, 500.0, 600.0, 30.0))
     table.delete(0)
     assert table.totals() == (0.0, 0.0, 0.0) and not len(table.view())
-    assert _EndTable().totals() is None
+    assert EndTable().totals() is None

@@ -19,36 +19,57 @@ AUDIT_ACTIONS = ("hold", "start", "started", "release", "requeue", "cancel", "po
 log = logging.getLogger("wattsched.daemon")
 
 
-def load_daemon_config(args: argparse.Namespace):
-    from wattsched.config import load_config
+CLI_OPTIONS = {"dry_run": "--dry-run", "state_dir": "--state-dir", "poll_interval_s": "--poll-interval"}
+"""Config keys the daemon commands take from the command line, and their options."""
+
+DEMO = {"policy": "easy-pc", "predictor": "history", "cap_w": "60%", "poll_interval_s": 1.0,
+        "state_dir": "runs/daemon-sim"}
+"""The embedded demo of ``--backend sim`` without a config: EASY+PC under a cap, one cycle a second."""
+
+
+def load_daemon_config(args: argparse.Namespace, environ=None):
+    """The daemon config of a command: file (if any), then ``WATTSCHED_*`` environment, then options.
+
+    Precedence is the config layers' (``wattsched.config``): command line over
+    environment over file over defaults, with or without ``--config``. An
+    invalid option value is reported against the option, e.g.
+    ``--poll-interval: Input should be greater than 0, got -3``.
+    """
+    from wattsched.config import load_config, merge_overrides
     from wattsched.daemon.config import DaemonConfig
 
+    env = os.environ if environ is None else environ
     cli = {}
-    if getattr(args, "backend", None):
-        cli["slurm"] = {"backend": args.backend}
     if getattr(args, "dry_run", False):
         cli["dry_run"] = True
     if getattr(args, "state_dir", None):
         cli["state_dir"] = args.state_dir
-    if getattr(args, "poll_interval", None):
+    if getattr(args, "poll_interval", None) is not None:
         cli["poll_interval_s"] = args.poll_interval
-    if args.config is None:
-        raw = {"kind": "daemon", **cli}
-        if raw.get("slurm", {}).get("backend") == "sim":
-            # the embedded demo: EASY+PC under a cap on the simulated cluster, one cycle a second
-            raw = {"policy": "easy-pc", "predictor": "history", "cap_w": "60%", "poll_interval_s": 1.0,
-                   "state_dir": "runs/daemon-sim", **raw}
-        try:
-            return DaemonConfig.model_validate(raw), None
-        except Exception as exc:  # pragma: no cover - only the CLI's own keys here
-            raise ConfigError(f"command line: {exc}") from exc
-    config = load_config(args.config, DaemonConfig, env=os.environ)
-    if cli:
-        merged = config.model_dump()
-        for k, v in cli.items():
-            merged[k] = {**merged[k], **v} if isinstance(v, dict) else v
-        config = DaemonConfig.model_validate(merged)
-    return config, Path(args.config)
+    backend = getattr(args, "backend", None)
+    try:
+        if args.config is None:
+            base = {"kind": "daemon", **(DEMO if backend == "sim" else {})}
+            config = merge_overrides(DaemonConfig.model_validate(base), cli, env=env)
+        else:
+            config = load_config(args.config, DaemonConfig, cli=cli, env=env)
+    except ConfigError as exc:
+        raise _against_options(exc) from None
+    if backend:
+        config = config.model_copy(update={"slurm": config.slurm.model_copy(update={"backend": backend})})
+    return config, None if args.config is None else Path(args.config)
+
+
+def _against_options(exc: ConfigError) -> ConfigError:
+    """``command line: poll_interval_s: msg`` becomes ``--poll-interval: msg``."""
+    lines = []
+    for line in str(exc).splitlines():
+        for key, option in CLI_OPTIONS.items():
+            prefix = f"command line: {key}: "
+            if line.lstrip().startswith(prefix):
+                line = line.replace(prefix, f"{option}: ", 1)
+        lines.append(line)
+    return ConfigError("\n".join(lines))
 
 
 def make_backend(config):
@@ -124,11 +145,17 @@ def cmd_status(args: argparse.Namespace) -> int:
     view_state = daemon.backend.read_state()
     from wattsched.daemon.view import build_view
 
+    daemon._now = view_state.read_at
     view = build_view(
         view_state, partitions=daemon.partitions, holds=store.holds(), starts=store.starts(), power=daemon.power,
         cap_w=daemon._cap_w, estimator=None, epoch=0, include_adopted=False, platform_cache={},
     )
     c, snap = view.classified, view.snapshot
+    # announced demand-response events as the daemon sees them (same baselines)
+    baselines = dict(store.get("dr_baselines", {}) or {})
+    snap.dr_events = daemon.constraints.noticed(snap.platform, view_state.read_at, baselines, snap.platform_power_w)
+    for e in snap.dr_events:
+        snap.cap = snap.cap.with_limit(e.event.start_s, e.event.end_s, e.cap_w, e.event.label)
     holds = store.holds()
     print(f"policy {config.policy}, {'dry-run' if config.dry_run else 'active'}, cycle {store.get('cycle', 0)}")
     hb = config.heartbeat_path
@@ -140,6 +167,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     cap = snap.cap_w
     print(f"cap: {'none' if cap == float('inf') else f'{cap:,.0f} W'}; estimated power {snap.platform_power_w:,.0f} W "
           f"on {len(snap.platform)} nodes")
+    _print_constraints(store, snap, view_state.read_at)
     if c.ours:
         print("held by wattsched:")
         for job in c.ours[: args.limit]:
@@ -149,6 +177,33 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"  ... and {len(c.ours) - args.limit} more")
     store.close()
     return 0
+
+
+def _print_constraints(store, snap, now: float) -> None:
+    """Next cap change, announced demand-response events and the node settings wattsched keeps."""
+    from wattsched.daemon.loop import _describe
+
+    def when(t: float) -> str:
+        return dt.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M")
+
+    def watts(w: float) -> str:
+        return "none" if w == float("inf") else f"{w:,.0f} W"
+
+    events = snap.dr_events
+    cap = snap.cap
+    nxt = cap.next_change_after(now)
+    if nxt != float("inf"):
+        print(f"next cap change: {when(nxt)} to {watts(cap.cap_at(nxt))}")
+    for e in events:
+        state = "in force" if e.event.start_s <= now else "announced"
+        print(f"demand response {e.event.label!r}: {when(e.event.start_s)} to {when(e.event.end_s)}, "
+              f"cap {watts(e.cap_w)} ({state})")
+    desired = store.desired()
+    if desired:
+        print("node settings wattsched keeps:")
+        for (node, kind), w in desired.items():
+            extra = f", for job {w.job_id}" if w.job_id is not None else ""
+            print(f"  {node:<12} {kind:<4} {_describe(kind, w.value):<18} {w.state}{extra}")
 
 
 def _parse_since(text: str) -> float:

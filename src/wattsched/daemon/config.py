@@ -7,13 +7,27 @@ recognises a daemon config by its ``kind: daemon`` key or its ``slurm`` block.
 
 from __future__ import annotations
 
+import math
+import os
 import re
 from pathlib import Path
 from typing import Any, ClassVar, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from wattsched.config import CapValue, StrictModel, field_problems, parse_cap_value, register_config_kind
+from wattsched.config import (
+    CapEntryConfig,
+    CapValue,
+    DemandResponseEventConfig,
+    StrictModel,
+    _check_cap_entries,
+    field_problems,
+    parse_cap_value,
+    read_cap_entries,
+    register_config_kind,
+)
+from wattsched.sim.platforms import PowerModelConfig
 
 
 class SlurmConfig(StrictModel):
@@ -196,10 +210,143 @@ class ForecastConfig(StrictModel):
     step_s: float = Field(default=300.0, gt=0, description="Step of the forecast, in seconds. Default: `300`.")
 
 
+class DaemonCapEntryConfig(CapEntryConfig):
+    """An entry of the daemon's ``cap_schedule``: a step or window at fixed times, or a recurring window."""
+
+    doc_name: ClassVar[str] = "daemon cap schedule entry"
+
+    start_s: float | None = Field(
+        default=None,
+        description="Time the cap comes into force, in seconds since the Unix epoch (e.g. `date -d '2026-12-01 "
+        "17:00' +%s`). Required unless `every` is given. Example: `1796144400`.",
+    )
+    every: str | None = Field(
+        default=None,
+        description="A recurring window instead of fixed times: `DAYS HH:MM-HH:MM` in the site's `timezone`, "
+        "where DAYS is `daily`, `weekdays`, `weekends` or day names `mon`..`sun` with commas and ranges "
+        "(`mon-thu,sat`); an end not after the start runs past midnight. The cap holds inside every "
+        "occurrence; give no `start_s`/`end_s` with it. Default: none. Example: `\"weekdays 17:00-20:00\"`.",
+    )
+
+    @field_validator("every")
+    @classmethod
+    def _every(cls, v):
+        if v is not None:
+            from wattsched.daemon.schedule import parse_recurrence
+
+            parse_recurrence(v)
+        return v
+
+    @model_validator(mode="after")
+    def _fixed_or_recurring(self):
+        if self.every is not None and (self.start_s is not None or self.end_s is not None):
+            raise field_problems([("every", "a recurring window has no start_s or end_s")])
+        if self.every is None and self.start_s is None:
+            raise field_problems([("start_s", "required (or give a recurring window with every)")])
+        return self
+
+
+def _check_daemon_cap_entries(entries: list[DaemonCapEntryConfig]) -> list[DaemonCapEntryConfig]:
+    fixed = [i for i, e in enumerate(entries) if e.every is None]
+    try:
+        _check_cap_entries([entries[i] for i in fixed])
+    except Exception as exc:  # renumber the locations to the full list
+        from pydantic_core import PydanticCustomError
+
+        if isinstance(exc, PydanticCustomError) and exc.context and "problems" in exc.context:
+            problems = [((fixed[loc[0]], *loc[1:]) if loc and isinstance(loc[0], int) else loc, msg)
+                        for loc, msg in exc.context["problems"]]
+            raise field_problems(problems) from None
+        raise
+    return entries
+
+
+class DaemonBudgetConfig(StrictModel):
+    """An energy budget of the daemon: fixed window (epoch seconds) or recurring (``every``)."""
+
+    doc_name: ClassVar[str] = "daemon energy budget entry"
+
+    start_s: float | None = Field(
+        default=None, description="Start of the window, in seconds since the Unix epoch. Required unless `every`."
+    )
+    end_s: float | None = Field(
+        default=None, description="End of the window, in seconds since the Unix epoch, after `start_s`. "
+        "Required unless `every`."
+    )
+    every: str | None = Field(
+        default=None,
+        description="A recurring window (`DAYS HH:MM-HH:MM` in `timezone`, as in the cap schedule): the "
+        "budget applies to each occurrence separately. Default: none. Example: `\"daily 00:00-24:00\"`.",
+    )
+    energy_j: float = Field(
+        gt=0, description="Energy the managed nodes may use in the window, in joules (1 kWh = 3.6e6 J). "
+        "Required. Example: `1.8e9` (500 kWh)."
+    )
+    label: str = Field(default="", description="Name shown in logs and metrics. Default: the window.")
+
+    @field_validator("every")
+    @classmethod
+    def _every(cls, v):
+        if v is not None:
+            from wattsched.daemon.schedule import parse_recurrence
+
+            parse_recurrence(v)
+        return v
+
+    @model_validator(mode="after")
+    def _window(self):
+        if self.every is not None:
+            if self.start_s is not None or self.end_s is not None:
+                raise field_problems([("every", "a recurring budget has no start_s or end_s")])
+            return self
+        if self.start_s is None or self.end_s is None:
+            raise field_problems([("start_s" if self.start_s is None else "end_s",
+                                   "required (or give a recurring window with every)")])
+        if not (math.isfinite(self.start_s) and math.isfinite(self.end_s)):
+            raise field_problems([("end_s", "window bounds must be finite numbers of seconds")])
+        if self.end_s <= self.start_s:
+            raise field_problems([("end_s", f"must be after start_s ({self.start_s:g} s), got {self.end_s:g}")])
+        return self
+
+
+class DaemonDemandResponseEventConfig(DemandResponseEventConfig):
+    """One demand-response event of the daemon: the simulator's event with times in seconds since the epoch."""
+
+    doc_name: ClassVar[str] = "daemon demand-response event"
+
+    notice_s: float | None = Field(
+        default=None,
+        description="When the event is announced, in seconds since the Unix epoch: policies see it from then "
+        "on (never earlier), so they can prepare. Must not be after `start_s`. Default: `start_s` (no notice).",
+    )
+    start_s: float = Field(description="Start of the event, in seconds since the Unix epoch. Required.")
+    end_s: float = Field(description="End of the event, in seconds since the Unix epoch. Required.")
+    reduction_w: float | None = Field(
+        default=None, gt=0,
+        description="Target as a reduction: the platform power measured when the daemon first sees the event "
+        "(at its notice time; kept in the state store across restarts) minus this many watts. Give `cap_w` or "
+        "`reduction_w`. Example: `20000`.",
+    )
+
+    @property
+    def visible_from_s(self) -> float:
+        return self.start_s if self.notice_s is None else self.notice_s
+
+
+class DemandResponseConfig(StrictModel):
+    doc_name: ClassVar[str] = "demand_response block"
+
+    events: list[DaemonDemandResponseEventConfig] = Field(
+        default_factory=list,
+        description="Demand-response events known in advance (see *Daemon demand-response event keys*); each lowers "
+        "the cap between its start and end, and policies see it from its notice time. Default: `[]`.",
+    )
+
+
 class DaemonConfig(StrictModel):
     """The live daemon: ``wattsched daemon --config wattsched.yaml``."""
 
-    path_keys: ClassVar[tuple[str, ...]] = ("state_dir", "heartbeat_file")
+    path_keys: ClassVar[tuple[str, ...]] = ("state_dir", "heartbeat_file", "platform", "cap_schedule")
 
     kind: Literal["daemon"] = Field(
         default="daemon",
@@ -226,12 +373,49 @@ class DaemonConfig(StrictModel):
     cap_w: CapValue = Field(
         default=None,
         description="Constant platform power cap: watts, or a percentage of the managed nodes' maximum dynamic "
-        "power such as `\"60%\"`. Default: none (uncapped). Example: `\"60%\"`.",
+        "power such as `\"60%\"`. Give either `cap_w` or `cap_schedule`. Default: none (uncapped). "
+        "Example: `\"60%\"`.",
     )
-    node_power: dict[str, float] = Field(
-        default_factory=dict,
-        description="Power model of the managed nodes (keys of a platform file's `power` block: `idle_w`, "
-        "`busy_w`, `off_w`, `gpu_tdp_w`, ...). Default: `{}` (the packaged default model).",
+    cap_schedule: list[DaemonCapEntryConfig] | None = Field(
+        default=None,
+        description="A cap that changes with the time of day or date: a list of entries (see *Daemon cap "
+        "schedule entries*) or the path of a YAML or CSV file in the simulator's cap-schedule format, with "
+        "times in seconds since the Unix epoch. Fixed entries are steps (until the next step) or windows "
+        "(with `end_s`); recurring windows (`every: \"weekdays 17:00-20:00\"`) repeat in `timezone`. Where "
+        "entries overlap the lowest cap holds; outside every entry the platform is uncapped (add a step "
+        "`{start_s: 0, cap_w: ...}` for a base cap). Policies see the schedule ahead. Default: none. "
+        "Example: `[{every: \"weekdays 17:00-20:00\", cap_w: \"50%\"}]`.",
+    )
+    timezone: str | None = Field(
+        default=None,
+        description="IANA time zone of recurring windows (`every`). Default: the `TZ` environment variable, "
+        "else UTC. Example: `Europe/Paris`.",
+    )
+    energy_budgets: list[DaemonBudgetConfig] = Field(
+        default_factory=list,
+        description="Energy budget windows of the managed nodes (see *Daemon energy budget entries*). "
+        "Energy consumed so far is integrated from measured node power (predicted where unmeasured) each "
+        "cycle and kept in the state store across restarts; policies see each window in force or ahead with "
+        "its consumed energy. Default: `[]`. Example: `[{every: \"daily 00:00-24:00\", energy_j: 1.8e9}]`.",
+    )
+    demand_response: DemandResponseConfig = Field(
+        default_factory=DemandResponseConfig,
+        description="Demand-response events (see *Demand_response block*). Default: none.",
+    )
+    platform: str | None = Field(
+        default=None,
+        description="Platform file of the managed nodes (the simulator's format: `node_groups` with a power "
+        "model each), or a packaged platform name. A Slurm node gets the power model of the group holding "
+        "its name, else of the group whose `prefix` and number match (`wst3` is `wst0003` of a group with "
+        "prefix `wst`), else of a group named by one of its Slurm features, else of the first group. Give "
+        "either `platform` or `node_power`. Default: none (the `node_power` model for every node). "
+        "Example: `/etc/wattsched/platform.yaml`.",
+    )
+    node_power: PowerModelConfig | None = Field(
+        default=None,
+        description="Shorthand for a platform of one group: the power model of every managed node (keys of a "
+        "platform file's `power` block: `idle_w`, `busy_w`, `off_w`, `gpu_tdp_w`, ...; see *Node power model "
+        "keys*). Default: none (the packaged default model).",
     )
     partitions: list[str] = Field(
         default_factory=list,
@@ -306,29 +490,6 @@ class DaemonConfig(StrictModel):
     _origins: dict[str, str] = PrivateAttr(default_factory=dict)
     _lines: dict = PrivateAttr(default_factory=dict)
 
-    @field_validator("node_power")
-    @classmethod
-    def _node_power(cls, value: dict[str, float]) -> dict[str, float]:
-        from dataclasses import fields
-
-        from wattsched.model.platform import NodePowerModel
-
-        known = {f.name for f in fields(NodePowerModel)} - {"freq_levels_hz"}
-        unknown = sorted(set(value) - known)
-        if unknown:
-            raise ValueError(f"unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        # the same rules as a platform file's power block (off <= idle <= busy_min <= busy, cap range)
-        from pydantic import ValidationError
-
-        from wattsched.config import error_items
-        from wattsched.sim.platforms import PowerModelConfig
-
-        try:
-            PowerModelConfig.model_validate(value)
-        except ValidationError as exc:
-            raise field_problems(error_items(exc, value, PowerModelConfig)) from None
-        return value
-
     @field_validator("heartbeat_file")
     @classmethod
     def _heartbeat_file(cls, value: Path | None) -> Path | None:
@@ -341,11 +502,62 @@ class DaemonConfig(StrictModel):
     def _cap(cls, value):
         return parse_cap_value(value)
 
+    @field_validator("cap_schedule", mode="before")
+    @classmethod
+    def _cap_schedule_file(cls, v):
+        if isinstance(v, (str, os.PathLike)):
+            return [e.model_dump(exclude_unset=True) for e in read_cap_entries(v)]
+        return v
+
+    @field_validator("cap_schedule")
+    @classmethod
+    def _cap_entries(cls, v):
+        return None if v is None else _check_daemon_cap_entries(v)
+
+    @field_validator("platform")
+    @classmethod
+    def _platform(cls, v):
+        if v is not None:
+            from wattsched.errors import ConfigError
+            from wattsched.sim.platforms import load_platform_config
+
+            try:
+                load_platform_config(v)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v):
+        if v is not None:
+            try:
+                ZoneInfo(v)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"unknown time zone {v!r}; use an IANA name such as Europe/Paris or UTC") from None
+        return v
+
     @model_validator(mode="after")
     def _ipmi_needs_credentials(self):
+        problems = []
         if self.actuator.kind == "ipmi" and self.actuator.ipmi_credentials is None:
-            raise field_problems([(("actuator", "ipmi_credentials"), "required with actuator.kind: ipmi")])
+            problems.append((("actuator", "ipmi_credentials"), "required with actuator.kind: ipmi"))
+        if self.cap_w is not None and self.cap_schedule is not None:
+            problems.append(("cap_schedule", "give either cap_w or cap_schedule, not both"))
+        if self.platform is not None and self.node_power is not None:
+            problems.append(("node_power", "give either platform or node_power, not both"))
+        if problems:
+            raise field_problems(problems)
         return self
+
+    @property
+    def zone(self) -> ZoneInfo:
+        """The time zone of recurring windows."""
+        name = self.timezone or os.environ.get("TZ", "").lstrip(":") or "UTC"
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            return ZoneInfo("UTC")
 
     @property
     def heartbeat_path(self) -> Path:

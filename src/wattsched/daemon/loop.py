@@ -2,38 +2,58 @@
 
 One :meth:`Daemon.cycle` is one pass; :meth:`Daemon.run` repeats it every
 ``poll_interval_s`` until stopped. A failed cycle is logged, counted and skipped:
-the loop goes on. Every action is written to the state store as an *intent*
-before it reaches Slurm and marked done after, so a daemon killed in between
-checks on restart what Slurm actually did instead of acting twice.
+the loop goes on. Every action is written to the state store as an *intent*,
+with its audit row, before it reaches Slurm or a node and completed with its
+outcome after, so a daemon killed in between checks on restart what Slurm and
+the nodes actually did instead of acting twice, and its audit says what was
+attempted.
+
+Node caps and frequencies are reconciled every cycle: the desired setting of
+each node (from the plans that set it, kept in the state store) is compared
+with what the node's actuator reads back, and a node that differs is set again
+(idempotently); failures are audited and counted. The policy sees the settings
+read back in its next snapshot (``node_cap_w``, ``node_freq_hz``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+import math
 import os
 import signal
 import threading
 import time
 from collections import Counter as Tally
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import assert_never
 
 from wattsched import __version__
-from wattsched.config import _cap_in_watts, key_locator
+from wattsched.config import key_locator
+from wattsched.daemon import policystate
+from wattsched.daemon.actuators import NodeSetting, Outcome, make_actuator, same_cap, same_freq
 from wattsched.daemon.config import DaemonConfig
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier
+from wattsched.daemon.schedule import LiveConstraints
 from wattsched.daemon.slurm.backend import SlurmBackend, with_marker, without_marker
 from wattsched.daemon.slurm.hostlist import compress
-from wattsched.daemon.store import AuditEntry, Store
-from wattsched.daemon.view import View, build_view, is_our_hold, managed_platform
+from wattsched.daemon.slurm.records import SlurmNode
+from wattsched.daemon.store import AuditEntry, Desired, Store
+from wattsched.daemon.view import PowerModels, View, build_view, is_our_hold, managed_nodes, managed_platform
 from wattsched.errors import PlanViolation, SlurmCommandError, WattschedError
+from wattsched.model.constraints import BudgetState, CapSchedule, EnergyBudget
 from wattsched.model.guard import plan_problems
-from wattsched.model.plan import Evict, PowerDown, PowerUp, Reason, SetNodeCap, SetNodeFreq, Start
+from wattsched.model.plan import Evict, PowerDown, PowerUp, Reason, Reshape, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodePowerModel, NodeState
 from wattsched.policies import make_policy
 from wattsched.predictors import make_predictor
+
+NODE_ACTIONS = {"cap": "set_cap", "freq": "set_freq"}
 
 log = logging.getLogger("wattsched.daemon")
 
@@ -48,6 +68,7 @@ class CycleReport:
     rehold: list[int] = field(default_factory=list)
     evicted: list[int] = field(default_factory=list)
     node_actions: list[str] = field(default_factory=list)
+    reconciled: list[str] = field(default_factory=list)
     failed_actions: list[str] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
     pending: int = 0
@@ -100,6 +121,10 @@ class Daemon:
         self._reasons: dict[int, str] = {}
         self._samples: dict[int, list[float]] = {}  # per-node watts of running jobs, one reading per cycle
         self._running: dict[int, object] = {}
+        self._observed: dict[str, NodeSetting] = {}
+        self._report: CycleReport | None = None
+        self._now = time.time()
+        self.policy_state = None
         self.apply_config(config)
 
     # ------------------------------------------------------------------ configuration
@@ -113,26 +138,44 @@ class Daemon:
             predictor = make_predictor(config.predictor, config.predictor_params,
                                        source=key_locator(config, "predictor_params"),
                                        name_source=key_locator(config, "predictor")())
-        power = NodePowerModel(**config.node_power) if config.node_power else NodePowerModel()
+        if config.platform is not None:
+            from wattsched.sim.platforms import load_platform_config
+
+            power = PowerModels.from_platform_config(load_platform_config(config.platform)[0])
+        else:
+            power = PowerModels.uniform(config.node_power.to_model() if config.node_power else NodePowerModel())
+        from wattsched.daemon.power import Telemetry
+
+        actuator = make_actuator(config.actuator, config.telemetry, dry_run=config.dry_run)
+        previous = getattr(self, "config", None)
+        same_policy = previous is not None and previous.policy == config.policy and previous.params == config.params
         self.config = config
         self.policy = policy
-        self.policy_state = policy.init_state()
+        if same_policy and self.policy_state is not None:
+            pass  # a reload that keeps the policy keeps its state
+        elif previous is not None:
+            log.info("policy changed from %s %s to %s %s: starting fresh policy state", previous.policy,
+                     previous.params, config.policy, config.params)
+            self.policy_state = policy.init_state()
+        else:
+            self.policy_state = policystate.restore(self.store, policy, config.policy, config.params)
         self.predictor = predictor
         self._predictor_ready = False
         self.power = power
+        self._platform_cache = {}
         self.partitions = frozenset(config.partitions)
-        from wattsched.daemon.power import Actuators, Telemetry
-
+        self.constraints = LiveConstraints(config)
         self.telemetry = Telemetry(config.telemetry, self.metrics)
-        self.actuators = Actuators(config.actuator, config.telemetry)
+        self.actuator = actuator
         self.metrics.dry_run.set(1 if config.dry_run else 0)
         self.metrics.info.info({
             "version": __version__, "policy": config.policy, "predictor": config.predictor or "none",
             "backend": getattr(self.backend, "name", "?"), "gate": config.gate,
         })
 
-    def _cap_w(self, platform) -> float:
-        return _cap_in_watts(self.config.cap_w, platform, "cap_w")
+    def _cap_w(self, platform) -> CapSchedule:
+        """The cap schedule before demand response (``cap_w``, or ``cap_schedule`` with recurring windows)."""
+        return self.constraints.schedule(platform, self._now)
 
     def _estimator(self, platform):
         if self.predictor is None:
@@ -160,10 +203,12 @@ class Daemon:
             raise
         if not cfg.dry_run:
             self._heartbeat(state.read_at)
-        measured = self.telemetry.read([n for n in state.nodes
-                                        if not self.partitions or self.partitions.intersection(n.partitions)])
+        self._now = state.read_at
+        nodes = managed_nodes(state, self.partitions)
+        measured = self.telemetry.read(nodes)
+        observed = self._observe(nodes)
         if not self._reconciled:
-            self._reconcile(state)
+            self._reconcile(state, observed)
             self._reconciled = True
         holds = self.store.holds()
         starts = self.store.starts()
@@ -191,11 +236,15 @@ class Daemon:
             settle_s=cfg.telemetry.settle_s,
         )
         self._measured = measured
-        view.snapshot.forecast = self._forecast(view.snapshot, None)
-        self.last_view = view
         c = view.classified
         audit: list[AuditEntry] = []
         now = state.read_at
+        self._reconcile_nodes(view, observed, report, now)
+        self._fill_node_settings(view, observed)
+        self._fill_demand_response(view, now)
+        self._fill_budgets(view, now)
+        view.snapshot.forecast = self._forecast(view.snapshot, None)
+        self.last_view = view
 
         self._learn(state, view)
         # 1. Starts released earlier: confirm, or take back after too many cycles.
@@ -213,6 +262,7 @@ class Daemon:
         wanted = snap.pending or snap.running or getattr(self.policy, "wants_empty_queue_calls", False)
         plan = self.policy.decide(snap, self.policy_state) if wanted else None
         if plan is not None:
+            policystate.save(self.store, cfg.policy, cfg.params, self.policy_state)
             problems = plan_problems(snap, plan)
             if problems:
                 self.metrics.plan_rejections.inc()
@@ -231,7 +281,7 @@ class Daemon:
         report.duration_s = time.monotonic() - t0
         self._export(view, report, now)
         log.info("%s", report.summary())
-        if report.started or report.evicted or report.node_actions:
+        if report.started or report.evicted or report.node_actions or report.reconciled:
             snap = view.snapshot
             log.info("cycle %d decided at %.0f W (measured on %d of %d nodes, predicted %.0f W), cap %.0f W",
                      self.cycle_no, snap.platform_power_w, len(measured), len(snap.platform),
@@ -300,29 +350,230 @@ class Daemon:
             log.warning("cannot write the heartbeat %s: %s (the lua gate stays open)", path, exc)
 
     def _act(self, action: str, target, reason: str, audit: list[AuditEntry], now: float, fn, args=None) -> bool:
-        """Apply one action (unless dry-run) under a write-ahead intent; audit and count it."""
+        """Apply one Slurm action (unless dry-run) under a write-ahead intent and its audit row; count it."""
         if self.config.dry_run:
             audit.append(AuditEntry(now, self.cycle_no, action, str(target), reason, True, "dry-run"))
             self.metrics.decisions.labels(action, "dry-run").inc()
             return False
-        intent = self.store.begin(action, str(target), args, now)
+        intent = self.store.begin_audited(AuditEntry(now, self.cycle_no, action, str(target), reason, False,
+                                                     "pending"), args)
         try:
             fn()
         except WattschedError as exc:
-            self.store.finish(intent, "failed")
+            self.store.finish(intent, "failed", f"{reason}: {exc}")
             if isinstance(exc, SlurmCommandError):
                 self.metrics.slurm_errors.labels(exc.cmd[0] if exc.cmd else "?").inc()
             self.metrics.decisions.labels(action, "failed").inc()
             if getattr(self, "_report", None) is not None:
                 self._report.failed_actions.append(f"{action} {target}")
-            audit.append(AuditEntry(now, self.cycle_no, action, str(target), f"{reason}: {exc}"[:2000], False,
-                                    "failed"))
             log.warning("%s %s failed: %s", action, target, exc)
             return False
         self.store.finish(intent, "applied")
         self.metrics.decisions.labels(action, "applied").inc()
-        audit.append(AuditEntry(now, self.cycle_no, action, str(target), reason, False, "applied"))
         return True
+
+    # ------------------------------------------------------------------ node caps and frequencies
+
+    def _observe(self, nodes: Sequence[SlurmNode]) -> dict[str, NodeSetting]:
+        """Every managed node's cap and frequency as its actuator reads them (in parallel)."""
+        if self.config.actuator.kind == "none" or not nodes:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
+            settings = list(pool.map(self.actuator.observe, nodes))
+        out = {}
+        for node, setting in zip(nodes, settings, strict=True):
+            if setting.error and not (setting.has_cap or setting.has_freq):
+                log.debug("cannot read node settings of %s: %s", node.name, setting.error)
+            out[node.name] = setting
+        self._observed = out
+        return out
+
+    def _node_act(self, kind: str, node: SlurmNode, value: float | None, reason: str, now: float, *,
+                  job_id: int | None = None, base: float | None = None, record: bool = True) -> Outcome:
+        """Set ``node``'s cap or frequency through the actuator: desired state, intent and audit row first.
+
+        Without an actuator (``actuator.kind: none``) the setting is audited as
+        ``skipped`` and counts as done (a start that asked for it goes ahead).
+        """
+        action = NODE_ACTIONS[kind]
+        what = _describe(kind, value)
+        if self.config.dry_run:
+            self.store.audit([AuditEntry(now, self.cycle_no, action, node.name, f"{what}, {reason}", True,
+                                         "dry-run")])
+            self.metrics.decisions.labels(action, "dry-run").inc()
+            return Outcome(True, "dry-run", value)
+        if self.config.actuator.kind == "none":  # nothing to apply it with: audited, never retried
+            self.store.audit([AuditEntry(now, self.cycle_no, action, node.name,
+                                         f"{what}, {reason}: no node actuator configured (actuator.kind: none)",
+                                         False, "skipped")])
+            self.metrics.decisions.labels(action, "skipped").inc()
+            return Outcome(True, "skipped: no node actuator configured", value)
+        if record:
+            self.store.want(node.name, kind, value, now, job_id=job_id, base=base)
+        intent = self.store.begin_audited(
+            AuditEntry(now, self.cycle_no, action, node.name, f"{what}, {reason}", False, "pending"),
+            {"kind": kind, "value": value})
+        setter = self.actuator.set_cap if kind == "cap" else self.actuator.set_freq
+        outcome = setter(node, value, f"wattsched-{intent}")
+        if outcome.ok:
+            self.store.applied(node.name, kind, outcome.applied)
+            self.store.finish(intent, "applied", f"{what}, {reason} ({outcome.detail})")
+            self.metrics.decisions.labels(action, "applied").inc()
+            gauge = self.metrics.node_cap if kind == "cap" else self.metrics.node_freq
+            if value is None:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(node.name)
+            else:
+                gauge.labels(node.name).set(value)
+            setting = self._observed.get(node.name, NodeSetting())
+            if kind == "cap":
+                self._observed[node.name] = dataclasses.replace(setting, cap_w=outcome.applied, has_cap=True)
+            else:
+                self._observed[node.name] = dataclasses.replace(setting, freq_hz=outcome.applied, has_freq=True)
+        else:
+            self.store.finish(intent, "failed", f"{what}, {reason}: {outcome.detail}")
+            self.metrics.decisions.labels(action, "failed").inc()
+            self.metrics.node_failures.labels(kind).inc()
+            if self._report is not None:
+                self._report.failed_actions.append(f"{action} {node.name}")
+            log.warning("%s %s (%s) failed: %s", action, node.name, what, outcome.detail)
+        return outcome
+
+    def _reconcile_nodes(self, view: View, observed: dict[str, NodeSetting], report: CycleReport,
+                         now: float) -> None:
+        """Re-apply desired node settings that are pending or that the nodes no longer hold."""
+        if self.config.dry_run:
+            return
+        desired = self.store.desired()
+        if not desired:
+            return
+        on_node: dict[str, set[int]] = {}
+        for job in view.classified.running:
+            for n in job.nodes:
+                on_node.setdefault(n, set()).add(job.job_id)
+        for jid, (planned, _at, _cycles) in self.store.starts().items():
+            for n in planned:
+                on_node.setdefault(n, set()).add(jid)
+        for (name, kind), want in desired.items():
+            node = view.slurm_nodes.get(name)
+            if node is None:
+                continue
+            if want.job_id is not None and want.job_id not in on_node.get(name, ()):
+                # the job that came with this setting is gone from the node: back to the setting before it
+                self._node_act(kind, node, want.base, f"job {want.job_id} no longer runs here", now)
+                report.reconciled.append(f"{NODE_ACTIONS[kind]} {name} back after job {want.job_id}")
+                continue
+            why = self._drift(kind, want, observed.get(name))
+            if why is None:
+                continue
+            if want.state == "applied":
+                self.metrics.node_drift.labels(kind).inc()
+                log.warning("node %s: %s; setting it again", name, why)
+            self._node_act(kind, node, want.value, why, now, job_id=want.job_id, base=want.base)
+            report.reconciled.append(f"{NODE_ACTIONS[kind]} {name}")
+        self._forget_lifted()
+
+    def _forget_lifted(self) -> None:
+        """A lifted cap or restored frequency, once applied, is not enforced any more."""
+        for (name, kind), want in self.store.desired().items():
+            if want.value is None and want.state == "applied" and want.job_id is None:
+                self.store.forget_desired(name, kind)
+
+    @staticmethod
+    def _drift(kind: str, want: Desired, seen: NodeSetting | None) -> str | None:
+        """Why ``want`` must be applied again, or ``None`` when the node holds it."""
+        if want.state != "applied":
+            return "not applied yet"
+        if seen is None:
+            return None
+        same, readable, now = (same_cap, seen.has_cap, seen.cap_w) if kind == "cap" else (
+            same_freq, seen.has_freq, seen.freq_hz)
+        if not readable or same(now, want.applied):
+            return None
+        return f"drifted: the node holds {_describe(kind, now)}, wattsched set {_describe(kind, want.applied)}"
+
+    def _fill_node_settings(self, view: View, observed: dict[str, NodeSetting]) -> None:
+        """The snapshot's node caps and frequencies: as read back from the nodes, else as last applied."""
+        desired = self.store.desired() if not self.config.dry_run else {}
+        caps, freqs = {}, {}
+        for i, name in enumerate(view.node_names):
+            seen = self._observed.get(name) or observed.get(name)
+            cap_want, freq_want = desired.get((name, "cap")), desired.get((name, "freq"))
+            cap = seen.cap_w if seen is not None and seen.has_cap else (cap_want.applied if cap_want else None)
+            freq = seen.freq_hz if seen is not None and seen.has_freq else (freq_want.applied if freq_want else None)
+            if cap is not None:
+                caps[i] = cap
+            if freq is not None:
+                freqs[i] = freq
+        view.snapshot.node_cap_w = caps
+        view.snapshot.node_freq_hz = freqs
+        # a running job's cap and frequency: the lowest in force on its nodes
+        running = dict(view.snapshot.running)
+        for jid, r in running.items():
+            job_caps = [caps[i] for i in r.nodes if i in caps]
+            job_freqs = [freqs[i] for i in r.nodes if i in freqs]
+            if job_caps or job_freqs:
+                running[jid] = dataclasses.replace(r, cap_w=min(job_caps) if job_caps else None,
+                                                   freq_hz=min(job_freqs) if job_freqs else None)
+        view.snapshot.running = running
+        index = {name: i for i, name in enumerate(view.node_names)}
+        wanted = {kind: {index[n]: w.value for (n, k), w in desired.items() if k == kind and n in index
+                         and w.value is not None} for kind in ("cap", "freq")}
+        view.snapshot.desired_node_cap_w = wanted["cap"]
+        view.snapshot.desired_node_freq_hz = wanted["freq"]
+
+    # ------------------------------------------------------------------ demand response and energy budgets
+
+    def _fill_demand_response(self, view: View, now: float) -> None:
+        """Announced events into the snapshot and its cap schedule; a reduction counts from the platform power
+        when the event was first seen (kept in the store, so a restart keeps the same target)."""
+        snap = view.snapshot
+        baselines = dict(self.store.get("dr_baselines", {}) or {})
+        known = set(baselines)
+        events = self.constraints.noticed(snap.platform, now, baselines, snap.platform_power_w)
+        for key in set(baselines) - known:
+            log.info("demand-response event %s announced: baseline %.0f W", key, baselines[key])
+        if set(baselines) != known:
+            self.store.put("dr_baselines", baselines)
+        cap = snap.cap
+        for e in events:
+            cap = cap.with_limit(e.event.start_s, e.event.end_s, e.cap_w, e.event.label)
+        snap.cap = cap
+        snap.dr_events = events
+        self._dr_events = events
+
+
+    def _fill_budgets(self, view: View, now: float) -> None:
+        """Integrate platform power into the budget windows (kept in the store); put them in the snapshot."""
+        if not self.config.energy_budgets:
+            return
+        snap = view.snapshot
+        saved = self.store.get("energy", {}) or {}
+        last_s, last_w = saved.get("last_s"), saved.get("last_w")
+        consumed: dict[str, float] = dict(saved.get("consumed", {}))
+        counters = {name: self._observed[name].counters for name in view.node_names
+                    if name in self._observed and self._observed[name].counters}
+        if last_s is not None and last_w is not None and now > last_s:
+            # the nodes' energy counters when every node has them in both cycles; else the power between two
+            # cycles taken as the level of the first (a daemon down meanwhile counts its gap at its last level)
+            energy_j = _counted_energy_j(getattr(self, "_last_counters", None), counters, view.node_names)
+            if energy_j is not None:
+                self.metrics.budget_source.state("counters")
+            else:
+                energy_j = last_w * (now - last_s)
+                self.metrics.budget_source.state("power")
+            for w in self.constraints.budget_windows(last_s, now):
+                overlap = min(now, w.end_s) - max(last_s, w.start_s)
+                if overlap > 0:
+                    consumed[w.key] = consumed.get(w.key, 0.0) + energy_j * overlap / (now - last_s)
+        self._last_counters = counters
+        windows = self.constraints.budget_windows(now, now + 1e-3)  # in force now
+        live = {w.key for w in windows}
+        consumed = {k: v for k, v in consumed.items() if k in live}
+        self.store.put("energy", {"last_s": now, "last_w": snap.platform_power_w, "consumed": consumed})
+        snap.budgets = [BudgetState(EnergyBudget(w.start_s, w.end_s, w.energy_j), consumed.get(w.key, 0.0))
+                        for w in windows]
+        self._budget_windows = windows
 
     def _check_starts(self, view: View, starts, audit, report, now) -> None:
         done, bump = [], []
@@ -368,64 +619,79 @@ class Daemon:
         jobs = view.slurm_jobs
         cfg = self.config
         for action in plan.actions:
-            kind = type(action)
-            if kind is Start:
-                nodes = [names[i] for i in action.nodes]
-                job = jobs[action.job_id]
-                reason = f"on {compress(nodes)}"
-                if self._act("start", action.job_id, reason, audit, now,
-                             lambda j=job, n=nodes: self.backend.release(j.job_id, n, without_marker(j.admin_comment)),
-                             {"nodes": nodes}):
-                    self.store.add_start(action.job_id, nodes, now)
-                    self.store.drop_holds([action.job_id])
-                    report.started.append(action.job_id)
-                elif cfg.dry_run:
-                    report.started.append(action.job_id)
-            elif kind is Evict:
-                job = jobs.get(action.job_id)
-                requeue = action.requeue and cfg.evict == "requeue"
-                if requeue and job is not None and not (job.requeue and job.batch):
-                    why = "not requeueable (--no-requeue)" if not job.requeue else "not a batch job"
-                    audit.append(AuditEntry(now, self.cycle_no, "requeue", str(action.job_id),
-                                            f"{why}; left running", cfg.dry_run, "refused"))
-                    self.metrics.decisions.labels("requeue", "refused").inc()
-                    continue
-                act = "requeue" if requeue else "cancel"
-                fn = (lambda j=action.job_id: self.backend.requeue(j)) if requeue else (
-                    lambda j=action.job_id: self.backend.cancel(j))
-                if self._act(act, action.job_id, "evicted by the policy", audit, now, fn):
-                    report.evicted.append(action.job_id)
-            elif kind is PowerDown or kind is PowerUp:
-                node = names[action.node]
-                act = "power_down" if kind is PowerDown else "power_up"
-                fn = (lambda n=node: self.backend.power_down(n)) if kind is PowerDown else (
-                    lambda n=node: self.backend.power_up(n))
-                if self._act(act, node, "decided by the policy", audit, now, fn):
-                    report.node_actions.append(f"{act} {node}")
-            elif kind is SetNodeCap or kind is SetNodeFreq:
-                act = "set_cap" if kind is SetNodeCap else "set_freq"
-                node = view.slurm_nodes[names[action.node]]
-                if not self.actuators.enabled:
-                    audit.append(AuditEntry(now, self.cycle_no, act, node.name,
-                                            "no node actuator configured", cfg.dry_run, "skipped"))
-                    self.metrics.decisions.labels(act, "skipped").inc()
-                    continue
-                value = action.cap_w if kind is SetNodeCap else action.freq_hz
-                what = f"{value:.0f} W" if kind is SetNodeCap and value is not None else (
-                    f"{value / 1e9:.2f} GHz" if value is not None else "nominal")
-                fn = (lambda n=node, v=value: self.actuators.set_cap(n, v)) if kind is SetNodeCap else (
-                    lambda n=node, v=value: self.actuators.set_freq(n, v))
-                if self._act(act, node.name, f"{what}, decided by the policy", audit, now, fn):
-                    gauge = self.metrics.node_cap if kind is SetNodeCap else self.metrics.node_freq
-                    if value is None:
-                        with contextlib.suppress(KeyError):
-                            gauge.remove(node.name)
-                    else:
-                        gauge.labels(node.name).set(value)
-                    report.node_actions.append(f"{act} {node.name} {what}")
-            else:
-                audit.append(AuditEntry(now, self.cycle_no, kind.__name__.lower(), "", "not supported live",
-                                        cfg.dry_run, "skipped"))
+            match action:
+                case Start():
+                    self._start(action, view, audit, report, now)
+                case Evict():
+                    job = jobs.get(action.job_id)
+                    requeue = action.requeue and cfg.evict == "requeue"
+                    if requeue and job is not None and not (job.requeue and job.batch):
+                        why = "not requeueable (--no-requeue)" if not job.requeue else "not a batch job"
+                        audit.append(AuditEntry(now, self.cycle_no, "requeue", str(action.job_id),
+                                                f"{why}; left running", cfg.dry_run, "refused"))
+                        self.metrics.decisions.labels("requeue", "refused").inc()
+                        continue
+                    act = "requeue" if requeue else "cancel"
+                    fn = (lambda j=action.job_id: self.backend.requeue(j)) if requeue else (
+                        lambda j=action.job_id: self.backend.cancel(j))
+                    if self._act(act, action.job_id, "evicted by the policy", audit, now, fn):
+                        report.evicted.append(action.job_id)
+                case PowerDown(node=i):
+                    node = names[i]
+                    if self._act("power_down", node, "decided by the policy", audit, now,
+                                 lambda n=node: self.backend.power_down(n)):
+                        report.node_actions.append(f"power_down {node}")
+                case PowerUp(node=i):
+                    node = names[i]
+                    if self._act("power_up", node, "decided by the policy", audit, now,
+                                 lambda n=node: self.backend.power_up(n)):
+                        report.node_actions.append(f"power_up {node}")
+                case SetNodeCap(node=i, cap_w=value):
+                    node = view.slurm_nodes[names[i]]
+                    if self._node_act("cap", node, value, "decided by the policy", now).ok:
+                        report.node_actions.append(f"set_cap {node.name} {_describe('cap', value)}")
+                case SetNodeFreq(node=i, freq_hz=value):
+                    node = view.slurm_nodes[names[i]]
+                    if self._node_act("freq", node, value, "decided by the policy", now).ok:
+                        report.node_actions.append(f"set_freq {node.name} {_describe('freq', value)}")
+                case Reshape():
+                    audit.append(AuditEntry(now, self.cycle_no, "reshape", str(action.job_id),
+                                            "malleable jobs are simulator only: Slurm cannot move a running job",
+                                            cfg.dry_run, "refused"))
+                    self.metrics.decisions.labels("reshape", "refused").inc()
+                case _:
+                    assert_never(action)
+
+    def _start(self, action: Start, view: View, audit, report, now) -> None:
+        """Apply a start's node cap and frequency to its nodes, then pin and release the job."""
+        nodes = [view.node_names[i] for i in action.nodes]
+        job = view.slurm_jobs[action.job_id]
+        desired = self.store.desired()
+        for kind, value in (("cap", action.cap_w), ("freq", action.freq_hz)):
+            if value is None:
+                continue
+            for name in nodes:
+                before = desired.get((name, kind))
+                base = before.value if before is not None and before.job_id is None else (
+                    before.base if before is not None else None)
+                outcome = self._node_act(kind, view.slurm_nodes[name], value, f"for job {action.job_id}", now,
+                                         job_id=action.job_id, base=base)
+                if not outcome.ok:
+                    why = f"{NODE_ACTIONS[kind]} on {name} failed ({outcome.detail}); job left held"
+                    audit.append(AuditEntry(now, self.cycle_no, "start", str(action.job_id), why[:2000],
+                                            self.config.dry_run, "refused"))
+                    self.metrics.decisions.labels("start", "refused").inc()
+                    return
+        reason = f"on {compress(nodes)}" + "".join(
+            f", {_describe(k, v)}" for k, v in (("cap", action.cap_w), ("freq", action.freq_hz)) if v is not None)
+        if self._act("start", action.job_id, reason, audit, now,
+                     lambda j=job, n=nodes: self.backend.release(j.job_id, n, without_marker(j.admin_comment)),
+                     {"nodes": nodes}):
+            self.store.add_start(action.job_id, nodes, now)
+            self.store.drop_holds([action.job_id])
+            report.started.append(action.job_id)
+        elif self.config.dry_run:
+            report.started.append(action.job_id)
 
     def _record_reasons(self, plan, view: View) -> None:
         started = {a.job_id for a in plan.actions if type(a) is Start}
@@ -460,6 +726,20 @@ class Daemon:
         m.set_nodes(dict(Tally(NodeState(s).name.lower() for s in view.snapshot.node_state)))
         snap = view.snapshot
         m.cap.set(snap.cap_w)
+        from wattsched.telemetry.forecast import HORIZONS
+
+        for label, seconds in HORIZONS.items():
+            m.cap_ahead.labels(label).set(snap.cap.min_cap_between(now, now + seconds))
+        nxt = snap.cap.next_change_after(now)
+        m.cap_next_change.set(nxt if math.isfinite(nxt) else 0.0)
+        m.dr_active.set(sum(1 for e in getattr(self, "_dr_events", ()) if e.event.start_s <= now < e.event.end_s))
+        m.dr_announced.set(len(getattr(self, "_dr_events", ())))
+        m.budget_consumed.clear()
+        m.budget_remaining.clear()
+        for w, b in zip(getattr(self, "_budget_windows", ()), snap.budgets, strict=False):
+            if w.start_s <= now < w.end_s:
+                m.budget_consumed.labels(w.label).set(b.consumed_j)
+                m.budget_remaining.labels(w.label).set(b.remaining_j)
         measured = getattr(self, "_measured", {})
         if measured:
             m.power.labels("measured").set(snap.platform_power_w)
@@ -475,13 +755,29 @@ class Daemon:
 
     # ------------------------------------------------------------------ start-up and stop
 
-    def _reconcile(self, state) -> None:
+    def _reconcile(self, state, observed: dict[str, NodeSetting]) -> None:
         """After a restart: settle actions that were in flight when the daemon died."""
         jobs = {j.job_id: j for j in state.jobs}
         for intent in self.store.open_intents():
             job = jobs.get(int(intent.target)) if intent.target.isdigit() else None
             outcome = "unknown"
-            if intent.action == "start":
+            if intent.action in ("set_cap", "set_freq"):
+                kind = intent.args.get("kind", "cap" if intent.action == "set_cap" else "freq")
+                value = intent.args.get("value")
+                seen = observed.get(intent.target)
+                readable = seen is not None and (seen.has_cap if kind == "cap" else seen.has_freq)
+                if readable:
+                    now_value = seen.cap_w if kind == "cap" else seen.freq_hz
+                    same = same_cap if kind == "cap" else same_freq
+                    want = self.store.desired().get((intent.target, kind))
+                    if same(now_value, value):
+                        outcome = "applied"
+                        if want is not None and want.state == "pending" and (
+                                want.value == value or same(want.value, value)):
+                            self.store.applied(intent.target, kind, now_value)
+                    else:
+                        outcome = "not-applied"  # still desired: set again in this cycle
+            elif intent.action == "start":
                 if job is None or job.state != "PENDING":
                     outcome = "applied"  # it ran (or ended) meanwhile
                 elif job.held:
@@ -503,6 +799,7 @@ class Daemon:
     def release_all(self, reason: str = "daemon stopping") -> list[int]:
         """Release every job the daemon holds, without pinning (Slurm schedules them itself)."""
         state = self.backend.read_state()
+        self._now = state.read_at
         view = build_view(
             state, partitions=self.partitions, holds=self.store.holds(), starts=self.store.starts(),
             power=self.power, cap_w=self._cap_w, estimator=None, epoch=self.cycle_no, include_adopted=False,
@@ -603,3 +900,29 @@ class Daemon:
         else:
             log.info("stopping: held jobs kept (on_stop: %s)", self.config.on_stop)
         return 0
+
+
+def _counted_energy_j(before: dict | None, after: dict, names: Sequence[str]) -> float | None:
+    """Energy of the nodes ``names`` between two readings of their RAPL counters, or None if any is missing.
+
+    >>> _counted_energy_j({"a": ((900, 1000),)}, {"a": ((100, 1000),)}, ["a"])
+    0.0002
+    """
+    if not before or not names:
+        return None
+    from wattsched.agent.sysfs import energy_delta_uj
+
+    total_uj = 0
+    for name in names:
+        a, b = before.get(name), after.get(name)
+        if not a or not b or len(a) != len(b):
+            return None
+        total_uj += sum(energy_delta_uj(e1, e2, r) for (e1, _), (e2, r) in zip(a, b, strict=True))
+    return total_uj / 1e6
+
+
+def _describe(kind: str, value: float | None) -> str:
+    """``180 W``, ``uncapped``, ``1.50 GHz`` or ``nominal frequency``."""
+    if kind == "cap":
+        return "uncapped" if value is None else f"{value:.0f} W"
+    return "nominal frequency" if value is None else f"{value / 1e9:.2f} GHz"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info
 
 
 class DaemonMetrics:
@@ -57,6 +57,43 @@ class DaemonMetrics:
         self.node_freq = Gauge(
             "wattsched_node_freq_hertz", "Maximum CPU frequency applied by wattsched", ["node"], registry=r
         )
+        self.cap_ahead = Gauge(
+            "wattsched_power_cap_ahead_watts",
+            "Lowest power cap in force between now and a horizon (cap schedule, recurring windows, announced "
+            "demand-response events; +Inf when uncapped)", ["horizon"], registry=r,
+        )
+        self.cap_next_change = Gauge(
+            "wattsched_power_cap_next_change_timestamp_seconds",
+            "When the power cap next changes (epoch; 0 when no change is scheduled)", registry=r,
+        )
+        self.dr_active = Gauge("wattsched_demand_response_active", "Demand-response events in force now",
+                               registry=r)
+        self.dr_announced = Gauge(
+            "wattsched_demand_response_announced", "Demand-response events announced and not yet over", registry=r
+        )
+        self.budget_consumed = Gauge(
+            "wattsched_energy_budget_consumed_joules", "Energy used so far in an energy budget window in force",
+            ["budget"], registry=r,
+        )
+        self.budget_remaining = Gauge(
+            "wattsched_energy_budget_remaining_joules", "Energy left in an energy budget window in force",
+            ["budget"], registry=r,
+        )
+        self.budget_source = Enum(
+            "wattsched_energy_budget_source",
+            "Where the last cycle's energy for the budgets came from: the nodes' RAPL counters, or power × time",
+            states=["counters", "power"], registry=r,
+        )
+        self.node_drift = Counter(
+            "wattsched_node_setting_drift",
+            "Node caps or frequencies found changed behind wattsched's back (and set again)", ["kind"], registry=r,
+        )
+        self.node_failures = Counter(
+            "wattsched_node_actuation_failures", "Node cap or frequency writes that failed", ["kind"], registry=r
+        )
+        for kind in ("cap", "freq"):
+            self.node_drift.labels(kind)
+            self.node_failures.labels(kind)
         self.forecast = Gauge(
             "wattsched_forecast_power_watts", "Forecast platform power at a horizon", ["horizon"], registry=r
         )

@@ -1,4 +1,4 @@
-"""The daemon's measuring and actuating half: node power telemetry and node cap/frequency actuators.
+"""The daemon's measuring half: node power telemetry (actuators are in :mod:`wattsched.daemon.actuators`).
 
 Telemetry failures never stop a cycle: a stale or unreachable source is
 reported (``wattsched_telemetry_stale``, ``wattsched_telemetry_age_seconds``)
@@ -13,15 +13,12 @@ import math
 import time
 from collections.abc import Sequence
 
-from wattsched.daemon.config import ActuatorConfig, TelemetryConfig
+from wattsched.daemon.actuators import agent_url
+from wattsched.daemon.config import TelemetryConfig
 from wattsched.daemon.slurm.records import SlurmNode
-from wattsched.errors import ActuationError, TelemetryError, WattschedError
+from wattsched.errors import TelemetryError, WattschedError
 
 log = logging.getLogger("wattsched.daemon")
-
-
-def agent_url(template: str, node: SlurmNode) -> str:
-    return template.format(node=node.name, address=node.address or node.name)
 
 
 class Telemetry:
@@ -106,58 +103,3 @@ class Telemetry:
         if per_node is None:
             return None
         return (per_node.mean_w, per_node.max_w, per_node.std_w)
-
-
-class Actuators:
-    """Applies node caps and frequencies through the configured actuator."""
-
-    def __init__(self, cfg: ActuatorConfig, telemetry: TelemetryConfig):
-        self.cfg = cfg
-        self.agent_template = telemetry.agent_url
-        self._ipmi = None
-        if cfg.kind == "ipmi":
-            from wattsched.daemon.ipmi import IpmiActuator, IpmiCredentials
-
-            self._ipmi = IpmiActuator(IpmiCredentials.load(cfg.ipmi_credentials), timeout_s=cfg.timeout_s)
-
-    @property
-    def enabled(self) -> bool:
-        return self.cfg.kind != "none"
-
-    def _agent(self, node: SlurmNode):
-        from wattsched.agent.client import AgentClient
-
-        return AgentClient(agent_url(self.agent_template, node), munge_socket=self.cfg.munge_socket,
-                           timeout_s=self.cfg.timeout_s)
-
-    def set_cap(self, node: SlurmNode, watts: float | None) -> str:
-        """Apply a node cap (``None`` lifts it); returns what was applied, raises WattschedError on failure."""
-        if self.cfg.kind == "agent":
-            agent = self._agent(node)
-            if watts is None:
-                state = agent.state()
-                watts = sum(p.get("max_w", 0.0) for p in state.get("packages", [])) or None
-                if watts is None:
-                    raise ActuationError(f"{node.name}: the agent reports no package maximum to restore")
-            result = agent.set_cap(watts)
-            _check(result, node.name, "set cap")
-            return f"{watts:.0f} W via agent"
-        if self.cfg.kind == "ipmi":
-            if watts is None:
-                self._ipmi.remove_limit(node.name)
-                return "limit deactivated via IPMI"
-            self._ipmi.set_limit(node.name, watts)
-            return f"{watts:.0f} W via IPMI DCMI"
-        raise ActuationError("no node actuator configured")
-
-    def set_freq(self, node: SlurmNode, hz: float | None) -> str:
-        if self.cfg.kind != "agent":
-            raise ActuationError(f"actuator {self.cfg.kind!r} cannot set CPU frequencies (use the agent)")
-        result = self._agent(node).set_freq(hz)
-        _check(result, node.name, "set frequency")
-        return "nominal frequency" if hz is None else f"{hz / 1e9:.2f} GHz via agent"
-
-
-def _check(result, node: str, what: str) -> None:
-    if isinstance(result, dict) and not result.get("ok", False):
-        raise ActuationError(f"{node}: {what} refused by the agent: {result.get('error', result)}")

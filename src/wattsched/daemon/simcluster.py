@@ -1,32 +1,53 @@
-"""A simulated Slurm cluster for ``wattsched daemon --backend sim``: a trace replayed in accelerated real time.
+"""A simulated Slurm cluster for ``wattsched daemon --backend sim``: the simulator's engine, run against a clock.
 
 It answers the daemon the way Slurm would, through the same
-:class:`~wattsched.daemon.slurm.backend.SlurmBackend` interface: jobs of the
-trace arrive at their submission times (scaled by ``speedup``) and are held at
-submission, as the lua gate holds them; a released job starts on the nodes it
-was pinned to as soon as they are free and runs for its real run time (killed at
-its time limit); ``POWER_DOWN``/``POWER_UP`` take the node model's switching
-times. Node power (``current_watts``) follows the trace's augmented job power.
-Nothing here is a policy: the daemon decides, this only plays Slurm.
+:class:`~wattsched.daemon.slurm.backend.SlurmBackend` interface, and all the
+simulation is :class:`~wattsched.sim.engine.Engine`'s: the engine is stepped
+to the clock's time at each read (:meth:`Engine.advance_to`), the way SimPy's
+``RealtimeEnvironment`` runs the same processes as its ``Environment``
+against the wall clock. Jobs of the trace arrive at their submission times
+(scaled by ``speedup``) and are held at submission, as the lua gate holds
+them; a released job starts on the nodes it was pinned to as soon as they are
+free (or on the first free nodes if it was not pinned) and runs its real run
+time, slowed by the caps and frequencies in force, killed at its time limit;
+``POWER_DOWN``/``POWER_UP`` take the node model's switching times. Node power
+(``current_watts``) is the engine's. Nothing here is a policy: the daemon
+decides, this only plays Slurm's part (holding, starting released jobs).
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from wattsched.daemon.slurm.backend import MARKER, with_marker
 from wattsched.daemon.slurm.records import ClusterState, SlurmJob, SlurmNode
 from wattsched.errors import SlurmCommandError
-from wattsched.model.platform import Platform
+from wattsched.model.constraints import CapSchedule, DemandResponseEvent
+from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Start
+from wattsched.model.platform import NodeState, Platform
+from wattsched.model.snapshot import Snapshot
+from wattsched.model.state import PolicyState
+from wattsched.policies.base import BasePolicy
+from wattsched.sim.engine import Engine, EngineOptions
 from wattsched.sim.workload import TraceJob
+
+_SLURM_STATE = {
+    NodeState.IDLE: ("IDLE", frozenset()),
+    NodeState.BUSY: ("ALLOCATED", frozenset()),
+    NodeState.OFF: ("IDLE", frozenset({"POWERED_DOWN"})),
+    NodeState.SWITCHING_ON: ("IDLE", frozenset({"POWERED_DOWN", "POWERING_UP"})),
+    NodeState.SWITCHING_OFF: ("IDLE", frozenset({"POWERING_DOWN"})),
+    NodeState.DRAINED: ("IDLE", frozenset({"DRAIN"})),
+    NodeState.DOWN: ("DOWN", frozenset()),
+}
 
 
 @dataclass(slots=True)
 class _Job:
+    """What Slurm keeps of a job besides what the engine simulates: hold, comment, pinned nodes."""
+
     trace: TraceJob
     state: str = "PENDING"
     held: bool = True
@@ -34,17 +55,28 @@ class _Job:
     required: tuple[str, ...] = ()
     nodes: tuple[str, ...] = ()
     start_s: float | None = None
-    end_s: float | None = None
 
 
-@dataclass(slots=True)
-class _Node:
+@dataclass(frozen=True, slots=True)
+class _NodeView:
+    """A node as the start hook :meth:`SimCluster._usable` sees it."""
+
     name: str
-    cpus: int
-    state: str = "IDLE"
-    flags: set = field(default_factory=set)
-    job: int | None = None
-    ready_at: float = 0.0
+    index: int
+    state: int
+
+
+class _SlurmPart(BasePolicy):
+    """The engine's policy slot: Slurm starting the jobs the daemon released, once their nodes are free."""
+
+    name = "slurm"
+
+    def __init__(self, cluster: SimCluster):
+        super().__init__()
+        self.cluster = cluster
+
+    def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
+        return self.cluster._slurm_plan()
 
 
 class SimCluster:
@@ -55,34 +87,40 @@ class SimCluster:
     jobs
         Trace jobs with their real run times and per-node power, in submission order.
     platform
-        Nodes and their power model.
+        Nodes and their power models.
     speedup
         Simulated seconds per real second.
     clock
         Real-time clock (``time.monotonic``); tests drive a fake one.
     epoch_s
-        Wall-clock time the trace's time 0 maps to (times reported look like live Slurm's).
+        Wall-clock time the first submission maps to (times reported look like live Slurm's).
+    cap, dr_events
+        A cap schedule and demand-response events in trace time, for the engine's record of power
+        against the cap and for :meth:`next_event_s` (their changes are events); the daemon decides
+        on its own from its configuration.
     """
 
     name = "sim"
 
     def __init__(self, jobs: Sequence[TraceJob], platform: Platform, speedup: float = 600.0,
-                 clock: Callable[[], float] = time.monotonic, epoch_s: float | None = None):
+                 clock: Callable[[], float] = time.monotonic, epoch_s: float | None = None,
+                 cap: CapSchedule | None = None, dr_events: Sequence[DemandResponseEvent] = ()):
         self.platform = platform
         self.speedup = speedup
         self.clock = clock
         self._t0 = clock()
         self.epoch_s = time.time() if epoch_s is None else epoch_s
-        first = jobs[0].submit_s if jobs else 0.0
-        self._arrivals = [(tj.submit_s - first, tj) for tj in jobs]
-        self._next_arrival = 0
+        self.origin_s = jobs[0].submit_s if jobs else 0.0
         self.jobs: dict[int, _Job] = {}
-        self.nodes = {n.name: _Node(n.name, n.cores) for n in platform.nodes}
-        self._order = [n.name for n in platform.nodes]
-        self._ends: list[tuple[float, int, int]] = []
-        self._seq = itertools.count()
-        self.now_s = 0.0
+        self._trace = {tj.id: tj for tj in jobs}
+        self.engine = Engine(platform, list(jobs), _SlurmPart(self), cap=cap, dr_events=dr_events,
+                             options=EngineOptions(strict=False))
+        self.engine.begin()
+        self._names = [n.name for n in platform.nodes]
+        self._index = {name: i for i, name in enumerate(self._names)}
         self.finished = 0
+        self.releases: list[tuple[float, int, tuple[str, ...]]] = []
+        """Every release the daemon made: (trace time, job id, pinned nodes)."""
 
     @classmethod
     def from_config(cls, sim) -> SimCluster:
@@ -99,107 +137,119 @@ class SimCluster:
 
             raise ConfigError(f"sim.nodes: {sim.nodes} nodes, but platform {sim.platform!r} has only {len(platform)}")
         if sim.nodes is not None and sim.nodes < len(platform):
-            platform = Platform(platform.nodes[: sim.nodes], name=platform.name)
+            platform = Platform(platform.nodes[: sim.nodes], name=platform.name,
+                                response_classes=platform.response_classes, source=platform.source)
         if sim.trace == "bundled":
             ref = files("wattsched") / "data" / "traces" / "KTH-SP2-1996-2.1-cln-first5000.swf.gz"
             with as_file(ref) as path:
                 workload = read_swf(path, cores_per_node=1, machine_procs=len(platform))
-                jobs = list(augment_workload(workload, platform.nodes[0].power, AugmentParams(), sim.seed).jobs)
+                jobs = list(augment_workload(workload, platform.reference_power, AugmentParams(), sim.seed).jobs)
         else:
             workload = read_swf(sim.trace, cores_per_node=1, machine_procs=len(platform))
-            jobs = list(augment_workload(workload, platform.nodes[0].power, AugmentParams(), sim.seed).jobs)
+            jobs = list(augment_workload(workload, platform.reference_power, AugmentParams(), sim.seed).jobs)
         return cls(jobs, platform, speedup=sim.speedup)
 
     # ------------------------------------------------------------------ time
 
+    @property
+    def now_s(self) -> float:
+        """Trace time the engine stands at."""
+        return self.engine.now
+
+    def next_event_s(self) -> float:
+        """Trace time of the next thing that happens by itself (a submission, an end, a switch), or ``inf``."""
+        return self.engine.next_event_s()
+
+    def clock_time_of(self, trace_s: float) -> float:
+        """The reading of :attr:`clock` at which the cluster reaches trace time ``trace_s``."""
+        return self._t0 + (trace_s - self.origin_s) / self.speedup
+
     def _advance(self) -> None:
-        now = (self.clock() - self._t0) * self.speedup
-        while True:
-            t_end = self._ends[0][0] if self._ends else float("inf")
-            t_arr = self._arrivals[self._next_arrival][0] if self._next_arrival < len(self._arrivals) else float("inf")
-            t = min(t_end, t_arr)
-            if t > now:
-                break
-            self.now_s = t
-            if t_end <= t_arr:
-                _, _, jid = heapq.heappop(self._ends)
-                self._finish(jid)
+        now = self.origin_s + (self.clock() - self._t0) * self.speedup
+        if now >= self.engine.now:
+            self.engine.advance_to(now)
+        self._sync()
+
+    def _sync(self) -> None:
+        """Mirror the engine's job states into Slurm's records."""
+        eng = self.engine
+        for jid in list(self.jobs):
+            job = self.jobs[jid]
+            run = eng.running.get(jid)
+            if run is not None:
+                job.state, job.nodes, job.start_s = "RUNNING", tuple(self._names[i] for i in run.nodes), run.start_s
+            elif jid in eng.pending:
+                if job.state == "RUNNING":  # evicted and requeued: pending again, unpinned, not held
+                    job.state, job.nodes, job.start_s, job.required, job.held = "PENDING", (), None, (), False
             else:
-                tj = self._arrivals[self._next_arrival][1]
-                self._next_arrival += 1
-                self.jobs[tj.id] = _Job(tj)
-            self._schedule()
-        self.now_s = now
-        for node in self.nodes.values():
-            if node.ready_at and node.ready_at <= now:
-                node.ready_at = 0.0
-                if "POWERING_DOWN" in node.flags:
-                    node.flags.discard("POWERING_DOWN")
-                    node.flags.add("POWERED_DOWN")
-                elif "POWERING_UP" in node.flags:
-                    node.flags.discard("POWERING_UP")
-        self._schedule()
+                del self.jobs[jid]
+                self.finished += 1
+        for jid in eng.pending:
+            if jid not in self.jobs:
+                self.jobs[jid] = _Job(self._trace[jid])
 
-    def _finish(self, jid: int) -> None:
-        job = self.jobs.pop(jid)
-        for name in job.nodes:
-            self.nodes[name].job = None
-            self.nodes[name].state = "IDLE"
-        self.finished += 1
+    # ------------------------------------------------------------------ Slurm's own part
 
-    def _usable(self, node: _Node) -> bool:
-        return node.job is None and not node.flags
+    def _usable(self, node: _NodeView) -> bool:
+        """Whether Slurm would start a job on ``node`` now (a hook: a subclass can reserve nodes)."""
+        return node.state == NodeState.IDLE
 
-    def _schedule(self) -> None:
-        """Slurm's own part: start released jobs (on their pinned nodes, else the first free ones)."""
+    def _slurm_plan(self) -> Plan:
+        """Start released jobs whose nodes are free: on their pinned nodes, else on the first free ones."""
+        actions = []
+        taken: set[int] = set()
+        state = self.engine.state
+        pending = self.engine.pending
         for jid, job in sorted(self.jobs.items(), key=lambda kv: (kv[1].trace.submit_s, kv[0])):
-            if job.state != "PENDING" or job.held:
+            if job.held or job.state != "PENDING" or jid not in pending:
                 continue
             want = max(job.trace.nodes, 1)
+            usable = [i for i in range(len(state)) if i not in taken
+                      and self._usable(_NodeView(self._names[i], i, state[i]))]
             if job.required:
-                names = list(job.required)
-                if len(names) != want or not all(self._usable(self.nodes[n]) for n in names):
+                idx = [self._index[n] for n in job.required if n in self._index]
+                if len(idx) != want or not set(idx) <= set(usable):
                     continue
             else:
-                names = [n for n in self._order if self._usable(self.nodes[n])][:want]
-                if len(names) < want:
+                if len(usable) < want:
                     continue
-            self._start(jid, job, tuple(names))
+                idx = usable[:want]
+            actions.append(Start(jid, tuple(idx)))
+            taken.update(idx)
+        return Plan(actions)
 
-    def _start(self, jid: int, job: _Job, names: tuple[str, ...]) -> None:
-        job.state, job.nodes, job.start_s = "RUNNING", names, self.now_s
-        run = min(job.trace.runtime_s, job.trace.walltime_s)
-        job.end_s = self.now_s + run
-        for n in names:
-            self.nodes[n].job = jid
-            self.nodes[n].state = "ALLOCATED"
-        heapq.heappush(self._ends, (job.end_s, next(self._seq), jid))
+    def _start_released(self) -> None:
+        plan = self._slurm_plan()
+        if plan.actions:
+            problems = self.engine.apply(plan)
+            if problems:  # pragma: no cover - the plan above is built from the same state
+                raise SlurmCommandError(["sim", "start"], 1, "", "; ".join(problems))
+        self._sync()
 
     # ------------------------------------------------------------------ what the daemon sees
 
     def read_state(self) -> ClusterState:
         self._advance()
-        e = self.epoch_s
+        e = self.epoch_s - self.origin_s
+        eng = self.engine
         jobs = []
         for jid, j in self.jobs.items():
             tj = j.trace
             jobs.append(SlurmJob(
                 job_id=jid, state=j.state, user=tj.user or "user", partition="batch",
                 reason="JobHeldAdmin" if j.held else ("None" if j.state == "RUNNING" else "Resources"),
-                priority=0 if j.held else 1000, submit_time=e + tj.submit_s - self._arrivals[0][1].submit_s,
+                priority=0 if j.held else 1000, submit_time=e + tj.submit_s,
                 start_time=None if j.start_s is None else e + j.start_s, time_limit_s=tj.walltime_s,
                 node_count=max(tj.nodes, 1), cpus=max(tj.procs, 1), nodes=j.nodes, required_nodes=j.required,
                 admin_comment=j.admin_comment,
             ))
         nodes = []
-        for name in self._order:
-            n = self.nodes[name]
-            watts = None
-            if n.job is not None:
-                watts = self.jobs[n.job].trace.mean_w
-            nodes.append(SlurmNode(name=name, state=n.state, flags=frozenset(n.flags), cpus=n.cpus,
-                                   partitions=("batch",), current_watts=watts))
-        return ClusterState(tuple(jobs), tuple(nodes), version="sim", read_at=e + self.now_s)
+        watts = eng.node_power_w()
+        for i, node in enumerate(self.platform.nodes):
+            state, flags = _SLURM_STATE[NodeState(eng.state[i])]
+            nodes.append(SlurmNode(name=node.name, state=state, flags=flags, cpus=node.cores,
+                                   partitions=("batch",), current_watts=watts[i]))
+        return ClusterState(tuple(jobs), tuple(nodes), version="sim", read_at=e + eng.now)
 
     # ------------------------------------------------------------------ actions
 
@@ -208,6 +258,12 @@ class SimCluster:
         if job is None:
             raise SlurmCommandError(["sim", str(job_id)], 1, "", "Invalid job id specified")
         return job
+
+    def _node(self, name: str) -> int:
+        try:
+            return self.platform.index_of(name)
+        except KeyError:
+            raise SlurmCommandError(["sim", name], 1, "", f"Invalid node name specified: {name}") from None
 
     def hold(self, job_id: int, admin_comment: str) -> None:
         job = self._job(job_id)
@@ -220,32 +276,35 @@ class SimCluster:
         if job.state != "PENDING":
             raise SlurmCommandError(["sim", "release", str(job_id)], 1, "", "Job is no longer pending execution")
         job.required, job.admin_comment, job.held = tuple(nodes), admin_comment, False
-        self._schedule()
+        self.releases.append((self.engine.now, job_id, tuple(nodes)))
+        self._start_released()
 
     def requeue(self, job_id: int) -> None:
         job = self._job(job_id)
         if job.state != "RUNNING":
             raise SlurmCommandError(["sim", "requeue", str(job_id)], 1, "", "Job is pending execution")
-        self._ends = [e for e in self._ends if e[2] != job_id]
-        heapq.heapify(self._ends)
-        for n in job.nodes:
-            self.nodes[n].job, self.nodes[n].state = None, "IDLE"
-        job.state, job.nodes, job.start_s, job.end_s, job.held = "PENDING", (), None, None, False
+        self.engine.apply(Plan([Evict(job_id, requeue=True)]))
+        self._sync()
+        self._start_released()
 
     def cancel(self, job_id: int) -> None:
         job = self._job(job_id)
         if job.state == "RUNNING":
-            self._ends = [e for e in self._ends if e[2] != job_id]
-            heapq.heapify(self._ends)
-        self._finish(job_id)
+            self.engine.apply(Plan([Evict(job_id, requeue=False)]))
+        else:
+            self.engine.cancel_pending(job_id)
+        self._sync()
 
     def power_down(self, node: str) -> None:
-        n = self.nodes[node]
-        n.flags.add("POWERING_DOWN")
-        n.ready_at = self.now_s + self.platform.nodes[0].power.switch_off_s
+        problems = self.engine.apply(Plan([PowerDown(self._node(node))]))
+        if problems:
+            raise SlurmCommandError(["sim", "power_down", node], 1, "", "; ".join(problems))
 
     def power_up(self, node: str) -> None:
-        n = self.nodes[node]
-        n.flags.discard("POWERED_DOWN")
-        n.flags.add("POWERING_UP")
-        n.ready_at = self.now_s + self.platform.nodes[0].power.switch_on_s
+        problems = self.engine.apply(Plan([PowerUp(self._node(node))]))
+        if problems:
+            raise SlurmCommandError(["sim", "power_up", node], 1, "", "; ".join(problems))
+
+    def result(self):
+        """Stop the engine where it stands and return its result (jobs, power timeline)."""
+        return self.engine.finish()

@@ -12,11 +12,19 @@ Tables:
     knows on restart which actions may have been applied and checks them against
     Slurm instead of applying them again.
 ``audit``
-    Every decision: time, action, target, reason, dry-run, outcome.
+    Every decision: time, action, target, reason, dry-run, outcome. An action
+    is audited with outcome ``pending`` together with its intent, before it
+    reaches Slurm or the node, and the row is completed with the outcome after.
+``node_desired``
+    Node caps and frequency ceilings wattsched wants (one row per node and
+    kind), with the value the node reported after the last successful write
+    and, for a setting that came with a job's start, the job and the value to
+    go back to when the job is gone.
 ``history``
     Completed jobs with their measured or estimated per-node power, fed to the predictor.
 ``kv``
-    Policy state and small daemon facts (JSON values).
+    Policy state (``policy_state``: policy name, parameters, state) and small
+    daemon facts (JSON values).
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from typing import Any
 
 from wattsched.errors import StateError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -41,7 +49,7 @@ CREATE TABLE IF NOT EXISTS starts (
     job_id INTEGER PRIMARY KEY, nodes TEXT NOT NULL, released_at REAL NOT NULL, cycles INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS intents (
     id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, action TEXT NOT NULL, target TEXT NOT NULL,
-    args TEXT NOT NULL DEFAULT '{}', outcome TEXT NOT NULL DEFAULT 'pending');
+    args TEXT NOT NULL DEFAULT '{}', outcome TEXT NOT NULL DEFAULT 'pending', audit_id INTEGER);
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, cycle INTEGER NOT NULL, action TEXT NOT NULL,
     target TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', dry_run INTEGER NOT NULL, outcome TEXT NOT NULL);
@@ -52,6 +60,9 @@ CREATE TABLE IF NOT EXISTS history (
     mean_w REAL NOT NULL, max_w REAL NOT NULL, std_w REAL NOT NULL, source TEXT NOT NULL,
     PRIMARY KEY (job_id, start_s));
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS node_desired (
+    node TEXT NOT NULL, kind TEXT NOT NULL, value REAL, state TEXT NOT NULL DEFAULT 'pending', applied REAL,
+    since REAL NOT NULL, job_id INTEGER, base REAL, PRIMARY KEY (node, kind));
 """
 
 
@@ -77,6 +88,27 @@ class Intent:
     action: str
     target: str
     args: dict
+    audit_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Desired:
+    """A node setting wattsched wants: ``kind`` is ``cap`` or ``freq``; ``value`` ``None`` means uncapped/nominal.
+
+    ``state`` is ``pending`` until a write succeeded, then ``applied`` with the
+    value the node reported in ``applied``. ``job_id`` and ``base``: the setting
+    came with that job's start; ``base`` is the value to go back to once the job
+    no longer runs on the node.
+    """
+
+    node: str
+    kind: str
+    value: float | None
+    state: str
+    applied: float | None
+    since: float
+    job_id: int | None = None
+    base: float | None = None
 
 
 class Store:
@@ -103,10 +135,11 @@ class Store:
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:
             self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        else:
-            self._check_version(row[0])
+        elif self._check_version(row[0]) < SCHEMA_VERSION:  # version 1 lacked the audit link of intents
+            self.db.execute("ALTER TABLE intents ADD COLUMN audit_id INTEGER")
+            self.db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
-    def _check_version(self, value) -> None:
+    def _check_version(self, value) -> int:
         try:
             version = int(value)
         except (TypeError, ValueError):
@@ -117,6 +150,7 @@ class Store:
                 f"{self.path}: schema version {version} is newer than this wattsched's ({SCHEMA_VERSION}); "
                 "upgrade wattsched or move the file away"
             )
+        return version
 
     def _open_read_only(self) -> None:
         if not self.path.is_file():
@@ -183,14 +217,39 @@ class Store:
         )
         return int(cur.lastrowid)
 
-    def finish(self, intent_id: int, outcome: str) -> None:
-        self.db.execute("UPDATE intents SET outcome=? WHERE id=?", (outcome, intent_id))
+    def begin_audited(self, entry: AuditEntry, args: dict | None = None) -> int:
+        """Write an intent and its audit row (outcome ``pending``) in one transaction; returns the intent id."""
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            cur = self.db.execute(
+                "INSERT INTO audit (time, cycle, action, target, reason, dry_run, outcome) VALUES (?,?,?,?,?,?,?)",
+                (entry.time, entry.cycle, entry.action, entry.target, entry.reason, int(entry.dry_run), "pending"),
+            )
+            audit_id = int(cur.lastrowid)
+            cur = self.db.execute(
+                "INSERT INTO intents (time, action, target, args, audit_id) VALUES (?, ?, ?, ?, ?)",
+                (entry.time, entry.action, entry.target, json.dumps(args or {}), audit_id),
+            )
+            return int(cur.lastrowid)
+
+    def finish(self, intent_id: int, outcome: str, reason: str | None = None) -> None:
+        """Complete an intent and its audit row (if it has one) with ``outcome``; ``reason`` replaces the row's."""
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.execute("UPDATE intents SET outcome=? WHERE id=?", (outcome, intent_id))
+            row = self.db.execute("SELECT audit_id FROM intents WHERE id=?", (intent_id,)).fetchone()
+            if row is not None and row[0] is not None:
+                if reason is None:
+                    self.db.execute("UPDATE audit SET outcome=? WHERE id=?", (outcome, row[0]))
+                else:
+                    self.db.execute("UPDATE audit SET outcome=?, reason=? WHERE id=?", (outcome, reason[:2000],
+                                                                                       row[0]))
 
     def open_intents(self) -> list[Intent]:
         return [
-            Intent(r[0], r[1], r[2], r[3], json.loads(r[4]))
+            Intent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5])
             for r in self.db.execute(
-                "SELECT id, time, action, target, args FROM intents WHERE outcome='pending' ORDER BY id"
+                "SELECT id, time, action, target, args, audit_id FROM intents WHERE outcome='pending' ORDER BY id"
             )
         ]
 
@@ -229,6 +288,36 @@ class Store:
 
     def history(self) -> list[tuple]:
         return list(self.db.execute("SELECT * FROM history ORDER BY end_s"))
+
+    # ------------------------------------------------------------------ desired node settings
+
+    def desired(self) -> dict[tuple[str, str], Desired]:
+        """Every node setting wattsched wants, by ``(node, kind)``."""
+        return {
+            (r[0], r[1]): Desired(*r)
+            for r in self.db.execute(
+                "SELECT node, kind, value, state, applied, since, job_id, base FROM node_desired ORDER BY node, kind"
+            )
+        }
+
+    def want(self, node: str, kind: str, value: float | None, now: float, *, job_id: int | None = None,
+             base: float | None = None) -> None:
+        """Record that ``node``'s ``kind`` should be ``value`` (pending until :meth:`applied`)."""
+        self.db.execute(
+            "INSERT OR REPLACE INTO node_desired (node, kind, value, state, applied, since, job_id, base) "
+            "VALUES (?, ?, ?, 'pending', NULL, ?, ?, ?)",
+            (node, kind, value, now, job_id, base),
+        )
+
+    def applied(self, node: str, kind: str, reported: float | None) -> None:
+        """The node confirmed its ``kind`` setting; ``reported`` is what it holds now."""
+        self.db.execute("UPDATE node_desired SET state='applied', applied=? WHERE node=? AND kind=?",
+                        (reported, node, kind))
+
+    def forget_desired(self, node: str, kind: str) -> None:
+        self.db.execute("DELETE FROM node_desired WHERE node=? AND kind=?", (node, kind))
+
+    # ------------------------------------------------------------------ key-value state
 
     def get(self, key: str, default: Any = None) -> Any:
         row = self.db.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from wattsched.daemon.slurm.backend import MARKER
@@ -80,8 +80,65 @@ def managed_nodes(state: ClusterState, partitions: frozenset[str]) -> list[Slurm
     return sorted(nodes, key=lambda n: natural_key(n.name))
 
 
-def managed_platform(state: ClusterState, partitions: frozenset[str], power: NodePowerModel, cache: dict,
-                     nodes: list[SlurmNode] | None = None) -> Platform:
+@dataclass(frozen=True, slots=True)
+class PowerGroup:
+    """A node group of a platform file: its name, node-name prefix, node names and power model."""
+
+    name: str
+    prefix: str
+    names: frozenset[str]
+    power: NodePowerModel
+
+
+class PowerModels:
+    """Which power model each Slurm node has: one model for all, or the node groups of a platform file.
+
+    A node takes the model of the group holding its name; else of the group
+    whose prefix and number match (``wst3`` is ``wst0003`` of a group with
+    prefix ``wst``); else of a group named by one of its Slurm features; else
+    of the first group.
+
+    >>> m = PowerModels([PowerGroup("cpu", "c", frozenset({"c0000", "c0001"}), NodePowerModel(busy_w=300)),
+    ...                  PowerGroup("gpu", "g", frozenset({"g0000"}), NodePowerModel(busy_w=900))])
+    >>> [m.for_node(n, ()).busy_w for n in ("c1", "g0000", "x7")]
+    [300, 900, 300]
+    """
+
+    def __init__(self, groups: Sequence[PowerGroup], response_classes=None):
+        if not groups:
+            raise ValueError("at least one power group is needed")
+        self.groups = list(groups)
+        self.response_classes = response_classes
+
+    @classmethod
+    def uniform(cls, power: NodePowerModel) -> PowerModels:
+        return cls([PowerGroup("all", "", frozenset(), power)])
+
+    @classmethod
+    def from_platform_config(cls, config) -> PowerModels:
+        """From a :class:`~wattsched.sim.platforms.PlatformConfig`."""
+        return cls([PowerGroup(g.name, g.name if g.prefix is None else g.prefix, frozenset(g.node_names()),
+                               g.power.to_model()) for g in config.node_groups], config.build_response_classes())
+
+    def for_node(self, name: str, features: Sequence[str] = ()) -> NodePowerModel:
+        for g in self.groups:
+            if name in g.names:
+                return g.power
+        m = re.match(r"^(.*?)(\d+)$", name)
+        if m:
+            for g in self.groups:
+                if g.prefix and m.group(1) == g.prefix and any(
+                        n.startswith(g.prefix) and n[len(g.prefix):].isdigit() and int(n[len(g.prefix):]) ==
+                        int(m.group(2)) for n in g.names):
+                    return g.power
+        for g in self.groups:
+            if g.name in features:
+                return g.power
+        return self.groups[0].power
+
+
+def managed_platform(state: ClusterState, partitions: frozenset[str], power: NodePowerModel | PowerModels,
+                     cache: dict, nodes: list[SlurmNode] | None = None) -> Platform:
     """The platform of the managed nodes, rebuilt only when the node set changes (``cache`` keeps it)."""
     if nodes is None:
         nodes = managed_nodes(state, partitions)
@@ -93,15 +150,21 @@ def managed_platform(state: ClusterState, partitions: frozenset[str], power: Nod
     return platform
 
 
-def build_platform(nodes: list[SlurmNode], power: NodePowerModel, name: str = "slurm") -> Platform:
+def build_platform(nodes: list[SlurmNode], power: NodePowerModel | PowerModels, name: str = "slurm") -> Platform:
+    models = power if isinstance(power, PowerModels) else PowerModels.uniform(power)
     return Platform(
         [
             Node(i, n.name, cores=max(n.cpus, 1), gpus=_gpus(n.gres), mem_mb=n.real_memory_mb, features=n.features,
-                 power=power)
+                 power=models.for_node(n.name, n.features))
             for i, n in enumerate(nodes)
         ],
         name=name,
+        response_classes=models.response_classes,
     )
+
+
+def _schedule(cap: float | CapSchedule) -> CapSchedule:
+    return cap if isinstance(cap, CapSchedule) else CapSchedule.constant(cap)
 
 
 def _gpus(gres: str) -> int:
@@ -162,8 +225,8 @@ def build_view(
     partitions: frozenset[str],
     holds: Mapping[int, object],
     starts: Mapping[int, tuple],
-    power: NodePowerModel,
-    cap_w: Callable[[Platform], float],
+    power: NodePowerModel | PowerModels,
+    cap_w: Callable[[Platform], float | CapSchedule],
     estimator: Callable[[list[Job]], list[PowerEstimate]] | None,
     epoch: int,
     include_adopted: bool,
@@ -218,25 +281,27 @@ def build_view(
         jobs = list(pending.values()) + [r[0] for r in running_jobs.values()]
         if jobs:
             estimates = dict(zip((j.id for j in jobs), estimator(jobs), strict=True))
-    busy_w = power.busy_w
     measured = measured or {}
+    node_power = [n.power for n in platform.nodes]
     names = [n.name for n in nodes]
     running: dict[int, RunningJob] = {}
     jobs_power = predicted = 0.0
     for jid, (job, start, idx) in running_jobs.items():
         est = estimates.get(jid)
-        per_node = est.mean_w if est is not None else busy_w + job.gpus_per_node * power.gpu_tdp_w
+        per_node = [est.mean_w if est is not None else node_power[i].busy_w + job.gpus_per_node *
+                    node_power[i].gpu_tdp_w for i in idx]
         if start > now - settle_s:
-            watts = per_node * len(idx)
+            watts = sum(per_node)
         else:
-            watts = sum(measured.get(names[i], per_node) for i in idx)
+            watts = sum(measured.get(names[i], w) for i, w in zip(idx, per_node, strict=True))
         running[jid] = RunningJob(job, start, idx, start + job.walltime_s, power_w=watts)
         jobs_power += watts
-        predicted += per_node * len(idx)
+        predicted += sum(per_node)
     other = 0.0
     for i, s in enumerate(states):
         if i in busy:  # a busy node's power is its job's
             continue
+        power = node_power[i]
         if s == NodeState.OFF:
             model = power.off_w
         elif s == NodeState.SWITCHING_ON:
@@ -255,10 +320,11 @@ def build_view(
         running=running,
         free_nodes=free,
         node_state=states,
-        cap=CapSchedule.constant(cap_w(platform)),
+        cap=_schedule(cap_w(platform)),
         platform_power_w=jobs_power + other,
         jobs_power_w=jobs_power,
         epoch=epoch,
         estimates=estimates if estimator is not None else None,
+        can_reshape=False,  # Slurm cannot move a running job
     )
     return View(snapshot, c, {j.job_id: j for j in state.jobs}, names, {n.name: n for n in nodes}, predicted)

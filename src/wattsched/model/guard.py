@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from typing import assert_never
 
 from wattsched.errors import PlanViolation
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, SetNodeFreq, Start
-from wattsched.model.platform import NodeState
+from wattsched.model.platform import Node, NodeState
 from wattsched.model.snapshot import Snapshot
 
 IDLE = int(NodeState.IDLE)
@@ -20,9 +21,12 @@ def plan_problems(snapshot: Snapshot, plan: Plan) -> list[str]:
     Checks: no node double-booked (within the plan or against running jobs),
     started jobs pending and given as many usable, powered-on nodes as they
     asked for (or a count in their moldable range), evicted and reshaped jobs
-    running, each job touched once, node actions on valid nodes in valid states
-    and within their hardware range, and, if the plan carries its own power
-    estimate, that estimate within the cap in force.
+    running, each job touched once, node actions on valid nodes in valid states,
+    every cap and frequency (of a Start, a SetNodeCap, a SetNodeFreq) within
+    the hardware range of each node it applies to, and, if the plan carries
+    its own power estimate, that estimate within the lowest cap over the
+    guard horizon (:func:`guard_horizon_s`) and, held that long, within the
+    energy left in every budget window in force.
     """
     problems: list[str] = []
     if not plan.actions and plan.power_estimate_w is None:
@@ -39,97 +43,144 @@ def plan_problems(snapshot: Snapshot, plan: Plan) -> list[str]:
     pending, running = snapshot.pending, snapshot.running
 
     for action in plan.actions:
-        kind = type(action)
-        if kind is Start or kind is Reshape:
-            jid = action.job_id
-            if jid in touched:
-                problems.append(f"job {jid} appears twice in the plan")
-            touched.add(jid)
-            if kind is Start:
-                job = pending.get(jid)
-                if job is None:
-                    problems.append(f"Start of job {jid}, which is not pending")
-                    continue
-                own: set[int] = set()
-            else:
+        match action:
+            case Start() | Reshape():
+                jid = action.job_id
+                if jid in touched:
+                    problems.append(f"job {jid} appears twice in the plan")
+                touched.add(jid)
+                what = type(action).__name__
+                if isinstance(action, Start):
+                    job = pending.get(jid)
+                    if job is None:
+                        problems.append(f"Start of job {jid}, which is not pending")
+                        continue
+                    own: set[int] = set()
+                else:
+                    run = running.get(jid)
+                    if run is None:
+                        problems.append(f"Reshape of job {jid}, which is not running")
+                        continue
+                    job = run.job
+                    if not job.malleable:
+                        problems.append(f"Reshape of job {jid}, which is not malleable")
+                    own = set(run.nodes)
+                    if not snapshot.can_reshape:
+                        problems.append(f"Reshape of job {jid}: this cluster cannot move a running job")
+                count = len(action.nodes)
+                lo = job.min_nodes or job.nodes
+                hi = job.max_nodes or job.nodes
+                if not lo <= count <= hi:
+                    want = str(job.nodes) if lo == hi else f"{lo} to {hi}"
+                    problems.append(f"job {jid} needs {want} nodes, plan gives {count}")
+                if len(set(action.nodes)) != count:
+                    problems.append(f"job {jid} is given the same node twice")
+                for n in action.nodes:
+                    if not 0 <= n < n_nodes:
+                        problems.append(f"job {jid} given node {n}, which does not exist")
+                    elif n in taken:
+                        problems.append(f"node {nodes[n].name} double-booked in the plan (job {jid})")
+                    elif state[n] != IDLE and n not in own and n not in released:
+                        problems.append(
+                            f"job {jid} given node {nodes[n].name}, which is {NodeState(state[n]).name.lower()}"
+                        )
+                    taken.add(n)
+                if isinstance(action, Start):
+                    for n in action.nodes:
+                        if 0 <= n < n_nodes:
+                            _check_node_values(nodes[n], action.cap_w, action.freq_hz, f"{what} of job {jid}: ",
+                                               problems)
+            case Evict():
+                jid = action.job_id
+                if jid in touched:
+                    problems.append(f"job {jid} appears twice in the plan")
+                touched.add(jid)
                 run = running.get(jid)
                 if run is None:
-                    problems.append(f"Reshape of job {jid}, which is not running")
-                    continue
-                job = run.job
-                if not job.malleable:
-                    problems.append(f"Reshape of job {jid}, which is not malleable")
-                own = set(run.nodes)
-            count = len(action.nodes)
-            lo = job.min_nodes or job.nodes
-            hi = job.max_nodes or job.nodes
-            if not lo <= count <= hi:
-                want = str(job.nodes) if lo == hi else f"{lo} to {hi}"
-                problems.append(f"job {jid} needs {want} nodes, plan gives {count}")
-            if len(set(action.nodes)) != count:
-                problems.append(f"job {jid} is given the same node twice")
-            for n in action.nodes:
+                    problems.append(f"Evict of job {jid}, which is not running")
+                else:
+                    released.update(run.nodes)
+            case SetNodeCap() | SetNodeFreq():
+                n = action.node
+                what = type(action).__name__
                 if not 0 <= n < n_nodes:
-                    problems.append(f"job {jid} given node {n}, which does not exist")
-                elif n in taken:
-                    problems.append(f"node {nodes[n].name} double-booked in the plan (job {jid})")
-                elif state[n] != IDLE and n not in own and n not in released:
+                    problems.append(f"{what} on node {n}, which does not exist")
+                    continue
+                if isinstance(action, SetNodeCap):
+                    _check_node_values(nodes[n], action.cap_w, None, f"{what}: ", problems)
+                else:
+                    _check_node_values(nodes[n], None, action.freq_hz, f"{what}: ", problems)
+            case PowerDown() | PowerUp():
+                n = action.node
+                what = type(action).__name__
+                if not 0 <= n < n_nodes:
+                    problems.append(f"{what} on node {n}, which does not exist")
+                    continue
+                want = NodeState.IDLE if isinstance(action, PowerDown) else NodeState.OFF
+                if state[n] != want or n in taken:
                     problems.append(
-                        f"job {jid} given node {nodes[n].name}, which is {NodeState(state[n]).name.lower()}"
+                        f"{what} on node {nodes[n].name}, which is {NodeState(state[n]).name.lower()}"
+                        + (" and used by the plan" if n in taken else "")
                     )
                 taken.add(n)
-            if kind is Start and action.cap_w is not None and not action.cap_w > 0:
-                problems.append(f"job {jid} started with an invalid cap {action.cap_w}")
-        elif kind is Evict:
-            jid = action.job_id
-            if jid in touched:
-                problems.append(f"job {jid} appears twice in the plan")
-            touched.add(jid)
-            run = running.get(jid)
-            if run is None:
-                problems.append(f"Evict of job {jid}, which is not running")
-            else:
-                released.update(run.nodes)
-        elif kind is SetNodeCap or kind is SetNodeFreq:
-            n = action.node
-            if not 0 <= n < n_nodes:
-                problems.append(f"{kind.__name__} on node {n}, which does not exist")
-                continue
-            pm = nodes[n].power
-            if kind is SetNodeCap and action.cap_w is not None:
-                if not (pm.cap_min_w <= action.cap_w <= pm.cap_max_w):
-                    problems.append(
-                        f"cap {action.cap_w} W for node {nodes[n].name} outside [{pm.cap_min_w}, {pm.cap_max_w}] W"
-                    )
-            if kind is SetNodeFreq and action.freq_hz is not None:
-                if not pm.freq_levels_hz or not (pm.min_freq_hz <= action.freq_hz <= pm.max_freq_hz):
-                    problems.append(f"frequency {action.freq_hz} Hz not available on node {nodes[n].name}")
-        elif kind is PowerDown or kind is PowerUp:
-            n = action.node
-            if not 0 <= n < n_nodes:
-                problems.append(f"{kind.__name__} on node {n}, which does not exist")
-                continue
-            want = NodeState.IDLE if kind is PowerDown else NodeState.OFF
-            if state[n] != want or n in taken:
-                problems.append(
-                    f"{kind.__name__} on node {nodes[n].name}, which is {NodeState(state[n]).name.lower()}"
-                    + (" and used by the plan" if n in taken else "")
-                )
-            taken.add(n)
-        else:
-            problems.append(f"unknown action {action!r}")
+            case _:
+                assert_never(action)
 
     _check_power_estimate(snapshot, plan, problems)
     return problems
 
 
+def _check_node_values(node: Node, cap_w: float | None, freq_hz: float | None, prefix: str,
+                       problems: list[str]) -> None:
+    """Range checks of a cap and a frequency for one node (``None``: not set, always valid)."""
+    pm = node.power
+    if cap_w is not None and not (pm.cap_min_w <= cap_w <= pm.cap_max_w):
+        problems.append(f"{prefix}cap {cap_w} W for node {node.name} outside [{pm.cap_min_w}, {pm.cap_max_w}] W")
+    if freq_hz is not None and (not pm.freq_levels_hz or not (pm.min_freq_hz <= freq_hz <= pm.max_freq_hz)):
+        problems.append(f"{prefix}frequency {freq_hz} Hz not available on node {node.name}"
+                        + (f" (range [{pm.min_freq_hz}, {pm.max_freq_hz}] Hz)" if pm.freq_levels_hz else ""))
+
+
+def guard_horizon_s(snapshot: Snapshot, plan: Plan) -> float:
+    """How far ahead the guard holds a plan's power estimate to the cap schedule.
+
+    The plan's starts are taken to run at least their requested time (the
+    shortest of them bounds the horizon: the estimate is the power with all of
+    them running), and no further than the snapshot's ``cap_lookahead_s``. A
+    plan without starts is checked against the cap in force now.
+    """
+    shortest = math.inf
+    pending = snapshot.pending
+    for a in plan.actions:
+        if isinstance(a, Start):
+            job = pending.get(a.job_id)
+            if job is not None and job.walltime_s < shortest:
+                shortest = job.walltime_s
+    if shortest == math.inf:
+        return 0.0
+    return max(0.0, min(shortest, snapshot.cap_lookahead_s))
+
+
 def _check_power_estimate(snapshot: Snapshot, plan: Plan, problems: list[str]) -> None:
-    if plan.power_estimate_w is not None:
-        cap = snapshot.cap_w
-        if math.isfinite(cap) and plan.power_estimate_w > cap * (1 + CAP_TOLERANCE):
-            problems.append(
-                f"plan's own power estimate {plan.power_estimate_w:.0f} W exceeds the cap {cap:.0f} W"
-            )
+    estimate = plan.power_estimate_w
+    if estimate is None:
+        return
+    now = snapshot.now_s
+    horizon = guard_horizon_s(snapshot, plan)
+    cap = snapshot.cap.lowest_cap(now, horizon, horizon) if horizon > 0 else snapshot.cap_w
+    if math.isfinite(cap) and estimate > cap * (1 + CAP_TOLERANCE):
+        if horizon > 0 and cap < snapshot.cap_w:
+            problems.append(f"plan's own power estimate {estimate:.0f} W exceeds the cap {cap:.0f} W "
+                            f"coming within the next {horizon:.0f} s (its starts' shortest requested time)")
+        else:
+            problems.append(f"plan's own power estimate {estimate:.0f} W exceeds the cap {cap:.0f} W")
+    for b in snapshot.budgets:
+        # The plan's power, held until the shortest start ends or the window closes, must fit the energy left.
+        held_s = min(horizon, b.budget.end_s - now)
+        if held_s > 0 and estimate * held_s > max(b.remaining_j, 0.0) * (1 + CAP_TOLERANCE):
+            problems.append(f"plan's own power estimate {estimate:.0f} W for {held_s:.0f} s needs "
+                            f"{estimate * held_s:.3g} J, more than the {max(b.remaining_j, 0.0):.3g} J left "
+                            f"in the energy budget ending at t={b.budget.end_s:.0f}")
 
 
 def _plain_starts_ok(snapshot: Snapshot, plan: Plan) -> bool:

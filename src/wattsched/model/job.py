@@ -99,6 +99,16 @@ class RunningJob:
     if the cluster kills jobs at their requested time. ``power_w`` is the
     measured power of the whole job (all its nodes); ``speed`` is its current
     speed relative to nominal (below 1 under a cap or a lower frequency).
+    ``freq_hz`` and ``cap_w`` are the lowest frequency limit and power cap in
+    force on its nodes (``None``: none set). ``work_done_s`` is the work it had
+    done at ``settled_s`` (default: its start), in seconds at nominal speed;
+    :meth:`progress` extrapolates it at the current speed. Progress is counted
+    against the requested time, the same way live (where the real runtime is
+    unknown) and in replay (where telling it would leak the ground truth).
+
+    >>> r = RunningJob(Job(1, 0.0, 100.0, 1), 10.0, (0,), 110.0, speed=0.5)
+    >>> r.progress(50.0)
+    0.2
     """
 
     job: Job
@@ -107,3 +117,16 @@ class RunningJob:
     expected_end_s: float
     power_w: float = 0.0
     speed: float = 1.0
+    freq_hz: float | None = None
+    cap_w: float | None = None
+    work_done_s: float = 0.0
+    settled_s: float | None = None
+
+    def progress(self, now_s: float) -> float:
+        """Fraction of the requested time worked at ``now_s``, in [0, 1] (at nominal speed; 0 without a limit)."""
+        wall = self.job.walltime_s
+        if not wall > 0:
+            return 0.0
+        since = self.start_s if self.settled_s is None else self.settled_s
+        done = self.work_done_s + max(0.0, now_s - since) * self.speed
+        return min(1.0, max(0.0, done / wall))

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import enum
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from wattsched.model.response import DEFAULT_CLASSES, ResponseModel
 
 
 class NodeState(enum.IntEnum):
@@ -73,15 +77,27 @@ class Node:
 class Platform:
     """A set of nodes. Nodes are addressed by index in plans; names are for humans and Slurm.
 
+    Every node carries its own power model (:attr:`Node.power`), so a platform
+    may mix node groups; code that needs one figure for the whole platform uses
+    the aggregates below (:attr:`min_idle_w`, :meth:`max_busy_w`,
+    :attr:`reference_power`), never the first node's model.
+
     Parameters
     ----------
     nodes
         The nodes, ``nodes[i].index == i``.
     name
         A label used in reports.
+    response_classes
+        Response model per application class (how a job's power and runtime
+        change under a cap or a lower frequency); default
+        :data:`~wattsched.model.response.DEFAULT_CLASSES`.
+    source
+        The platform file it was read from, if any (for messages).
     """
 
-    def __init__(self, nodes: list[Node], name: str = "platform"):
+    def __init__(self, nodes: list[Node], name: str = "platform",
+                 response_classes: Mapping[str, ResponseModel] | None = None, source: str | None = None):
         for i, node in enumerate(nodes):
             if node.index != i:
                 raise ValueError(f"node {node.name!r} has index {node.index}, expected {i}")
@@ -89,8 +105,60 @@ class Platform:
             raise ValueError("a platform needs at least one node")
         self.nodes = nodes
         self.name = name
+        self.source = source
         self._by_name = {n.name: n.index for n in nodes}
         self.homogeneous = len({(n.power, n.cores, n.gpus) for n in nodes}) == 1
+        self.response_classes: Mapping[str, ResponseModel] = dict(
+            DEFAULT_CLASSES if response_classes is None else response_classes)
+        self.min_idle_w = min(n.power.idle_w for n in nodes)
+        """The lowest idle power of any node.
+
+        Starting a job on an idle node adds at most the job's node power minus this.
+        """
+        groups: dict[str, list[int]] = {}
+        for n in nodes:
+            groups.setdefault(n.group, []).append(n.index)
+        self.groups: Mapping[str, tuple[int, ...]] = {g: tuple(ix) for g, ix in groups.items()}
+        """Node indices by group name, in platform order."""
+        counts = Counter(n.power for n in nodes)
+        self.reference_power: NodePowerModel = max(counts, key=lambda pm: counts[pm]) if len(counts) > 1 \
+            else nodes[0].power
+        """The power model of the most numerous nodes (the only one on a homogeneous platform).
+
+        For what must be decided before a job has nodes and only needs a
+        typical node, such as augmenting a trace without power data.
+        """
+        self._max_busy_w = max(n.power.busy_w for n in nodes)
+        self.max_gpu_tdp_w = max(n.power.gpu_tdp_w for n in nodes)
+        """The highest GPU TDP of any node."""
+
+    def with_response_classes(self, response_classes: Mapping[str, ResponseModel]) -> Platform:
+        """The same nodes with other response models."""
+        return Platform(self.nodes, self.name, response_classes, self.source)
+
+    def response_for(self, app_class: str) -> ResponseModel | None:
+        """The response model of a job class, or None for a class the platform does not know."""
+        return self.response_classes.get(app_class)
+
+    def max_busy_w(self, gpus_per_node: int = 0) -> float:
+        """The most one node of a job with ``gpus_per_node`` GPUs can draw on this platform (nominal busy power).
+
+        >>> a, b = NodePowerModel(busy_w=200.0), NodePowerModel(busy_w=300.0)
+        >>> p = Platform([Node(0, "a", power=a), Node(1, "b", power=b)])
+        >>> p.max_busy_w(), p.homogeneous
+        (300.0, False)
+        """
+        if self.homogeneous:
+            pm = self.nodes[0].power
+            return pm.busy_w + gpus_per_node * pm.gpu_tdp_w
+        return max(n.power.busy_w + gpus_per_node * n.power.gpu_tdp_w for n in self.nodes) if gpus_per_node \
+            else self._max_busy_w
+
+    def idle_w_of(self, nodes: tuple[int, ...] | list[int]) -> float:
+        """Idle power of the given nodes together."""
+        if self.homogeneous:
+            return self.nodes[0].power.idle_w * len(nodes)
+        return sum(self.nodes[i].power.idle_w for i in nodes)
 
     def __len__(self) -> int:
         return len(self.nodes)

@@ -11,12 +11,20 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
-from wattsched.model.constraints import BudgetState, CapSchedule
+import numpy as np
+import numpy.typing as npt
+
+from wattsched.model.constraints import BudgetState, CapSchedule, NoticedEvent
+from wattsched.model.end_table import EndTable
 from wattsched.model.job import Job, PowerEstimate, RunningJob
 from wattsched.model.platform import NodeState, Platform
 from wattsched.model.queue_index import QueueIndex
+from wattsched.model.response import ResponseModel
+
+if TYPE_CHECKING:  # model.forecast computes on snapshots
+    from wattsched.model.forecast import Forecast
 
 
 @dataclass(slots=True)
@@ -36,7 +44,27 @@ class Snapshot:
     node_state
         State of every node, by index.
     cap
-        The power-cap schedule; :attr:`cap_w` is the cap in force now.
+        The power-cap schedule as known now, demand-response windows noticed
+        so far included; :attr:`cap_w` is the cap in force now. Look ahead
+        with :meth:`lowest_cap` (``cap.lowest_cap``), which sees no further
+        than ``cap_lookahead_s``.
+    cap_lookahead_s
+        How far ahead the cap schedule is known and enforced: the guard holds
+        a plan's power estimate to the lowest cap over this horizon (capped by
+        the shortest requested time among the plan's starts). ``0`` checks the
+        cap in force now only.
+    budgets
+        Energy-budget windows in force now, with the energy consumed in each so far.
+    dr_events
+        Demand-response events noticed so far and not yet over, with the cap
+        each resolved to at its notice time.
+    node_cap_w, node_freq_hz
+        Observed power cap and frequency limit per node index (nodes absent
+        have none): what is in force now.
+    desired_node_cap_w, desired_node_freq_hz
+        What the plans so far asked for, by node. They differ from the
+        observed values while an actuation is pending or failed (live); in
+        replay they are equal.
     platform_power_w
         Measured platform power.
     epoch
@@ -57,13 +85,22 @@ class Snapshot:
         Measured power of all running jobs together.
     end_table
         Optional: the running jobs in :meth:`running_by_end` order with their
-        predicted power, as numpy rows ``[end, nodes, mean·n, max·n, (std·n)²]``
-        (``end_table.view()``); kept by the simulator for policies that ask.
-        The simulator's also has ``idle_w`` and ``totals()``: running sums over
-        the rows (see ``wattsched.sim.engine._EndTable``), good for bounds only.
+        predicted power (:class:`~wattsched.model.end_table.EndTable`); kept
+        by the simulator for policies that set ``wants_end_table``.
+    ends
+        Optional: the running jobs as :meth:`running_by_end` returns them,
+        kept sorted by the source; computed on first use otherwise.
     estimator
         Returns a power estimate for a pending job (a predictor, or the
         platform's nominal busy power when no predictor is configured).
+    can_reshape
+        Whether the source can move a running job to other nodes (the
+        simulator can; Slurm cannot, so the daemon sets it False and the guard
+        refuses a ``Reshape``).
+    forecast
+        Platform power over the next hours as the snapshot stands (no plan
+        applied yet), from :func:`wattsched.model.forecast.forecast`; filled
+        by the daemon and by the simulator when asked (``None`` otherwise).
     """
 
     now_s: float
@@ -73,24 +110,46 @@ class Snapshot:
     free_nodes: Sequence[int]
     node_state: Sequence[int]
     cap: CapSchedule = field(default_factory=CapSchedule)
+    cap_lookahead_s: float = math.inf
     budgets: Sequence[BudgetState] = ()
+    dr_events: Sequence[NoticedEvent] = ()
     platform_power_w: float = 0.0
     epoch: int = 0
     estimator: Callable[[Job], PowerEstimate] | None = None
     node_cap_w: Mapping[int, float] = field(default_factory=dict)
     node_freq_hz: Mapping[int, float] = field(default_factory=dict)
+    desired_node_cap_w: Mapping[int, float] = field(default_factory=dict)
+    desired_node_freq_hz: Mapping[int, float] = field(default_factory=dict)
     queue_index: QueueIndex | None = None
     estimates: Mapping[int, PowerEstimate] | None = None
     running_estimate: Sequence[float] | None = None
     jobs_power_w: float | None = None
-    end_table: Any = None
-    _ends: list | None = None
-    forecast: Any = None
-    """Live only: the rolling-horizon forecast of platform power (``wattsched.telemetry.forecast.Forecast``)."""
+    end_table: EndTable | None = None
+    ends: list[tuple[float, int, int]] | None = None
+    forecast: Forecast | None = None
+    can_reshape: bool = True
 
     @property
     def cap_w(self) -> float:
         return self.cap.cap_at(self.now_s)
+
+    def lowest_cap(self, duration_s: float | npt.ArrayLike,
+                   start_s: float | None = None) -> float | npt.NDArray[np.float64]:
+        """The lookahead: lowest cap over ``[start, start + duration_s)`` as far as the schedule is known.
+
+        ``start_s`` defaults to now; ``duration_s`` may be an array (see
+        :meth:`~wattsched.model.constraints.CapSchedule.lowest_cap`). The
+        horizon runs from now: a start later than now sees less far past it.
+        """
+        start = self.now_s if start_s is None else start_s
+        horizon = self.cap_lookahead_s
+        if math.isfinite(horizon):
+            horizon = max(0.0, self.now_s + horizon - start)
+        return self.cap.lowest_cap(start, duration_s, horizon)
+
+    def response_for(self, job: Job) -> ResponseModel | None:
+        """The job's response model (by its application class), or None when the platform has none for it."""
+        return self.platform.response_for(job.app_class)
 
     def estimate(self, job: Job) -> PowerEstimate:
         """Power estimate for a job (per node): the predictor's, else the node maximum."""
@@ -100,8 +159,7 @@ class Snapshot:
                 return est
         if self.estimator is not None:
             return self.estimator(job)
-        node = self.platform.nodes[0].power
-        busy = node.busy_w + job.gpus_per_node * node.gpu_tdp_w
+        busy = self.platform.max_busy_w(job.gpus_per_node)
         return PowerEstimate(busy, busy, 0.0)
 
     def running_estimate_totals(self) -> tuple[float, float, float]:
@@ -135,9 +193,9 @@ class Snapshot:
         A job may be past its expected end (a cluster that lets jobs overrun);
         callers treat such a job as ending now.
         """
-        if self._ends is None:
-            self._ends = sorted((r.expected_end_s, len(r.nodes), jid) for jid, r in self.running.items())
-        return self._ends
+        if self.ends is None:
+            self.ends = sorted((r.expected_end_s, len(r.nodes), jid) for jid, r in self.running.items())
+        return self.ends
 
     def usable_node_count(self) -> int:
         """Nodes that can run jobs now or later (not drained or down)."""

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from wattsched.model.job import Job
 from wattsched.model.plan import Plan, Reason, Start
 from wattsched.model.snapshot import Snapshot
+from wattsched.model.state import PolicyState
 from wattsched.policies.base import BasePolicy
 
 INDEX_MIN_QUEUE = 48
@@ -73,16 +74,33 @@ def shadow_time(
     return math.inf, 0
 
 
+class _EasyMemo:
+    """What a pass found, for the next call of the same epoch (only new jobs can then backfill)."""
+
+    __slots__ = ("epoch", "extra", "free", "head_id", "seen", "shadow_s", "valid_until_s")
+
+    def __init__(self, epoch: int, head_id: int, shadow_s: float, extra: int, valid_until_s: float, free: int,
+                 seen: int):
+        self.epoch, self.head_id, self.shadow_s, self.extra = epoch, head_id, shadow_s, extra
+        self.valid_until_s, self.free, self.seen = valid_until_s, free, seen
+
+
+class EasyState(PolicyState):
+    """EASY's state: a memo of the last pass, a cache that is never persisted."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, arbitrary_types_allowed=True)
+
+    easy_memo: _EasyMemo | None = Field(None, exclude=True)
+
+
 class EasyPolicy(BasePolicy):
     """EASY backfilling, power-unaware. Registered as ``easy``."""
 
     name = "easy"
     Params = EasyParams
+    State = EasyState
 
-    def init_state(self) -> dict[str, Any]:
-        return {}
-
-    def decide(self, snapshot: Snapshot, state: dict[str, Any] | None = None) -> Plan:
+    def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         order = self.params.order
         pending = snapshot.pending
         free = snapshot.free_nodes
@@ -93,16 +111,18 @@ class EasyPolicy(BasePolicy):
         if not pending:
             return plan
 
-        cache = state.get("easy") if state is not None else None
+        if not isinstance(state, EasyState):
+            state = None
+        memo = state.easy_memo if state is not None else None
         if (
-            cache is not None
+            memo is not None
             and order == "fcfs"
-            and cache[0] == snapshot.epoch
-            and now < cache[4]
-            and cache[5] == nfree
+            and memo.epoch == snapshot.epoch
+            and now < memo.valid_until_s
+            and memo.free == nfree
         ):
-            _, head_id, shadow, extra, _, _, seen = cache
-            new = len(pending) - seen
+            head_id, shadow, extra = memo.head_id, memo.shadow_s, memo.extra
+            new = len(pending) - memo.seen
             head = pending.get(head_id)
             if head is not None and new >= 0:
                 if new == 0:
@@ -113,9 +133,9 @@ class EasyPolicy(BasePolicy):
                 self._backfill(plan, candidates, free, nfree, now, shadow, extra, head.id)
                 self._explain(plan, head, nfree, shadow)
                 if not actions:
-                    state["easy"] = (*cache[:6], len(pending))
+                    memo.seen = len(pending)
                 else:
-                    state.pop("easy", None)
+                    state.easy_memo = None
                 return plan
 
         # Full pass: start jobs in order while they fit.
@@ -134,7 +154,7 @@ class EasyPolicy(BasePolicy):
             end -= k
         if head is None:
             if state is not None:
-                state.pop("easy", None)
+                state.easy_memo = None
             return plan
         shadow, extra = shadow_time(snapshot, head.nodes, end, started)
         if end:
@@ -147,11 +167,11 @@ class EasyPolicy(BasePolicy):
         self._explain(plan, head, end, shadow)
         if state is not None:
             if actions or order != "fcfs":
-                state.pop("easy", None)
+                state.easy_memo = None
             else:
                 ends = snapshot.running_by_end()
                 valid_until = ends[0][0] if ends else math.inf
-                state["easy"] = (snapshot.epoch, head.id, shadow, extra, valid_until, nfree, len(pending))
+                state.easy_memo = _EasyMemo(snapshot.epoch, head.id, shadow, extra, valid_until, nfree, len(pending))
         return plan
 
     @staticmethod

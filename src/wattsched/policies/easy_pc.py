@@ -28,16 +28,17 @@ from __future__ import annotations
 
 import math
 from itertools import islice
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from wattsched.model.job import Job
 from wattsched.model.plan import Plan, Reason, Start
 from wattsched.model.snapshot import Snapshot
+from wattsched.model.state import PolicyState
 from wattsched.policies import easy as easy_module
 from wattsched.policies.base import BasePolicy
-from wattsched.policies.easy import EasyPolicy, queue_order
+from wattsched.policies.easy import EasyPolicy, EasyState, queue_order
 from wattsched.policies.power import PowerLedger
 
 Check = Literal["mean", "max", "gaussian_68", "gaussian_95", "gaussian_99"]
@@ -55,21 +56,38 @@ class EasySafParams(EasyPcParams):
     order: Literal["fcfs", "saf"] = Field("saf", description="Queue order (saf for easy-saf).")
 
 
+class _EpochMemo:
+    """What a pass that started nothing found, for the next call of the same epoch (no snapshot kept)."""
+
+    __slots__ = ("epoch", "free", "head", "ledger", "reservation", "seen", "valid_until_s")
+
+    def __init__(self, epoch: int, valid_until_s: float, free: int, seen: int, head: Job, ledger: PowerLedger,
+                 reservation: _Reservation):
+        self.epoch, self.valid_until_s, self.free, self.seen = epoch, valid_until_s, free, seen
+        self.head, self.ledger, self.reservation = head, ledger, reservation
+
+
+class EasyPcState(EasyState):
+    """easy-pc's state: memos of the last pass (its own, and EASY's when no cap is ahead), never persisted."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, arbitrary_types_allowed=True)
+
+    memo: _EpochMemo | None = Field(None, exclude=True)
+
+
 class EasyPcPolicy(BasePolicy):
     """EASY with power-capping checks on predicted power. Registered as ``easy-pc``."""
 
     name = "easy-pc"
     Params = EasyPcParams
+    State = EasyPcState
     wants_end_table = True
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)
         self._easy = EasyPolicy(order=self.params.order)
 
-    def init_state(self) -> dict[str, Any]:
-        return {}
-
-    def decide(self, snapshot: Snapshot, state: dict[str, Any] | None = None) -> Plan:
+    def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         cap = snapshot.cap
         now = snapshot.now_s
         # A cap in force now settles it without scanning the schedule (``is_uncapped`` does)
@@ -78,33 +96,18 @@ class EasyPcPolicy(BasePolicy):
         return self._decide_capped(snapshot, state)
 
     def _cap_for(self, snapshot: Snapshot, start_s: float, job: Job) -> float:
-        if not snapshot.cap.steps or len(snapshot.cap.steps) == 1:
-            return snapshot.cap.cap_at(start_s)
+        """The cap ``job`` started at ``start_s`` must respect: the lookahead over its requested time."""
         if self.params.lookahead:
-            return snapshot.cap.min_cap_between(start_s, start_s + max(job.walltime_s, 1e-9))
+            return snapshot.lowest_cap(job.walltime_s, start_s)
         return snapshot.cap.cap_at(start_s)
 
     def _caps_for(self, snapshot: Snapshot, walls):
-        """Vectorised :meth:`_cap_for` at the snapshot's time, for jobs requesting ``walls`` seconds."""
-        import numpy as np
+        """:meth:`_cap_for` at the snapshot's time for jobs requesting ``walls`` seconds (an array, or the cap now)."""
+        if not self.params.lookahead or snapshot.cap.next_change_after(snapshot.now_s) == math.inf:
+            return snapshot.cap_w
+        return snapshot.lowest_cap(walls)
 
-        cap = snapshot.cap
-        now = snapshot.now_s
-        cap_now = cap.cap_at(now)
-        if not self.params.lookahead or cap.next_change_after(now) == math.inf:
-            return cap_now
-        changes, values = [], []
-        t = cap.next_change_after(now)
-        while t != math.inf:
-            changes.append(t)
-            values.append(cap.cap_at(t))
-            t = cap.next_change_after(t)
-        lowest = np.minimum.accumulate(np.minimum(np.array(values), cap_now))
-        # changes strictly before the job's end (now + max(wall, tiny)) are in force during its run
-        k = np.searchsorted(np.array(changes), now + np.maximum(walls, 1e-9), side="left")
-        return np.where(k > 0, lowest[np.maximum(k - 1, 0)], cap_now)
-
-    def _decide_capped(self, snapshot: Snapshot, state: dict[str, Any] | None) -> Plan:
+    def _decide_capped(self, snapshot: Snapshot, state: PolicyState | None) -> Plan:
         p = self.params
         now = snapshot.now_s
         free = snapshot.free_nodes
@@ -114,23 +117,23 @@ class EasyPcPolicy(BasePolicy):
         plan = Plan(actions)
         if not pending:
             return plan
-        cache = state.get("easy-pc") if state is not None else None
-        if (cache is not None and p.order == "fcfs" and cache[0] == snapshot.epoch and now < cache[1]
-                and cache[2] == nfree and len(pending) >= cache[3] and cache[4].id in pending):
+        memo = state.memo if isinstance(state, EasyPcState) else None
+        if (memo is not None and p.order == "fcfs" and memo.epoch == snapshot.epoch and now < memo.valid_until_s
+                and memo.free == nfree and len(pending) >= memo.seen and memo.head.id in pending):
             # Only new jobs arrived since the last pass (same epoch): the jobs examined then still
             # cannot start (time only makes fitting harder), so only the newcomers are candidates.
-            _, _, _, seen, head, ledger, res = cache
-            new = list(islice(reversed(pending.values()), len(pending) - seen))
+            head, ledger, res = memo.head, memo.ledger, memo.reservation.fork(snapshot)
+            new = list(islice(reversed(pending.values()), len(pending) - memo.seen))
             new.reverse()
             if new:
                 ledger = ledger.copy()
-                res = res.fork(snapshot)
                 self._backfill(snapshot, plan, new, ledger, nfree, res, head)
             self._explain(plan, head, nfree, res, ledger)
             if actions:
-                state.pop("easy-pc", None)
+                state.memo = None
             else:
-                state["easy-pc"] = (*cache[:3], len(pending), *cache[4:])
+                memo.seen = len(pending)
+                memo.reservation = res.fork(None)
             return plan
 
         ledger = PowerLedger.from_snapshot(snapshot, p.check)
@@ -151,25 +154,30 @@ class EasyPcPolicy(BasePolicy):
             head = job
             break
         if head is None:
-            if state is not None:
-                state.pop("easy-pc", None)
+            if isinstance(state, EasyPcState):
+                state.memo = None
             self._explain(plan, None, end, None, ledger)
             return plan
         # The head's reservation is computed only when a candidate needs it: under a binding cap
         # most passes find no job that fits now, and the reservation walk is the costly part.
         res = _Reservation(self, snapshot, head, end, ledger.copy(), started)
-        if state is not None and not actions and p.order == "fcfs":
+        memo = None
+        if isinstance(state, EasyPcState) and not actions and p.order == "fcfs":
             ends = snapshot.running_by_end()
             valid_until = ends[0][0] if ends else math.inf
-            state["easy-pc"] = (snapshot.epoch, valid_until, nfree, len(pending), head, ledger.copy(), res)
+            memo = _EpochMemo(snapshot.epoch, valid_until, nfree, len(pending), head, ledger.copy(), res)
         if end:
             index = snapshot.queue_index
             if p.order == "fcfs" and index is not None and len(pending) > easy_module.INDEX_MIN_QUEUE:
                 self._backfill_indexed(snapshot, plan, ledger, end, res, head)
             else:
                 self._backfill(snapshot, plan, it, ledger, end, res, head)
-        if actions and state is not None:
-            state.pop("easy-pc", None)
+        if isinstance(state, EasyPcState):
+            if memo is not None and not actions:
+                memo.reservation = res.fork(None)  # what it computed, without the snapshot
+                state.memo = memo
+            else:
+                state.memo = None
         self._explain(plan, head, end, res, ledger)
         return plan
 
@@ -659,7 +667,7 @@ class _Reservation:
             self.shadow, self.extra, self.at_shadow = p._shadow(snap, self.head, self.free, self.ledger, self.started)
             self.cap_at_shadow = p._cap_for(snap, self.shadow, self.head) if self.shadow != math.inf else math.inf
 
-    def fork(self, snapshot: Snapshot) -> _Reservation:
+    def fork(self, snapshot: Snapshot | None) -> _Reservation:
         """A copy for a later call of the same epoch (the backfill of that call may consume it)."""
         other = _Reservation(self.policy, snapshot, self.head, self.free, self.ledger, self.started)
         if self.shadow is not None:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from wattsched.model.plan import Plan, Start
 from wattsched.model.snapshot import Snapshot
+from wattsched.model.state import PolicyState
 from wattsched.policies.base import BasePolicy
 
 
@@ -14,7 +13,7 @@ class FcfsPolicy(BasePolicy):
 
     name = "fcfs"
 
-    def decide(self, snapshot: Snapshot, state: dict[str, Any] | None = None) -> Plan:
+    def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         free = snapshot.free_nodes
         end = len(free)
         actions = []

@@ -48,15 +48,16 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from wattsched.model.job import Job, PowerEstimate
 from wattsched.model.plan import Plan, Reason, Start
 from wattsched.model.snapshot import Snapshot
+from wattsched.model.state import PolicyState
 from wattsched.policies.base import BasePolicy
-from wattsched.policies.easy_pc import Check, EasyPcPolicy
+from wattsched.policies.easy_pc import Check, EasyPcPolicy, EasyPcState
 from wattsched.policies.power import PowerLedger
 
 WEIGHT_FLOOR_W = 1e-3
@@ -124,6 +125,7 @@ class KnapsackPolicy(BasePolicy):
 
     name = "knapsack"
     wants_end_table = True
+    State = EasyPcState  # outside a capped window it is easy-pc, with easy-pc's memo
     Params = KnapsackParams
 
     def __init__(self, params=None, **kwargs):
@@ -131,19 +133,15 @@ class KnapsackPolicy(BasePolicy):
         p = self.params
         self._outside = EasyPcPolicy(check=p.check, order="fcfs", lookahead=p.lookahead)
 
-    def init_state(self) -> dict[str, Any]:
-        return {}
-
-    def decide(self, snapshot: Snapshot, state: dict[str, Any] | None = None) -> Plan:
+    def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         if snapshot.cap_w == math.inf:
             return self._outside.decide(snapshot, state)
         return self._decide_capped(snapshot)
 
     def _cap_for(self, snapshot: Snapshot, job: Job) -> float:
-        now = snapshot.now_s
         if self.params.lookahead:
-            return snapshot.cap.min_cap_between(now, now + max(job.walltime_s, 1e-9))
-        return snapshot.cap.cap_at(now)
+            return snapshot.lowest_cap(job.walltime_s)
+        return snapshot.cap_w
 
     def order(self, snapshot: Snapshot) -> list[Job]:
         """Pending jobs by profit/weight, descending; ties by submission time, then id."""

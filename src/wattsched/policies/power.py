@@ -65,7 +65,7 @@ class PowerLedger:
     def from_snapshot(cls, snapshot: Snapshot, method: str) -> PowerLedger:
         """The ledger of the snapshot's running jobs."""
         mean, mx, var = snapshot.running_estimate_totals()
-        idle = snapshot.platform.nodes[0].power.idle_w
+        idle = snapshot.platform.min_idle_w  # the largest increment a start can add on any node: conservative
         # sums kept incrementally can drift a hair below zero: a variance is never negative
         return cls(method, snapshot.other_power_w(), idle, mean, mx, max(0.0, var))
 

@@ -79,6 +79,5 @@ class BasePredictor(Parametrized):
 
 
 def node_max_w(platform: Platform, job: Job) -> float:
-    """The most one node of ``job`` can draw: the first node's ``busy_w`` plus the job's GPUs at TDP."""
-    pm = platform.nodes[0].power
-    return pm.busy_w + job.gpus_per_node * pm.gpu_tdp_w
+    """The most one node of ``job`` can draw: the highest ``busy_w`` plus the job's GPUs at TDP."""
+    return platform.max_busy_w(job.gpus_per_node)

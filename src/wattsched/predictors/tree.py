@@ -139,7 +139,7 @@ class PerUserTreePredictor(BasePredictor):
         )
 
     def _gpu_w(self, job: Job) -> float:
-        return job.gpus_per_node * self.platform_.nodes[0].power.gpu_tdp_w
+        return job.gpus_per_node * self.platform_.max_gpu_tdp_w
 
     def update(self, completed: CompletedJob) -> None:
         job = completed.job

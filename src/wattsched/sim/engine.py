@@ -27,27 +27,30 @@ import math
 import time as _time
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import Any, assert_never
 
 import numpy as np
 
 from wattsched.errors import ConfigError, PlanViolation, TraceError
-from wattsched.model.constraints import BudgetState, CapSchedule, EnergyBudget
+from wattsched.model.constraints import BudgetState, CapSchedule, DemandResponseEvent, EnergyBudget, NoticedEvent
+from wattsched.model.end_table import EndTable
+from wattsched.model.forecast import forecast
 from wattsched.model.guard import plan_problems
 from wattsched.model.job import Job, JobState, PowerEstimate, RunningJob
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodeState, Platform
 from wattsched.model.queue_index import QueueIndex
-from wattsched.model.response import DEFAULT_CLASSES, LinearResponse, ResponseModel
+from wattsched.model.response import LinearResponse, ResponseModel
 from wattsched.model.snapshot import Snapshot
+from wattsched.model.state import PolicyState
 from wattsched.policies.base import Policy
 from wattsched.sim.result import JOB_COLUMNS, TIMELINE_COLUMNS, SimResult
 from wattsched.sim.workload import TraceJob, Workload, true_power
 
 # Event kinds, in the order they are processed at equal times.
-_END, _SWITCH, _STEP, _CAP, _BUDGET, _TICK = range(6)
+_END, _SWITCH, _STEP, _CAP, _BUDGET, _TICK, _DR = range(7)
 
 _IDLE = int(NodeState.IDLE)
 _BUSY = int(NodeState.BUSY)
@@ -88,8 +91,14 @@ class EngineOptions:
     strict: bool = True
     time_limit_s: float | None = None
     progress: bool = False
+    cap_lookahead_s: float = math.inf
+    """How far ahead policies see the cap schedule, and the guard holds plans to it (see ``Snapshot``)."""
+    forecast_horizon_s: float | None = None
+    """Fill ``snapshot.forecast`` over this horizon at every call (also done for policies with ``wants_forecast``)."""
+    forecast_step_s: float = 300.0
     reshape_overhead: Callable[[Job, int, int], float] | None = None
-    response_classes: Mapping[str, ResponseModel] = field(default_factory=lambda: dict(DEFAULT_CLASSES))
+    response_classes: Mapping[str, ResponseModel] | None = None
+    """Response model per application class; default: the platform's (:attr:`Platform.response_classes`)."""
     max_ticks: int | None = None
 
 
@@ -100,6 +109,8 @@ class _Run:
         "energy_j",
         "estimate",
         "job",
+        "job_cap_w",
+        "job_freq_hz",
         "job_settings",
         "last_s",
         "node_power_w",
@@ -123,90 +134,8 @@ class _Run:
         self.version = 0
         self.energy_j = 0.0
         self.step_index = 0
-
-
-class _EndTable:
-    """Running jobs in expected-end order as numpy rows ``[end, nodes, mean·n, max·n, (std·n)²]``.
-
-    Kept in step with the engine's sorted end list (same positions) for
-    policies that set ``wants_end_table``: a power-aware reservation then
-    walks the ends with cumulative sums instead of a Python loop.
-
-    With ``idle_w``, it also keeps running totals over the rows (:meth:`totals`):
-    the most predicted power the running jobs can free by ending (the positive
-    parts of ``mean·n - idle·n`` and ``max·n - idle·n``) and their variance. They
-    are kept by additions and subtractions, so they are exact up to rounding
-    drift: for bounds with slack, not for exact sums.
-    """
-
-    def __init__(self, idle_w: float | None = None):
-        self.rows = np.zeros((256, 5))
-        self.lo = 0  # the table is rows[lo : lo + n]: inserts and deletes shift the shorter side
-        self.n = 0
-        self.idle_w = idle_w
-        self._freed_mean = self._freed_max = self._var = 0.0
-
-    def insert(self, i: int, row: tuple) -> None:
-        n, lo, rows = self.n, self.lo, self.rows
-        if lo and 2 * i < n:
-            rows[lo - 1 : lo - 1 + i] = rows[lo : lo + i]
-            lo = self.lo = lo - 1
-        else:
-            if lo + n == len(rows):
-                rows = self._regrow()
-                lo = self.lo
-            if i < n:
-                rows[lo + i + 1 : lo + n + 1] = rows[lo + i : lo + n]
-        rows[lo + i] = row
-        self.n = n + 1
-        if self.idle_w is not None:
-            _, k, mean, mx, var = row
-            idle = self.idle_w * k
-            if mean > idle:
-                self._freed_mean += mean - idle
-            if mx > idle:
-                self._freed_max += mx - idle
-            self._var += var
-
-    def _regrow(self) -> np.ndarray:
-        """Room at the end: the same rows, with a quarter of a (possibly larger) array free before them."""
-        n = self.n
-        size = max(len(self.rows), 2 * (n + 1))
-        rows = np.zeros((size, 5))
-        lo = (size - n) // 4
-        rows[lo : lo + n] = self.rows[self.lo : self.lo + n]
-        self.rows, self.lo = rows, lo
-        return rows
-
-    def delete(self, i: int) -> None:
-        n, lo, rows = self.n, self.lo, self.rows
-        if self.idle_w is not None:
-            if n == 1:
-                self._freed_mean = self._freed_max = self._var = 0.0
-            else:
-                _, k, mean, mx, var = rows[lo + i].tolist()
-                idle = self.idle_w * k
-                if mean > idle:
-                    self._freed_mean -= mean - idle
-                if mx > idle:
-                    self._freed_max -= mx - idle
-                self._var -= var
-        if 2 * i < n:
-            if i:
-                rows[lo + 1 : lo + i + 1] = rows[lo : lo + i]
-            self.lo = lo + 1
-        elif i < n - 1:
-            rows[lo + i : lo + n - 1] = rows[lo + i + 1 : lo + n]
-        self.n = n - 1
-
-    def view(self) -> np.ndarray:
-        return self.rows[self.lo : self.lo + self.n]
-
-    def totals(self) -> tuple[float, float, float] | None:
-        """``(freed by mean, freed by max, variance)`` over the rows, or None without ``idle_w``."""
-        if self.idle_w is None:
-            return None
-        return self._freed_mean, self._freed_max, self._var
+        self.job_cap_w: float | None = None
+        self.job_freq_hz: float | None = None
 
 
 class _JobAccount:
@@ -255,6 +184,7 @@ class Engine:
         *,
         cap: CapSchedule | None = None,
         budgets: Iterable[EnergyBudget] = (),
+        dr_events: Iterable[DemandResponseEvent] = (),
         options: EngineOptions | None = None,
         estimator=None,
         predictor=None,
@@ -264,10 +194,14 @@ class Engine:
         self.workload = workload if isinstance(workload, Workload) else None
         self._jobs: Iterator[TraceJob] = iter(workload.jobs if isinstance(workload, Workload) else workload)
         self.policy = policy
-        self.policy_state: dict[str, Any] = policy.init_state()
+        self.policy_state: PolicyState = policy.init_state()
         self.cap = cap or CapSchedule()
         self.budgets = list(budgets)
+        self.dr_events = sorted(dr_events, key=lambda e: (e.notice_s, e.start_s))
+        self.noticed: list[NoticedEvent] = []
         self.options = options or EngineOptions()
+        self._responses: Mapping[str, ResponseModel] = (
+            platform.response_classes if self.options.response_classes is None else self.options.response_classes)
         self.seed = seed
         n = len(platform.nodes)
         self.now = 0.0
@@ -278,8 +212,12 @@ class Engine:
         self._pos = [0] * n
         for i, node in enumerate(self.free):
             self._pos[node] = i
+        # In force on each node: the lower of the node's own setting (SetNodeCap/SetNodeFreq, kept in
+        # _node_cap_set/_node_freq_set) and the one its running job was started with (Start's cap/freq).
         self.node_cap_w: dict[int, float] = {}
         self.node_freq_hz: dict[int, float] = {}
+        self._node_cap_set: dict[int, float] = {}
+        self._node_freq_set: dict[int, float] = {}
         self._idle_w = [node.power.idle_w for node in platform.nodes]
         self._busy_w = [node.power.busy_w for node in platform.nodes]
         self._gpu_tdp_w = [node.power.gpu_tdp_w for node in platform.nodes]
@@ -314,13 +252,24 @@ class Engine:
             free_nodes=self.free,
             node_state=self.state,
             cap=self.cap,
+            cap_lookahead_s=self.options.cap_lookahead_s,
             estimator=estimator,
             node_cap_w=self.node_cap_w,
             node_freq_hz=self.node_freq_hz,
+            desired_node_cap_w=self.node_cap_w,  # in replay every setting takes effect at once
+            desired_node_freq_hz=self.node_freq_hz,
         )
-        self._snapshot._ends = self._ends
-        self._end_table = (_EndTable(platform.nodes[0].power.idle_w) if getattr(policy, "wants_end_table", False)
-                           else None)
+        self._forecast_horizon_s = self.options.forecast_horizon_s
+        if self._forecast_horizon_s is None and getattr(policy, "wants_forecast", False):
+            self._forecast_horizon_s = 7200.0
+        self._until = math.inf
+        self._hold_open = False
+        self._stopping = False
+        self._gen: Iterator[None] | None = None
+        self.result_: SimResult | None = None
+        self._next_job: TraceJob | None = None
+        self._snapshot.ends = self._ends
+        self._end_table = EndTable(platform.min_idle_w) if getattr(policy, "wants_end_table", False) else None
         self._snapshot.end_table = self._end_table
         self.predictor = predictor
         self._estimates: dict = {}
@@ -336,7 +285,7 @@ class Engine:
             if getattr(predictor, "is_oracle", False):
                 predictor.truth_ = self._true_estimate
         # With the idle power, the index keeps each job's predicted power increments (power-aware searches).
-        self.qindex = QueueIndex(idle_w=platform.nodes[0].power.idle_w)
+        self.qindex = QueueIndex(idle_w=platform.min_idle_w)
         self._snapshot.queue_index = self.qindex
 
     # ------------------------------------------------------------------ events
@@ -399,14 +348,105 @@ class Engine:
     # ------------------------------------------------------------ the run
     def run(self) -> SimResult:
         """Run to the end of the workload (or the time limit) and return the result."""
+        for _ in self._loop():
+            pass
+        assert self.result_ is not None
+        return self.result_
+
+    # ------------------------------------------------------------ stepping against a clock
+    def begin(self) -> None:
+        """Start a run that an outside controller steps with :meth:`advance_to` and acts on with :meth:`apply`.
+
+        The engine then waits for its controller instead of ending when no
+        event is left (a held job may still be released). This is how the
+        daemon's simulated cluster drives it against a clock.
+        """
+        self._hold_open = True
+        self._until = -math.inf
+        self._gen = self._loop()
+        next(self._gen, None)
+
+    def advance_to(self, t: float) -> None:
+        """Process every event up to time ``t`` (the policy is called as in a run), then stand at ``t``."""
+        if self._gen is None:
+            raise RuntimeError("advance_to() needs begin() first")
+        self._until = t
+        next(self._gen, None)
+        if t > self.now:
+            self.energy_j += self.power_w * (t - self.now)
+            self.now = t
+
+    def finish(self) -> SimResult:
+        """End a stepped run where it stands (see :meth:`begin`): jobs still running or pending are recorded so."""
+        if self._gen is None:
+            raise RuntimeError("finish() needs begin() first")
+        self._stopping = True
+        for _ in self._gen:
+            pass
+        assert self.result_ is not None
+        return self.result_
+
+    def next_event_s(self) -> float:
+        """Time of the next event (a submission included), or ``inf``."""
+        t = self._heap[0][0] if self._heap else math.inf
+        nxt = self._next_job
+        return min(t, nxt.submit_s) if nxt is not None else t
+
+    def apply(self, plan: Plan) -> list[str]:
+        """Apply ``plan`` now, as the policy's plans are; returns the guard's problems (nothing applied then)."""
+        snap = self._snapshot
+        snap.now_s = self.now
+        snap.epoch = self.epoch
+        snap.platform_power_w = self.power_w
+        snap.jobs_power_w = self._state_power[_BUSY]
+        problems = plan_problems(snap, plan)
+        if not problems:
+            self._apply(plan)
+        return problems
+
+    def cancel_pending(self, job_id: int) -> None:
+        """Withdraw pending job ``job_id`` (cancelled before it started)."""
+        job = self.pending.pop(job_id)
+        self.qindex.remove(job_id)
+        self._estimates.pop(job_id, None)
+        self.epoch += 1
+        self._record(job, JobState.CANCELLED, math.nan, self.now)
+
+    def node_power_w(self) -> list[float]:
+        """Power of each node now: its job's share, or the power of its state."""
+        out = [0.0] * len(self.state)
+        nodes = self.platform.nodes
+        for i, s in enumerate(self.state):
+            pm = nodes[i].power
+            if s == _OFF:
+                out[i] = pm.off_w
+            elif s == _SW_ON:
+                out[i] = pm.switch_on_w
+            elif s == _SW_OFF:
+                out[i] = pm.switch_off_w
+            else:
+                out[i] = pm.idle_w
+        for run in self._runs.values():
+            share = run.power_w / len(run.nodes)
+            for n in run.nodes:
+                out[n] = share
+        return out
+
+    def finished_jobs(self) -> int:
+        """Jobs that left the system (completed, killed, cancelled)."""
+        return len(self._rows)
+
+    def _loop(self) -> Iterator[None]:
         wall0 = _time.perf_counter()
         opts = self.options
         for t in self.cap.change_times():
             self._push(t, _CAP)
+        for i, e in enumerate(self.dr_events):
+            self._push(e.notice_s, _DR, i)
         for i, b in enumerate(self.budgets):
             self._push(b.start_s, _BUDGET, i)
             self._push(b.end_s, _BUDGET, i)
-        nxt = next(self._jobs, None)
+        nxt = self._next_job = next(self._jobs, None)
         # The clock starts at the first event: the first submission, or an earlier cap or budget change.
         start = nxt.submit_s if nxt is not None else math.inf
         if self._heap and self._heap[0][0] < start:
@@ -437,6 +477,7 @@ class Engine:
         predictor = self.predictor
         estimates = self._estimates
         always_call = getattr(self.policy, "wants_empty_queue_calls", False)
+        until, hold_open = self._until, self._hold_open
         submitted = 0
         calls = 0
         events = 0
@@ -444,6 +485,14 @@ class Engine:
             t = heap[0][0] if heap else math.inf
             if nxt is not None and nxt.submit_s < t:
                 t = nxt.submit_s
+            if t > until or (t == math.inf and hold_open):
+                # Stepped against a clock: wait until the controller moves the clock on.
+                if self._stopping:
+                    break
+                self._next_job = nxt
+                yield
+                until, hold_open = self._until, self._hold_open
+                continue
             if t == math.inf or t > limit:
                 break
             if t > self.now:
@@ -469,12 +518,19 @@ class Engine:
                     control = True
                     self.epoch += 1
                     cap_now = cap_at(t)
+                    if self.noticed:
+                        snap.dr_events = [e for e in self.noticed if e.event.end_s > t]
                 elif kind == _BUDGET:
                     control = True
                     b = self.budgets[obj]
                     if t == b.start_s:
                         self._budget_start_energy[obj] = self.energy_j
                     self.epoch += 1
+                elif kind == _DR:
+                    control = True
+                    self._notice(self.dr_events[obj])
+                    cap_at = self.cap.cap_at
+                    cap_now = cap_at(t)
                 elif kind == _TICK:
                     control = True
                     ticks += 1
@@ -517,6 +573,9 @@ class Engine:
                 snap.jobs_power_w = self._state_power[_BUSY]
                 if self.budgets:
                     snap.budgets = self._budget_states()
+                if self._forecast_horizon_s is not None:
+                    snap.forecast = forecast(snap, None, self._forecast_horizon_s,
+                                             min(opts.forecast_step_s, self._forecast_horizon_s))
                 calls += 1
                 plan = decide(snap, state)
                 if plan.actions or plan.power_estimate_w is not None:
@@ -545,11 +604,11 @@ class Engine:
             stats["not_submitted"] = 1 + sum(1 for _ in self._jobs)
         tl_t.append(end_t)
         tl_p.append(self.power_w)
-        tl_c.append(cap_at(end_t))
+        tl_c.append(self.cap.cap_at(end_t))
         tl_b.append(counts[_BUSY])
         tl_o.append(counts[_OFF])
         tl_q.append(len(pending))
-        return self._result(_time.perf_counter() - wall0)
+        self.result_ = self._result(_time.perf_counter() - wall0)
 
     def _progress_bar(self):
         if not self.options.progress:
@@ -651,7 +710,7 @@ class Engine:
         self.qindex.remove(jid)
         truth = self._truth[jid]
         nodes = action.nodes
-        response = self.options.response_classes.get(job.app_class, DEFAULT_RESPONSE)
+        response = self._responses.get(job.app_class, DEFAULT_RESPONSE)
         run = _Run(job, truth, response)
         run.start_s = self.now
         run.last_s = self.now
@@ -678,12 +737,10 @@ class Engine:
             idle = self._idle_w[0] * len(nodes)
         else:
             idle = sum(self._idle_w[n] for n in nodes)
-        if action.cap_w is not None or action.freq_hz is not None:
+        if run.job_settings:
+            run.job_cap_w, run.job_freq_hz = action.cap_w, action.freq_hz
             for n in nodes:
-                if action.cap_w is not None:
-                    self.node_cap_w[n] = action.cap_w
-                if action.freq_hz is not None:
-                    self.node_freq_hz[n] = action.freq_hz
+                self._settle_node(n, run)
         self._rate(run)
         self._occupy(k, idle, run.power_w)
         est = self._estimates.get(jid)
@@ -697,7 +754,10 @@ class Engine:
         re[2] += (est.std_w * k) ** 2
         run.estimate = est
         expected = self.now + job.walltime_s
-        run.view = RunningJob(job, self.now, nodes, expected, run.power_w, run.speed)
+        if run.job_settings or self.node_cap_w or self.node_freq_hz:
+            run.view = RunningJob(job, self.now, nodes, expected, run.power_w, run.speed, *self._limits(nodes))
+        else:
+            run.view = RunningJob(job, self.now, nodes, expected, run.power_w, run.speed)
         self._runs[jid] = run
         self.running[jid] = run.view
         entry = (expected, k, jid)
@@ -723,10 +783,9 @@ class Engine:
         else:
             idle = sum(self._idle_w[n] for n in run.nodes)
         if run.job_settings:
-            # A cap or frequency given with Start lasts as long as the job.
+            # A cap or frequency given with Start lasts as long as the job: the node's own setting returns.
             for n in run.nodes:
-                self.node_cap_w.pop(n, None)
-                self.node_freq_hz.pop(n, None)
+                self._settle_node(n, None)
         self._occupy(-len(nodes), -idle, -run.power_w)
         est, k, re = run.estimate, len(nodes), self._running_est
         re[0] -= est.mean_w * k
@@ -771,7 +830,8 @@ class Engine:
 
     def _replace_view(self, run: _Run) -> None:
         v = run.view
-        run.view = RunningJob(v.job, v.start_s, run.nodes, v.expected_end_s, run.power_w, run.speed)
+        run.view = RunningJob(v.job, v.start_s, run.nodes, v.expected_end_s, run.power_w, run.speed,
+                              *self._limits(run.nodes), run.work_done_s, run.last_s)
         self.running[run.job.id] = run.view
 
     def _finalize_unfinished_run(self, run: _Run) -> None:
@@ -805,21 +865,25 @@ class Engine:
             return
         self.stats["actions"] += len(plan.actions)
         for action in plan.actions:
-            kind = type(action)
-            if kind is Start:
+            if type(action) is Start:  # the common case first, without the match machinery
                 self._start(action)
                 continue
             self.epoch += 1
-            if kind is Evict:
-                self._evict(action)
-            elif kind is SetNodeCap or kind is SetNodeFreq:
-                self._set_node(action)
-            elif kind is PowerDown:
-                self._power_down(action.node)
-            elif kind is PowerUp:
-                self._power_up(action.node)
-            elif kind is Reshape:
-                self._reshape(action)
+            match action:
+                case Start():
+                    self._start(action)
+                case Evict():
+                    self._evict(action)
+                case SetNodeCap() | SetNodeFreq():
+                    self._set_node(action)
+                case PowerDown():
+                    self._power_down(action.node)
+                case PowerUp():
+                    self._power_up(action.node)
+                case Reshape():
+                    self._reshape(action)
+                case _:
+                    assert_never(action)
         if plan.actions:
             self.epoch += 1
 
@@ -854,13 +918,14 @@ class Engine:
 
     def _set_node(self, action: SetNodeCap | SetNodeFreq) -> None:
         n = action.node
-        table = self.node_cap_w if type(action) is SetNodeCap else self.node_freq_hz
+        table = self._node_cap_set if type(action) is SetNodeCap else self._node_freq_set
         value = action.cap_w if type(action) is SetNodeCap else action.freq_hz
         if value is None:
             table.pop(n, None)
         else:
             table[n] = value
         run = self._run_on(n)
+        self._settle_node(n, run)
         if run is not None:
             self._settle(run)
             old = run.power_w
@@ -868,6 +933,36 @@ class Engine:
             self._set_power(_BUSY, run.power_w - old)
             self._replace_view(run)
             self._schedule_end(run)
+
+    def _settle_node(self, n: int, run: _Run | None) -> None:
+        """Put in force on node ``n`` the lower of its own setting and that of ``run``, the job on it."""
+        for own, job_value, table in ((self._node_cap_set.get(n), run and run.job_cap_w, self.node_cap_w),
+                                      (self._node_freq_set.get(n), run and run.job_freq_hz, self.node_freq_hz)):
+            values = [v for v in (own, job_value) if v is not None]
+            if values:
+                table[n] = min(values)
+            else:
+                table.pop(n, None)
+
+    def _limits(self, nodes: tuple[int, ...]) -> tuple[float | None, float | None]:
+        """(lowest frequency limit, lowest cap) in force on ``nodes``, None where none is set."""
+        freqs = [self.node_freq_hz[n] for n in nodes if n in self.node_freq_hz]
+        caps = [self.node_cap_w[n] for n in nodes if n in self.node_cap_w]
+        return (min(freqs) if freqs else None), (min(caps) if caps else None)
+
+    def _notice(self, event: DemandResponseEvent) -> None:
+        """A demand-response event is announced: its window joins the cap schedule policies see."""
+        baseline = self.power_w
+        cap_w = event.target_cap_w(baseline)
+        self.noticed.append(NoticedEvent(event, baseline, cap_w))
+        self.cap = self.cap.with_limit(event.start_s, event.end_s, cap_w, event.label)
+        snap = self._snapshot
+        snap.cap = self.cap
+        snap.dr_events = [e for e in self.noticed if e.event.end_s > self.now]
+        self.epoch += 1
+        for t in (event.start_s, event.end_s):
+            if t > self.now:
+                self._push(t, _CAP)
 
     def _run_on(self, node: int) -> _Run | None:
         """The run on ``node`` (a scan: node settings change rarely, starts and ends all the time)."""

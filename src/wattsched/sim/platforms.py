@@ -414,7 +414,7 @@ class PlatformConfig(StrictModel):
         return self
 
     def build(self, source: str | None = None) -> Platform:
-        """The :class:`Platform`, with ``response_classes`` and ``source`` attributes attached."""
+        """The :class:`Platform`, with its ``response_classes`` and the ``source`` file it was read from."""
         nodes: list[Node] = []
         for group in self.node_groups:
             power = group.power.to_model()
@@ -431,10 +431,7 @@ class PlatformConfig(StrictModel):
                         power=power,
                     )
                 )
-        platform = Platform(nodes, name=self.name)
-        platform.response_classes = self.build_response_classes()
-        platform.source = source
-        return platform
+        return Platform(nodes, name=self.name, response_classes=self.build_response_classes(), source=source)
 
     def build_response_classes(self) -> dict[str, ResponseModel]:
         classes = dict(DEFAULT_CLASSES)
@@ -538,8 +535,6 @@ def platform_from_procs(
     platform = Platform.homogeneous_cluster(
         count, cores=cores_per_node, power=power or NodePowerModel(), name=name or f"{max_procs}-procs"
     )
-    platform.response_classes = dict(DEFAULT_CLASSES)
-    platform.source = None
     return platform
 
 
@@ -558,7 +553,7 @@ def _positive_int(value: Any, key: str, what: str) -> int:
 
 def response_classes_of(platform: Platform) -> dict[str, ResponseModel]:
     """The platform's response classes: those of its file, or ``DEFAULT_CLASSES``."""
-    return getattr(platform, "response_classes", None) or dict(DEFAULT_CLASSES)
+    return dict(platform.response_classes)
 
 
 register_config_kind("platform", PlatformConfig, ("node_groups",))

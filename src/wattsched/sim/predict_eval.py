@@ -304,7 +304,7 @@ def run_evaluation(
             from wattsched.sim.checks import augment_error
 
             raise augment_error(config, exc) from None
-        workload = augment_workload(workload, platform.nodes[0].power, params, config.seed)
+        workload = augment_workload(workload, platform.reference_power, params, config.seed)
     stream = iter(workload.jobs)
     first = next(stream, None)  # the reader learns the time origin from the first job
     origin = source.origin_unix_s

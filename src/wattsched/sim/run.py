@@ -128,7 +128,7 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
             params = AugmentParams(**augment_spec)
         except Exception as exc:  # pydantic ValidationError
             raise ConfigError(f"{config.source}: augment: {exc}") from None
-        workload = augment_workload(workload, platform.nodes[0].power, params, config.seed)
+        workload = augment_workload(workload, platform.reference_power, params, config.seed)
         if out_dir is not None:
             from wattsched.sim.tables import recording
 
@@ -159,7 +159,7 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
         workload.jobs = list(workload.jobs)
         baseline_workload = list(workload.jobs)
     engine = Engine(platform, workload, policy, cap=cap, budgets=budgets, options=options, seed=config.seed,
-                    predictor=predictor)
+                    predictor=predictor, dr_events=config.build_dr_events(platform))
     result = engine.run()
     for _ in workload.jobs:  # finish the recorded workload table if the run stopped early
         pass

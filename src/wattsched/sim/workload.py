@@ -66,8 +66,7 @@ def true_power(tj: TraceJob, platform) -> PowerEstimate:
         return PowerEstimate(mean, max(p for _, p in series), var**0.5)
     if tj.mean_w is not None:
         return PowerEstimate(tj.mean_w, tj.max_w if tj.max_w is not None else tj.mean_w, tj.std_w or 0.0)
-    pm = platform.nodes[0].power
-    w = pm.busy_w + tj.gpus_per_node * pm.gpu_tdp_w
+    w = platform.max_busy_w(tj.gpus_per_node)
     return PowerEstimate(w, w, 0.0)
 
 
