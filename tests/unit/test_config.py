@@ -372,9 +372,11 @@ def test_detect_config_kind(tmp_path):
     assert detect_config_kind(write(tmp_path, "trace: t.swf\nprocs: 3\n")) == "simulation"
     assert detect_config_kind(write(tmp_path, "kind: simulation\n", "k.yaml")) == "simulation"
     import wattsched.daemon.config  # noqa: F401  (registers the daemon kind)
+    from wattsched.sweep import spec  # noqa: F401  (registers the sweep kind)
 
     assert detect_config_kind(write(tmp_path, "kind: daemon\n", "d.yaml")) == "daemon"
     assert detect_config_kind(write(tmp_path, "poll_interval_s: 3\n", "p.yaml")) == "daemon"
+    assert detect_config_kind(write(tmp_path, "axes: {seeds: [1]}\n", "s.yaml")) == "sweep"
     with pytest.raises(ConfigError, match=r":1: kind: unknown kind 'bogus'; choose one of daemon, platform, simul"):
         detect_config_kind(write(tmp_path, "kind: bogus\n", "b.yaml"))
     with pytest.raises(ConfigError, match=r"x\.yaml: this file is not a known kind of config; add a 'kind:' key"):
