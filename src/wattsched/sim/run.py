@@ -95,6 +95,12 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
     augment_spec = dict(config.augment)
     augment_on = augment_spec.pop("enabled", True)
     if not workload.has_power and augment_on:
+        if "class_probs" not in augment_spec:  # a platform with application models: jobs get one of them
+            from wattsched.appmodels import app_class_probs
+
+            probs = app_class_probs(platform.response_classes)
+            if probs:
+                augment_spec["class_probs"] = probs
         try:
             params = AugmentParams(**augment_spec)
         except Exception as exc:  # pydantic ValidationError
@@ -161,6 +167,10 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
         from wattsched.sim.report import write_html_report, write_run
 
         write_run(result, out_dir, summary)
+        if engine.noticed or engine.control_log:
+            from wattsched.sim.drlog import write_dr_outputs
+
+            write_dr_outputs(out_dir, engine.noticed, engine.control_log, result.timeline, len(platform))
         if report:
             write_html_report(out_dir)
     return RunOutcome(result, summary, out_dir)
