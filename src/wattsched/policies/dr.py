@@ -49,8 +49,8 @@ from wattsched.model.state import PolicyState
 from wattsched.policies.base import BasePolicy
 from wattsched.policies.easy_pc import EasyPcPolicy, EasyPcState
 
-_CPU_BOUND = LinearResponse(f=1.0)
-"""Response of a job whose class the platform does not know: power and speed in proportion to frequency."""
+_CPU_BOUND = LinearResponse(f=1.0, floor=0.3)
+"""Response of a job whose class the platform does not know: CPU-bound, as the simulator takes it."""
 
 FreqMode = Literal["optimal", "max", "min"]
 
@@ -369,7 +369,7 @@ class _DrBase(BasePolicy):
         elif self.freq_mode == "min":
             chosen = {jid: m.f_min for jid, m in models.items()}
         else:
-            chosen, evicted = self._optimise(snapshot, ctx, models, started)
+            chosen, evicted = self._optimise(snapshot, ctx, models, started, plan.reasons)
         actions: list[Action] = []
         requeue = getattr(self.params, "requeue", True)
         for jid in evicted:
@@ -395,7 +395,7 @@ class _DrBase(BasePolicy):
         return plan
 
     def _optimise(self, snapshot: Snapshot, ctx: _Ctx, models: dict[int, JobPowerModel],
-                  started: list[tuple[Job, tuple[int, ...]]]) -> tuple[dict[int, float], list[int]]:
+                  started: list[tuple[Job, tuple[int, ...]]], reasons: dict) -> tuple[dict[int, float], list[int]]:
         """Algorithm 1, lines 8-12: frequencies under the cap in force, evicting by knapsack if they cannot meet it."""
         cap = snapshot.cap_w
         if not math.isfinite(cap):
@@ -427,6 +427,11 @@ class _DrBase(BasePolicy):
                 weights.append(max(0.0, m.power_w(m.f_min) - m.idle_w))
             keep = knapsack_keep(values, weights, capacity, p.knapsack_buckets)
             evicted = [j for j, k in zip(olds, keep, strict=True) if not k]
+            spent = dict(zip(olds, values, strict=True))
+            for j in evicted:
+                reasons[j] = Reason("the cap of {:.0f} W cannot be met at the lowest frequencies; the jobs kept "
+                                    "(knapsack, Eq. 9) spent more energy than this one ({:.3g} MJ)", cap,
+                                    spent[j] / 1e6)
             ids = [j for j in ids if j not in evicted]
             other += sum(models[j].idle_w for j in evicted)
             jobs = [models[j] for j in ids]
