@@ -5,7 +5,8 @@ One command: ``.venv/bin/python experiments/ahmed2017/run.py [--out DIR] [--size
 For each machine size (processors of the packaged ``ahmed2017`` platform: 220 W peak, levels 1.2-2.4 GHz and
 2.7 GHz, the four applications' polynomial models assigned to jobs at random, seeded) the first 5,000 jobs of
 SDSC-Par are replayed through ``dr``, ``performance`` and ``powersave`` with one demand-response event that
-covers 25 % of the submission span at a random time (seeded), capping the platform at 80 % of its peak. It
+covers 25 % of the submission span at a random time (seeded), capping the platform at 80 % of its peak
+(0.8 x 220 W per processor). It
 writes ``results.csv`` (one row per run) and prints the comparisons of the paper's §V.
 """
 
@@ -85,12 +86,15 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     trace = out / "SDSC-Par-first5000.swf"
     span = first_jobs(TRACE, trace, JOBS)
-    event = generate_events(span, args.ratio, events=1, notice_s=0.0, cap="80%", seed=args.seed)[0]
     rows = []
     for procs in args.sizes:
         plat = platform_file(out, procs)
+        # the paper's limit: 80 % of the peak power (220 W per processor), idle power included
+        event = generate_events(span, args.ratio, events=1, notice_s=0.0, cap=0.8 * 220.0 * procs,
+                                seed=args.seed)[0]
         for policy in POLICIES:
-            cfg = SimConfig(trace=str(trace), platform=str(plat), policy=policy, seed=args.seed,
+            # jobs run to their end however slow (the paper's simulator does not kill them at their requested time)
+            cfg = SimConfig(trace=str(trace), platform=str(plat), policy=policy, seed=args.seed, kill_at_walltime=False,
                             demand_response=[event], out=str(out / f"{procs}-{policy}"))
             res = run_simulation(cfg, progress=False, report=False)
             jobs = res.result.jobs
