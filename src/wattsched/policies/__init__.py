@@ -21,6 +21,9 @@ _BUILTIN: dict[str, str] = {
     "easy-pc": "wattsched.policies.easy_pc:EasyPcPolicy",
     "easy-saf": "wattsched.policies.easy_pc:EasySafPolicy",
     "knapsack": "wattsched.policies.knapsack:KnapsackPolicy",
+    "ls": "wattsched.policies.prb:LsPolicy",
+    "dec": "wattsched.policies.cp:DecPolicy",
+    "bf": "wattsched.policies.bf:BfPolicy",
 }
 
 ENTRY_POINT_GROUP = "wattsched.policies"
