@@ -43,7 +43,7 @@ class LsParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     queue_ewt_s: dict[str, float] = Field(
-        default_factory=dict,
+        {},
         description="Expected waiting time (s) of each queue (Slurm partition); lower means higher priority.")
     default_ewt_s: float = Field(3600.0, gt=0, description="Expected waiting time (s) of a queue not listed.")
     check: Check = Field("mean", description="Power verification: mean, max or gaussian_68/95/99.")
