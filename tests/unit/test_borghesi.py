@@ -152,3 +152,25 @@ def test_bf_is_easy_pc_with_the_mean_check():
     assert [a.job_id for a in make_policy("bf").decide(snap).starts()] == [2]
     assert (make_policy("bf").decide(snap).actions
             == make_policy("easy-pc", {"check": "mean"}).decide(snap).actions)
+
+
+def test_simple_splits_the_cap_evenly_as_node_caps_and_starts_jobs_by_easy():
+    from wattsched.model.plan import SetNodeCap
+
+    jobs = [Job(1, 0.0, 600.0, 2), Job(2, 1.0, 600.0, 1)]
+    snap = _snap(4, jobs, {1: 300.0, 2: 300.0}, cap_w=800.0)
+    plan = make_policy("simple").decide(snap)
+    caps = [a for a in plan.actions if type(a) is SetNodeCap]
+    assert caps == [SetNodeCap(n, 200.0) for n in range(4)]  # 800 W over 4 nodes
+    assert [a.job_id for a in plan.starts()] == [1, 2]  # power is left to the node caps
+    assert plan_problems(snap, plan) == []
+    # already asked for: nothing repeated; a cap below the hardware floor is clamped to it (50 W)
+    snap = _snap(4, [], {}, cap_w=800.0)
+    snap.desired_node_cap_w = {n: 200.0 for n in range(4)}
+    assert make_policy("simple").decide(snap).actions == []
+    snap = _snap(4, [], {}, cap_w=100.0)
+    assert make_policy("simple").decide(snap).actions == [SetNodeCap(n, 50.0) for n in range(4)]
+    # no cap in force: the caps set before are removed
+    snap = _snap(4, [], {})
+    snap.desired_node_cap_w = {n: 200.0 for n in range(4)}
+    assert make_policy("simple").decide(snap).actions == [SetNodeCap(n, None) for n in range(4)]

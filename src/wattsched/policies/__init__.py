@@ -24,6 +24,7 @@ _BUILTIN: dict[str, str] = {
     "ls": "wattsched.policies.prb:LsPolicy",
     "dec": "wattsched.policies.cp:DecPolicy",
     "bf": "wattsched.policies.bf:BfPolicy",
+    "simple": "wattsched.policies.rapl:SimplePolicy",
 }
 
 ENTRY_POINT_GROUP = "wattsched.policies"

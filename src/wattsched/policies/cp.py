@@ -22,7 +22,8 @@ Two stages, repeated:
 
 Rolling horizon: only the first ``horizon_jobs`` jobs in ``ls`` order enter
 the model (thousands of pending jobs would not fit in one cycle); the rest are
-started now only where ``ls``, run around the CP schedule, places them now.
+started now, in ``ls`` order, where they fit for their whole requested time
+around the CP schedule (nodes and power of the pooled model, step by step).
 
 Determinism: one search worker and a fixed ``seed``; the time limit is in
 CP-SAT's *deterministic* time (about seconds of work) unless ``wall_clock``
@@ -118,12 +119,10 @@ class DecPolicy(BasePolicy):
             later |= missed
             starts, note = self.solve(snapshot, model_jobs, later)
             now_ids = {jid for jid, s in starts.items() if s == 0}
-        # the rest of the queue: ls run around the CP schedule, started where it places a job now
+        # the rest of the queue, in ls order: started now where it fits around the CP schedule
         rest = [j for j in order if j.id not in starts]
         if rest:
-            around = list_schedule(snapshot, p, model_jobs + rest,
-                                   fixed={j.id: float(starts[j.id]) for j in model_jobs if j.id in starts})
-            now_ids |= {j.id for j in rest if around.get(j.id) == 0.0}
+            now_ids |= self._fit_now_around(snapshot, model_jobs, starts, rest)
         in_order = [j for j in order if j.id in now_ids]
         plan = start_in_order(snapshot, p, in_order, "scheduled later by the CP model (weighted queue time)",
                               only=now_ids)
@@ -137,26 +136,73 @@ class DecPolicy(BasePolicy):
             plan.reasons[head.id] = f"scheduled later by the CP model; {note}"
         return plan
 
+    def _pooled(self, snapshot: Snapshot, jobs: list[Job]):
+        """The pooled model's data: node pool, power room (None: uncapped), running jobs' steps and demands."""
+        p = self.params
+        now = snapshot.now_s
+        ledger = PowerLedger.from_snapshot(snapshot, "mean")
+        idle = ledger.idle_w
+        running = []
+        for end, n, jid in snapshot.running_by_end():
+            est = snapshot.estimate(snapshot.running[jid].job)
+            # a job past its expected end still holds its nodes now: it ends within the first step
+            running.append((_steps(max(0.0, end - now), p.time_step_s), n, jid,
+                            max(0, math.ceil((est.mean_w - idle) * n))))
+        run_nodes = sum(r[1] for r in running)
+        caps = [planning_cap_w(snapshot, p, j) for j in jobs]
+        cap = min(caps) if caps else snapshot.cap_w
+        room = None
+        if cap != math.inf:
+            # all nodes idle (the running ones included, their increments being their own intervals)
+            room = max(math.floor(cap - (ledger.base_w + idle * run_nodes)), sum(r[3] for r in running))
+        return _node_pool(snapshot), room, running, idle
+
+    def _demand_w(self, snapshot: Snapshot, job: Job, idle: float) -> int:
+        return max(0, math.ceil((snapshot.estimate(job).mean_w - idle) * job.nodes))
+
+    def _fit_now_around(self, snapshot: Snapshot, model_jobs: list[Job], starts: dict[int, int],
+                        rest: list[Job]) -> set[int]:
+        """Jobs of ``rest`` that can start now without breaking the CP schedule at any step, in order."""
+        import numpy as np
+
+        step = self.params.time_step_s
+        pool, room, running, idle = self._pooled(snapshot, rest)
+        spans = [(0, r[0], r[1], r[3]) for r in running]
+        spans += [(starts[j.id], starts[j.id] + _steps(j.walltime_s, step), j.nodes, self._demand_w(snapshot, j, idle))
+                  for j in model_jobs if j.id in starts]
+        longest = max((_steps(j.walltime_s, step) for j in rest), default=1)
+        horizon = max([longest] + [b for _, b, _, _ in spans]) + 1
+        nodes_used = np.zeros(horizon, dtype=np.int64)
+        power_used = np.zeros(horizon, dtype=np.int64)
+        for a, b, n, w in spans:
+            nodes_used[a:b] += n
+            power_used[a:b] += w
+        out = set()
+        for j in rest:
+            d = _steps(j.walltime_s, step)
+            w = self._demand_w(snapshot, j, idle)
+            if nodes_used[:d].max() + j.nodes > pool:
+                continue
+            if room is not None and power_used[:d].max() + w > room:
+                continue
+            nodes_used[:d] += j.nodes
+            power_used[:d] += w
+            out.add(j.id)
+        return out
+
     def solve(self, snapshot: Snapshot, jobs: list[Job], later: set[int] = frozenset()) -> tuple[dict[int, int], str]:
         """Start offsets (in ``time_step_s`` steps from now) of ``jobs`` by the relaxed CP model, and a search note."""
         p = self.params
         if not jobs:
             return {}, ""
-        now = snapshot.now_s
         warm = list_schedule(snapshot, p, jobs)
         if all(warm.get(j.id) == 0.0 for j in jobs if j.id not in later) and not later:
             return {j.id: 0 for j in jobs}, ""  # ls starts every job now: no weighted wait is lower
-        ledger = PowerLedger.from_snapshot(snapshot, "mean")
-        idle = ledger.idle_w
-        running = [(max(0.0, end - now), n, jid) for end, n, jid in snapshot.running_by_end()]
-        run_nodes = sum(n for _, n, _ in running)
-        cap = min(planning_cap_w(snapshot, p, j) for j in jobs)
-        m = cp_model.CpModel()
+        pool, room, running, idle = self._pooled(snapshot, jobs)
         step = p.time_step_s
+        m = cp_model.CpModel()
         durations = {j.id: _steps(j.walltime_s, step) for j in jobs}
-        # a job past its expected end still holds its nodes now: it ends within the first step
-        rem = [(_steps(end, step), n, jid) for end, n, jid in running]
-        horizon = max((r for r, _, _ in rem), default=0) + sum(durations.values())
+        horizon = max((r[0] for r in running), default=0) + sum(durations.values())
         starts, intervals, node_req, power_req = {}, [], [], []
         for j in jobs:
             lo = 1 if j.id in later else 0
@@ -164,21 +210,14 @@ class DecPolicy(BasePolicy):
             starts[j.id] = s
             intervals.append(m.new_fixed_size_interval_var(s, durations[j.id], f"i{j.id}"))
             node_req.append(j.nodes)
-            est = snapshot.estimate(j)
-            power_req.append(max(0, math.ceil((est.mean_w - idle) * j.nodes)))
+            power_req.append(self._demand_w(snapshot, j, idle))
             if j.id in warm:
                 m.add_hint(s, max(lo, math.ceil(warm[j.id] / step - 1e-9)))
-        fixed_iv, fixed_nodes, fixed_power = [], [], []
-        for r, n, jid in rem:
-            fixed_iv.append(m.new_fixed_size_interval_var(0, r, f"r{jid}"))
-            fixed_nodes.append(n)
-            est = snapshot.estimate(snapshot.running[jid].job)
-            fixed_power.append(max(0, math.ceil((est.mean_w - idle) * n)))
-        m.add_cumulative(intervals + fixed_iv, node_req + fixed_nodes, _node_pool(snapshot))
-        if cap != math.inf:
-            # all nodes idle (the running ones included, their increments being their own intervals)
-            room = cap - (ledger.base_w + idle * run_nodes)
-            room = max(math.floor(room), sum(fixed_power))
+        fixed_iv = [m.new_fixed_size_interval_var(0, r[0], f"r{r[2]}") for r in running]
+        fixed_nodes = [r[1] for r in running]
+        fixed_power = [r[3] for r in running]
+        m.add_cumulative(intervals + fixed_iv, node_req + fixed_nodes, pool)
+        if room is not None:
             m.add_cumulative(intervals + fixed_iv, power_req + fixed_power, room)
         ewt = {j.id: expected_wait_s(j, p) for j in jobs}
         top = max(ewt.values())
