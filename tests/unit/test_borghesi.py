@@ -174,3 +174,23 @@ def test_simple_splits_the_cap_evenly_as_node_caps_and_starts_jobs_by_easy():
     snap = _snap(4, [], {})
     snap.desired_node_cap_w = {n: 200.0 for n in range(4)}
     assert make_policy("simple").decide(snap).actions == [SetNodeCap(n, None) for n in range(4)]
+
+
+def test_dvfs_starts_the_blocked_head_at_a_lower_frequency_within_the_slowdown_threshold():
+    from wattsched.model.response import LinearResponse
+
+    jobs = [Job(1, 0.0, 600.0, 2, app_class="cpu")]
+    snap = _snap(3, jobs, {1: 300.0}, cap_w=550.0)
+    snap.platform = snap.platform.with_response_classes({"cpu": LinearResponse(f=1.0)})
+    # at 2 GHz the job adds 2 x (300 - 100) = 400 W to 300 W of idle nodes: 700 > 550. At 1 GHz
+    # (ratio 0.5) its nodes draw 150 W: 300 + 2 x 50 = 400 W fits, and it runs 1 / 0.5 = 2 times longer
+    plan = make_policy("dvfs").decide(snap)
+    assert [(a.job_id, a.freq_hz) for a in plan.starts()] == [(1, 1.0e9)]
+    assert plan.power_estimate_w == pytest.approx(400.0)
+    assert plan_problems(snap, plan) == []
+    # a slowdown of 2 is over a threshold of 1.5: the job waits
+    assert make_policy("dvfs", {"max_slowdown": 1.5}).decide(snap).starts() == []
+    # a class without a response model is never slowed
+    other = _snap(3, [Job(1, 0.0, 600.0, 2, app_class="memory")], {1: 300.0}, cap_w=550.0)
+    other.platform = snap.platform
+    assert make_policy("dvfs").decide(other).starts() == []

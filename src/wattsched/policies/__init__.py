@@ -25,6 +25,7 @@ _BUILTIN: dict[str, str] = {
     "dec": "wattsched.policies.cp:DecPolicy",
     "bf": "wattsched.policies.bf:BfPolicy",
     "simple": "wattsched.policies.rapl:SimplePolicy",
+    "dvfs": "wattsched.policies.dvfs:DvfsPolicy",
 }
 
 ENTRY_POINT_GROUP = "wattsched.policies"
