@@ -194,3 +194,18 @@ def test_dvfs_starts_the_blocked_head_at_a_lower_frequency_within_the_slowdown_t
     other = _snap(3, [Job(1, 0.0, 600.0, 2, app_class="memory")], {1: 300.0}, cap_w=550.0)
     other.platform = snap.platform
     assert make_policy("dvfs").decide(other).starts() == []
+
+
+def test_dec_falls_back_to_the_ls_schedule_when_the_solver_finds_nothing_in_time():
+    jobs = [Job(1, 0.0, 180.0, 1), Job(2, 0.0, 120.0, 2), Job(3, 0.0, 300.0, 1)]
+    snap = _snap(2, jobs, {1: 300.0, 2: 300.0, 3: 300.0})
+    dec = make_policy("dec", {"time_limit_s": 1e-9, "max_time_limit_s": 1e-9})
+    starts, note = dec.solve(snap, priority_order(snap, dec.params))
+    if note.startswith("solver hit"):
+        pytest.skip("CP-SAT found a schedule within a deterministic limit of 1e-9 on this build")
+    assert "ls schedule used" in note
+    ls_starts = list_schedule(snap, dec.params, priority_order(snap, dec.params))
+    assert starts == {k: int(v // STEP) for k, v in ls_starts.items()}  # 1 and 3 now, 2 after job 1 (3 steps)
+    plan = dec.decide(snap)
+    assert [a.job_id for a in plan.starts()] == [1, 3]
+    assert "ls schedule used" in plan.reason_for(2)

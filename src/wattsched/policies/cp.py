@@ -243,5 +243,11 @@ class DecPolicy(BasePolicy):
             return {jid: solver.value(s) for jid, s in starts.items()}, note
         note = f"solver found no schedule within {limit:g} s on {len(jobs)} jobs; ls schedule used"
         log.warning("dec: %s", note)
-        return {jid: (0 if warm.get(jid) == 0.0 and jid not in later else max(1, int(warm.get(jid, 1))))
-                for jid in starts}, note
+        fallback = {}
+        for jid in starts:
+            at = warm.get(jid)
+            if at is None:  # ls never placed it: keep it out of this cycle
+                fallback[jid] = horizon
+            else:
+                fallback[jid] = max(1 if jid in later else 0, math.ceil(at / step - 1e-9))
+        return fallback, note
