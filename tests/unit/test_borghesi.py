@@ -209,3 +209,34 @@ def test_dec_falls_back_to_the_ls_schedule_when_the_solver_finds_nothing_in_time
     plan = dec.decide(snap)
     assert [a.job_id for a in plan.starts()] == [1, 3]
     assert "ls schedule used" in plan.reason_for(2)
+
+
+def test_dynshare_moves_cap_from_a_light_job_node_to_a_heavy_job_node():
+    from dataclasses import replace
+
+    from wattsched.model.plan import SetNodeCap
+
+    light, heavy = Job(1, 0.0, 600.0, 1), Job(2, 0.0, 600.0, 1)
+    snap = _snap(4, [], {1: 300.0, 2: 300.0}, cap_w=800.0, running=[(light, 0.0, (0,)), (heavy, 0.0, (1,))])
+    # no caps yet: the even split, as simple
+    assert make_policy("dynshare").decide(snap).actions == [SetNodeCap(n, 200.0) for n in range(4)]
+    # caps at 200 W; node 0's light job draws 120 W, node 1's heavy job is held at its 200 W cap,
+    # nodes 2 and 3 are idle (100 W)
+    snap.running = {1: replace(snap.running[1], power_w=120.0), 2: replace(snap.running[2], power_w=200.0)}
+    snap.desired_node_cap_w = {n: 200.0 for n in range(4)}
+    plan = make_policy("dynshare", {"headroom_w": 10.0}).decide(snap)
+    caps = {a.node: a.cap_w for a in plan.actions if type(a) is SetNodeCap}
+    # donors keep their draw + 10 W: 130, 110, 110 (350 W); node 1 gets 800 - 350 = 450, clamped to its 300 W maximum
+    assert caps == {0: 130.0, 1: 300.0, 2: 110.0, 3: 110.0}
+    assert sum(caps.values()) <= 800.0
+    assert plan_problems(snap, plan) == []
+
+
+def test_dynshare_admission_lets_in_jobs_up_to_three_times_the_cap():
+    jobs = [Job(i, float(i), 600.0, 1) for i in range(1, 5)]
+    power = {j.id: 300.0 for j in jobs}
+    # 4 idle nodes = 400 W; each job adds 200 W. Cap 300 W: bf under 900 W admits two jobs (800 W),
+    # plain EASY (dynshare without admission) starts all four and leaves the rest to the node caps
+    snap = _snap(4, jobs, power, cap_w=300.0)
+    assert len(make_policy("dynshare", {"admission": True}).decide(snap).starts()) == 2
+    assert len(make_policy("dynshare").decide(snap).starts()) == 4

@@ -26,6 +26,7 @@ _BUILTIN: dict[str, str] = {
     "bf": "wattsched.policies.bf:BfPolicy",
     "simple": "wattsched.policies.rapl:SimplePolicy",
     "dvfs": "wattsched.policies.dvfs:DvfsPolicy",
+    "dynshare": "wattsched.policies.rapl:DynSharePolicy",
 }
 
 ENTRY_POINT_GROUP = "wattsched.policies"
