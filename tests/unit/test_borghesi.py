@@ -240,3 +240,19 @@ def test_dynshare_admission_lets_in_jobs_up_to_three_times_the_cap():
     snap = _snap(4, jobs, power, cap_w=300.0)
     assert len(make_policy("dynshare", {"admission": True}).decide(snap).starts()) == 2
     assert len(make_policy("dynshare").decide(snap).starts()) == 4
+
+
+def test_dec_rapl_is_dec_while_jobs_arrive_fast_and_dynshare_otherwise():
+    from wattsched.model.plan import SetNodeCap
+
+    fast = [Job(i, 3000.0 + 10 * i, 600.0, 1) for i in range(1, 21)]  # 20 jobs in the last 30 min: one per 90 s
+    snap = _snap(4, fast, {j.id: 300.0 for j in fast}, cap_w=800.0, now=3600.0)
+    snap.desired_node_cap_w = {0: 200.0}
+    plan = make_policy("dec+rapl").decide(snap)
+    assert plan.actions[0] == SetNodeCap(0, None)  # the caps of a dynshare period are lifted
+    assert plan.starts() == make_policy("dec").decide(snap).starts()
+    slow = [Job(1, 0.0, 600.0, 1), Job(2, 3000.0, 600.0, 1)]  # 1 job in the last 30 min
+    snap = _snap(4, slow, {1: 300.0, 2: 300.0}, cap_w=800.0, now=3600.0)
+    plan = make_policy("dec+rapl").decide(snap)
+    assert [a for a in plan.actions if type(a) is SetNodeCap] == [SetNodeCap(n, 200.0) for n in range(4)]
+    assert [a.job_id for a in plan.starts()] == [1, 2]  # EASY: power is left to the node caps

@@ -27,6 +27,7 @@ _BUILTIN: dict[str, str] = {
     "simple": "wattsched.policies.rapl:SimplePolicy",
     "dvfs": "wattsched.policies.dvfs:DvfsPolicy",
     "dynshare": "wattsched.policies.rapl:DynSharePolicy",
+    "dec+rapl": "wattsched.policies.cp:DecRaplPolicy",
 }
 
 ENTRY_POINT_GROUP = "wattsched.policies"

@@ -251,3 +251,42 @@ class DecPolicy(BasePolicy):
             else:
                 fallback[jid] = max(1 if jid in later else 0, math.ceil(at / step - 1e-9))
         return fallback, note
+
+
+class DecRaplParams(DecParams):
+    arrival_threshold_s: float = Field(
+        120.0, gt=0, description="dec while jobs arrive more often than one per this many seconds, dynshare otherwise.")
+    arrival_window_s: float = Field(1800.0, gt=0, description="Window (s) over which the arrival rate is measured.")
+    headroom_w: float = Field(10.0, ge=0, description="dynshare: a node below its cap keeps its draw plus this (W).")
+
+
+class DecRaplPolicy(BasePolicy):
+    """``dec`` while jobs arrive fast, ``dynshare`` otherwise. Registered as ``dec+rapl``.
+
+    Borghesi et al. 2018 (§5.3): the proactive dispatcher pays off when jobs
+    queue up, node caps when the machine is lightly loaded. The arrival rate
+    is the number of jobs (pending or running) submitted in the last
+    ``arrival_window_s``; above one job per ``arrival_threshold_s`` the
+    decision is ``dec``'s and node caps set before are removed; below it,
+    ``dynshare``'s.
+    """
+
+    name = "dec+rapl"
+    Params = DecRaplParams
+    wants_empty_queue_calls = True
+
+    def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
+        from wattsched.model.plan import SetNodeCap
+        from wattsched.policies.rapl import DynSharePolicy
+
+        p = self.params
+        since = snapshot.now_s - p.arrival_window_s
+        arrived = sum(1 for j in snapshot.pending.values() if j.submit_s >= since)
+        arrived += sum(1 for r in snapshot.running.values() if r.job.submit_s >= since)
+        if arrived * p.arrival_threshold_s > p.arrival_window_s:
+            dec_params = {k: v for k, v in p.model_dump().items() if k in DecParams.model_fields}
+            plan = DecPolicy(**dec_params).decide(snapshot, None)
+            clear = [SetNodeCap(n, None) for n, c in snapshot.desired_node_cap_w.items() if c is not None]
+            plan.actions[:0] = clear
+            return plan
+        return DynSharePolicy(headroom_w=p.headroom_w).decide(snapshot, None)
