@@ -29,6 +29,13 @@ _BUILTIN: dict[str, str] = {
     "dr-easy-pc": "wattsched.policies.dr:DrEasyPcPolicy",
     "performance": "wattsched.policies.dr:PerformancePolicy",
     "powersave": "wattsched.policies.dr:PowersavePolicy",
+    "ls": "wattsched.policies.prb:LsPolicy",
+    "dec": "wattsched.policies.cp:DecPolicy",
+    "bf": "wattsched.policies.bf:BfPolicy",
+    "simple": "wattsched.policies.rapl:SimplePolicy",
+    "dvfs": "wattsched.policies.dvfs:DvfsPolicy",
+    "dynshare": "wattsched.policies.rapl:DynSharePolicy",
+    "dec+rapl": "wattsched.policies.cp:DecRaplPolicy",
 }
 
 ENTRY_POINT_GROUP = "wattsched.policies"
