@@ -39,12 +39,12 @@ from wattsched.model.job import Job
 from wattsched.policies import make_policy
 from wattsched.predictors import make_predictor
 from wattsched.predictors.base import CompletedJob
-from wattsched.sim.augment import AugmentParams, augment_workload
+from wattsched.workload.augment import AugmentParams, augment_workload
 from wattsched.sim.engine import Engine, EngineOptions
 from wattsched.sim.metrics import summarize
 from wattsched.sim.platforms import load_platform
-from wattsched.sim.swf import read_swf
-from wattsched.sim.workload import TraceJob, Workload
+from wattsched.workload.swf import read_swf
+from wattsched.workload.records import TraceJob, Workload
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # the sibling modules (lwp_policies, lwp_report) are imported by name
@@ -147,7 +147,7 @@ def load_trace(path: str, cores_per_node: int, machine_nodes: int) -> Trace:
     jobs = list(w.jobs)
     waits: dict[int, float] = {}
     first_submit = None
-    from wattsched.sim.swf import _open_text
+    from wattsched.workload.swf import _open_text
 
     with _open_text(path) as fh:
         for line in fh:

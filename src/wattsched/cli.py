@@ -177,8 +177,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _open_trace(args: argparse.Namespace):
     """The workload of ``args.file``, SWF or job table."""
     from wattsched.sim.run import is_swf
-    from wattsched.sim.swf import read_swf
-    from wattsched.sim.tables import read_job_table
+    from wattsched.workload.swf import read_swf
+    from wattsched.workload.tables import read_job_table
 
     if is_swf(args.file):
         return read_swf(args.file, cores_per_node=args.cores_per_node, skip_bad_lines=args.skip_bad_lines)
@@ -186,7 +186,7 @@ def _open_trace(args: argparse.Namespace):
 
 
 def cmd_traces_info(args: argparse.Namespace) -> int:
-    from wattsched.sim.swf import trace_info
+    from wattsched.workload.swf import trace_info
 
     info = trace_info(_open_trace(args))
     if args.json:
@@ -219,8 +219,8 @@ def cmd_traces_info(args: argparse.Namespace) -> int:
 
 
 def cmd_traces_synth(args: argparse.Namespace) -> int:
-    from wattsched.sim.synthetic import DurationDist, NodesDist, UsersDist, generate
-    from wattsched.sim.tables import write_job_table
+    from wattsched.workload.synthetic import DurationDist, NodesDist, UsersDist, generate
+    from wattsched.workload.tables import write_job_table
 
     workload = generate(
         args.jobs,
@@ -238,9 +238,9 @@ def cmd_traces_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_traces_augment(args: argparse.Namespace) -> int:
-    from wattsched.sim.augment import AugmentParams, augment_workload
     from wattsched.sim.platforms import load_platform
-    from wattsched.sim.tables import write_job_table
+    from wattsched.workload.augment import AugmentParams, augment_workload
+    from wattsched.workload.tables import write_job_table
 
     node_power = load_platform(args.platform or "default").reference_power
     workload = augment_workload(_open_trace(args), node_power, AugmentParams(), args.seed)
@@ -303,7 +303,7 @@ def cmd_predict_evaluate(args: argparse.Namespace) -> int:
     import time
 
     from wattsched.config import SimConfig, merge_overrides
-    from wattsched.sim.predict_eval import format_table, run_evaluation, split_params, write_outputs
+    from wattsched.predictors.evaluate import format_table, run_evaluation, split_params, write_outputs
 
     cli = {"trace": args.trace, "platform": args.platform, "procs": args.procs, "cores_per_node": args.cores_per_node,
            "seed": args.seed, "skip_bad_lines": args.skip_bad_lines}

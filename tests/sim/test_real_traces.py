@@ -25,7 +25,7 @@ import pytest
 from wattsched.policies import make_policy
 from wattsched.sim.engine import Engine, EngineOptions
 from wattsched.sim.platforms import platform_from_procs
-from wattsched.sim.swf import read_swf, trace_info
+from wattsched.workload.swf import read_swf, trace_info
 
 
 @dataclass(frozen=True)

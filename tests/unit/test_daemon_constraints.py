@@ -23,7 +23,7 @@ from wattsched.daemon.view import build_view
 from wattsched.model.platform import NodePowerModel, Platform
 from wattsched.sim.engine import Engine
 from wattsched.sim.platforms import load_platform
-from wattsched.sim.workload import TraceJob
+from wattsched.workload.records import TraceJob
 
 PARIS = ZoneInfo("Europe/Paris")
 MONDAY_1650 = dt.datetime(2026, 11, 23, 16, 50, tzinfo=PARIS).timestamp()

@@ -36,7 +36,7 @@ from wattsched.daemon.notify import Notifier
 from wattsched.daemon.simcluster import SimCluster
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, Start
 from wattsched.model.platform import NodePowerModel, Platform
-from wattsched.sim.workload import TraceJob
+from wattsched.workload.records import TraceJob
 
 EPOCH = float(int(time.time()))
 NODE_POWER = {"idle_w": 100.0, "busy_w": 300.0, "off_w": 10.0, "busy_min_w": 200.0, "cap_min_w": 50.0,

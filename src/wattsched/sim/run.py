@@ -12,7 +12,7 @@ from pathlib import Path
 from wattsched.config import SimConfig
 from wattsched.errors import ConfigError
 from wattsched.model.platform import Platform
-from wattsched.sim.workload import Workload
+from wattsched.workload.records import Workload
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +31,8 @@ def is_swf(path: str | os.PathLike) -> bool:
 
 def open_workload(config: SimConfig, platform: Platform | None) -> Workload:
     """Open the config's trace (SWF or job table), cleaned against ``platform`` if given."""
-    from wattsched.sim.swf import read_swf
-    from wattsched.sim.tables import read_job_table
+    from wattsched.workload.swf import read_swf
+    from wattsched.workload.tables import read_job_table
 
     trace = config.trace
     if not Path(trace).exists():
@@ -56,7 +56,7 @@ def build_platform(config: SimConfig) -> Platform:
     if config.platform is not None or config.procs is not None:
         return config.build_platform()
     from wattsched.sim.platforms import platform_from_procs
-    from wattsched.sim.swf import read_header
+    from wattsched.workload.swf import read_header
 
     if not is_swf(config.trace):
         raise ConfigError(f"{config.source}: platform: required for a job table (only SWF headers give a machine size)")
@@ -73,10 +73,10 @@ def build_platform(config: SimConfig) -> Platform:
 def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = True, report: bool = True) -> RunOutcome:
     """Simulate ``config``: read the trace, augment power if needed, run, summarise, write outputs."""
     from wattsched.policies import make_policy
-    from wattsched.sim.augment import AugmentParams, augment_workload
     from wattsched.sim.engine import Engine, EngineOptions
     from wattsched.sim.metrics import summarize
     from wattsched.sim.platforms import response_classes_of
+    from wattsched.workload.augment import AugmentParams, augment_workload
 
     platform = build_platform(config)
     policy = make_policy(config.policy, config.params, source=f"{config.source}: params")
@@ -101,7 +101,7 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
             raise ConfigError(f"{config.source}: augment: {exc}") from None
         workload = augment_workload(workload, platform.reference_power, params, config.seed)
         if out_dir is not None:
-            from wattsched.sim.tables import recording
+            from wattsched.workload.tables import recording
 
             workload.jobs = recording(workload.jobs, out_dir / "workload.csv.gz")
 

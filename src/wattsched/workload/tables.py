@@ -2,7 +2,7 @@
 
 A job table is the simplest way to hand the simulator a workload that has per-job
 power (Marconi100/PM100, site exports, synthetic workloads after augmentation).
-:func:`read_job_table` turns one into a :class:`~wattsched.sim.workload.Workload`
+:func:`read_job_table` turns one into a :class:`~wattsched.workload.records.Workload`
 and :func:`write_job_table` writes jobs back; the two round-trip exactly.
 
 Formats
@@ -113,7 +113,7 @@ from pathlib import Path
 from typing import Any
 
 from wattsched.errors import TraceError, WattschedError
-from wattsched.sim.workload import TraceJob, Workload
+from wattsched.workload.records import TraceJob, Workload
 
 __all__ = [
     "COLUMNS",
