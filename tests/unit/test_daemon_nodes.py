@@ -26,7 +26,6 @@ from prometheus_client import CollectorRegistry
 
 from nodepolicy import install_entry_point
 from wattsched.agent.auth import Verifier
-from wattsched.agent.fake import make_fake_node
 from wattsched.agent.server import AgentServer
 from wattsched.agent.sysfs import Sysfs
 from wattsched.daemon.config import DaemonConfig
@@ -36,6 +35,7 @@ from wattsched.daemon.notify import Notifier
 from wattsched.daemon.simcluster import SimCluster
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, Start
 from wattsched.model.platform import NodePowerModel, Platform
+from wattsched.testing.fake_sysfs import make_fake_node
 from wattsched.workload.records import TraceJob
 
 EPOCH = float(int(time.time()))
@@ -348,7 +348,7 @@ def test_audit_rows_of_slurm_actions_are_written_before_the_action(make_daemon, 
 
 
 def test_energy_budgets_count_the_nodes_energy_counters_when_every_node_has_them(make_daemon, agents, clock):
-    from wattsched.agent.fake import advance_energy
+    from wattsched.testing.fake_sysfs import advance_energy
 
     _, roots, servers = agents
     budget = [{"start_s": EPOCH - 3600, "end_s": EPOCH + 86400, "energy_j": 1e6, "label": "today"}]
