@@ -26,10 +26,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	./scripts/install-system-deps
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports
 
 ## bench: simulation throughput on every trace in ../shared/traces, easy-pc overhead, one daemon cycle at scale
 bench: $(STAMP)
