@@ -112,7 +112,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from wattsched.errors import TraceError, WattschedError
+from wattsched.errors import MissingDependencyError, TraceError
 from wattsched.workload.records import TraceJob, Workload
 
 __all__ = [
@@ -157,10 +157,6 @@ _INFINITE = frozenset({"INFINITE", "UNLIMITED"})
 _TRUE = frozenset({"true", "t", "yes", "y", "1"})
 _FALSE = frozenset({"false", "f", "no", "n", "0"})
 _PARQUET_BATCH = 65536
-
-
-class MissingDependencyError(WattschedError, ImportError):
-    """An optional dependency needed for the requested operation is not installed."""
 
 
 class _Invalid(Exception):
