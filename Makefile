@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench docs clean
+.PHONY: demo test lint bench docs clean lwp
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_throughput.py
 	$(BIN)/python benchmarks/easy_pc_overhead.py
 	$(BIN)/python benchmarks/daemon_cycle.py
+
+## lwp: the lightweight-predictions reproduction (1,530 runs as a sweep on a local Dask cluster)
+lwp: $(STAMP)
+	$(BIN)/python experiments/lightweight-predictions/run.py
 
 ## docs: regenerate docs/config.md from the config models
 docs: $(STAMP)

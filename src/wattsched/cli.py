@@ -252,8 +252,14 @@ def cmd_traces_augment(args: argparse.Namespace) -> int:
 def cmd_check_config(args: argparse.Namespace) -> int:
     import wattsched.daemon.config  # noqa: F401  (registers the daemon kind)
     from wattsched.config import CONFIG_KINDS, detect_config_kind, load_config
+    from wattsched.sweep.spec import load_sweep  # registers the sweep kind
 
     kind = detect_config_kind(args.file)
+    if kind == "sweep":
+        from wattsched.sweep.expand import expand
+
+        print(f"{args.file}: valid sweep file ({len(expand(load_sweep(args.file)))} runs)")
+        return 0
     config = load_config(args.file, CONFIG_KINDS[kind].model, env=os.environ)
     if kind == "simulation":
         from wattsched.policies import make_policy
@@ -398,6 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     t.add_argument("--out", required=True, metavar="FILE", help="job table to write (.csv, .csv.gz, .parquet)")
     t.set_defaults(func=cmd_traces_augment)
+    from wattsched.sweep.cli import register as register_sweep
+
+    register_sweep(sub, tsub)
 
     p = sub.add_parser("predict", help="evaluate job power predictors on a trace")
     psub = p.add_subparsers(dest="predict_command", metavar="SUBCOMMAND", required=True)

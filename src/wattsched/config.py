@@ -1398,6 +1398,9 @@ def render_config_reference() -> str:
         "time on; a `reduction_w` target is taken from the platform power at that time.",
         overrides={"cap_w": {"type": _CAP_TYPE}},
     )
+    from wattsched.sweep.spec import config_reference as sweep_reference
+
+    lines += sweep_reference(_model_reference)
     from wattsched.daemon.config import (
         ActuatorConfig,
         DaemonBudgetConfig,

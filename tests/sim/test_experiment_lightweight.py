@@ -1,10 +1,11 @@
-"""Smoke test of experiments/lightweight-predictions on one tiny RICC workload and one cap."""
+"""Smoke test of experiments/lightweight-predictions: its sweep on one tiny RICC slice and one cap."""
 
 from __future__ import annotations
 
 import csv
 import importlib
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -12,15 +13,17 @@ import pytest
 
 EXPERIMENT = Path(__file__).resolve().parents[2] / "experiments" / "lightweight-predictions"
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def lwp(monkeypatch):
     """The experiment's modules, imported from their directory (it is not a package)."""
     monkeypatch.syspath_prepend(str(EXPERIMENT))
-    for name in ("lwp_experiment", "lwp_policies", "lwp_report"):
+    for name in ("lwp_experiment", "lwp_report"):
         sys.modules.pop(name, None)
     yield importlib.import_module("lwp_experiment")
-    for name in ("lwp_experiment", "lwp_policies", "lwp_report"):
+    for name in ("lwp_experiment", "lwp_report"):
         sys.modules.pop(name, None)
 
 
@@ -33,33 +36,54 @@ def _f(row: dict, key: str) -> float:
     return float(row[key]) if row[key] not in ("", "nan") else math.nan
 
 
-def test_one_tiny_workload(traces_dir, lwp, tmp_path):
+def tiny_sweep(trace: Path, tmp_path: Path, reference_w: float) -> Path:
+    """The campaign's sweep file cut down to one slice (day 31.5, 3 h warm-up, 2 h) and a 50 % cap."""
+    text = (EXPERIMENT / "lightweight-predictions.sweep.yaml").read_text()
+    text = text.replace("../../../shared/traces/RICC-2010-2.swf.gz", str(trace))
+    text = re.sub(r"count: 30.*\n", "count: 1\n    t0_days: [31.5]\n", text)
+    text = re.sub(r"length_h: 24 .*\n", "length_h: 2\n", text)
+    text = re.sub(r"warmup_h: 24 .*\n", "warmup_h: 3\n", text)
+    text = re.sub(r'caps: \["40%", "50%", "60%", "70%"\]', 'caps: ["50%"]', text)
+    text = re.sub(r"cap_reference_dyn_w: .*\n", f"cap_reference_dyn_w: {reference_w}\n", text)
+    text = text.replace("lwp_experiment.py:run_metrics", f"{EXPERIMENT / 'lwp_experiment.py'}:run_metrics")
+    path = tmp_path / "tiny.sweep.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_one_tiny_slice(traces_dir, lwp, tmp_path):
     trace = traces_dir / "RICC-2010-2.swf.gz"
     if not trace.exists():
         pytest.skip(f"RICC-2010-2 trace not found in {traces_dir}")
+    from wattsched.cli import main
+
+    sweep = tiny_sweep(trace, tmp_path, 400_000.0)
     # Day 31.5 of RICC is heavily loaded: the 50 % cap binds in the window.
-    cfg = lwp.Config(trace=str(trace), t0_days=(31.5,), window_h=2.0, warmup_h=3.0, caps=(0.5,), algo_cap=0.5)
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "sweep"), "--workers", "1", "-q"]) == 0
     out = tmp_path / "results"
-    lwp.run_experiment(cfg, out, workers=1, progress=False)
+    with pytest.raises(SystemExit, match=r"cap_reference_dyn_w is 400000.0 but the uncapped EASY runs peak at"):
+        lwp.export(sweep, tmp_path / "sweep", out)
+    lwp.export(sweep, tmp_path / "sweep", out, check_reference=False)
+    sys.modules.pop("lwp_report", None)
+    importlib.import_module("lwp_report").write_report(out)
 
     for name in ("runs.csv", "details.jsonl", "workloads.csv", "reference.json", "summary.md",
                  "fig4_window_power.png", "fig5_turnaround_change.png", "fig6_time_above_cap.png",
                  "fig7_algorithms.png", "fig7_size_classes.png"):
         assert (out / name).stat().st_size > 0, name
     rows = _rows(out / "runs.csv")
-    expected = {lwp.BASELINE.run_id} | {s.run_id for s in lwp.run_specs(cfg)}
-    assert set(rows) == expected
     assert len(rows) == 1 + 11 + 6  # easy; naive + 5 checks x (predicted, real); 3 algorithms x 2
+    assert {r["algorithm"] for r in rows.values()} == {"easy", "easy-pc", "easy-saf", "knapsack-wait",
+                                                        "knapsack-stretch"}
 
     base = rows[lwp.BASELINE.run_id]
     n_jobs = int(base["n_jobs"])
-    ref = _f(base, "max_dyn_power_w")
     for run_id, r in rows.items():
         assert int(r["n_jobs"]) == n_jobs, run_id  # every run replays the same jobs...
         assert int(r["jobs_unfinished"]) == 0, run_id  # ...to the end
         if r["algorithm"] != "easy":
-            assert _f(r, "ref_dyn_w") == pytest.approx(ref)  # one workload: its own peak is the reference
-            assert _f(r, "cap_w") == pytest.approx(_f(r, "idle_w") + 0.5 * ref)
+            assert _f(r, "ref_dyn_w") == 400_000.0
+            assert _f(r, "cap_w") == pytest.approx(_f(r, "idle_w") + 0.5 * 400_000.0)
             assert 0.0 <= _f(r, "frac_above_cap") <= 1.0
             assert _f(r, "power_util") > 0
 
@@ -76,17 +100,7 @@ def test_one_tiny_workload(traces_dir, lwp, tmp_path):
     r = rows["easy-pc|gaussian_99|predicted|0.50"]
     change = 100 * (_f(r, "mean_turnaround_s") / _f(base, "mean_turnaround_s") - 1)
     assert _f(r, "tat_change_pct") == pytest.approx(change, abs=1e-3)
-
-    # Resuming runs nothing new and keeps one row per run.
-    lwp.run_experiment(cfg, out, workers=1, progress=False, report=False)
-    with open(out / "runs.csv", newline="") as fh:
-        assert sum(1 for _ in csv.DictReader(fh)) == len(rows)
-
-
-def test_fast_policies_decide_like_the_library(traces_dir, lwp):
-    """The experiment's pre-filtered policies take the registered policies' decisions."""
-    trace = traces_dir / "RICC-2010-2.swf.gz"
-    if not trace.exists():
-        pytest.skip(f"RICC-2010-2 trace not found in {traces_dir}")
-    cfg = lwp.Config(trace=str(trace), t0_days=(31.5,), window_h=1.0, warmup_h=2.0, caps=(0.5,))
-    assert lwp.verify_identical(cfg, ref_dyn_w=450_000.0) == []
+    # The primed history predictor knew most users of the slice.
+    with open(out / "workloads.csv", newline="") as fh:
+        (w,) = list(csv.DictReader(fh))
+    assert int(w["history_jobs"]) > 1000 and 0 < int(w["users_with_history"]) <= int(w["users"])

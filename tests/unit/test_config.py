@@ -372,10 +372,12 @@ def test_detect_config_kind(tmp_path):
     assert detect_config_kind(write(tmp_path, "trace: t.swf\nprocs: 3\n")) == "simulation"
     assert detect_config_kind(write(tmp_path, "kind: simulation\n", "k.yaml")) == "simulation"
     import wattsched.daemon.config  # noqa: F401  (registers the daemon kind)
+    from wattsched.sweep import spec  # noqa: F401  (registers the sweep kind)
 
     assert detect_config_kind(write(tmp_path, "kind: daemon\n", "d.yaml")) == "daemon"
     assert detect_config_kind(write(tmp_path, "poll_interval_s: 3\n", "p.yaml")) == "daemon"
-    with pytest.raises(ConfigError, match=r"kind: unknown kind 'bogus'; choose one of daemon, simulation \(line 1\)"):
+    assert detect_config_kind(write(tmp_path, "axes: {seeds: [1]}\n", "s.yaml")) == "sweep"
+    with pytest.raises(ConfigError, match=r"unknown kind 'bogus'; choose one of daemon, simulation, sweep \(line 1"):
         detect_config_kind(write(tmp_path, "kind: bogus\n", "b.yaml"))
     with pytest.raises(ConfigError, match=r"x\.yaml: this file is not a known kind of config; add a 'kind:' key"):
         detect_config_kind(write(tmp_path, "seed: 3\n", "x.yaml"))

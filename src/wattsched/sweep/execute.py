@@ -1,0 +1,444 @@
+"""Running a sweep: one run per Dask task, rows appended to the store as runs finish.
+
+:func:`run_one` executes one resolved run spec in the calling process (a Dask
+worker): it reads the trace or cuts the slice itself (the path is on shared
+storage; nothing but the spec travels through the scheduler), simulates, and
+returns the result row. :func:`run_sweep` submits the runs the store does not
+hold yet to a Dask cluster (a ``LocalCluster``, an existing scheduler, or
+dask-jobqueue's ``SLURMCluster``) and records each result as it comes back.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import importlib.util
+import math
+import os
+import sys
+import time
+import traceback
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from wattsched.errors import ConfigError, WattschedError
+
+# --------------------------------------------------------------------------- one run (on a worker)
+
+_PLATFORMS: dict[str, Any] = {}
+_PREPARED: OrderedDict = OrderedDict()
+_WORKLOADS: OrderedDict = OrderedDict()
+
+
+def _platform(sim: dict):
+    from wattsched.config import SimConfig
+
+    key = repr((sim.get("platform"), sim.get("procs"), sim.get("cores_per_node")))
+    p = _PLATFORMS.get(key)
+    if p is None:
+        if sim.get("procs"):
+            machine = {"procs": sim["procs"], "cores_per_node": sim.get("cores_per_node", 1)}
+        else:
+            machine = {"platform": sim.get("platform") or "default"}
+        cfg = SimConfig.model_validate({"trace": "unused.swf", **machine})
+        p = _PLATFORMS[key] = cfg.build_platform()
+    return p
+
+
+def _augment_params(sim: dict):
+    from wattsched.workload.augment import AugmentParams
+
+    spec = dict(sim.get("augment") or {})
+    if not spec.pop("enabled", True):
+        return None
+    return AugmentParams(**spec)
+
+
+def _lru_put(cache: OrderedDict, key, value, size: int = 3) -> None:
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > size:
+        cache.popitem(last=False)
+
+
+def _prepared_slice(spec: dict, platform, cache_dir: str | None):
+    """The slice of ``spec``, from this process's memory, the shared cache directory, or cut now."""
+    import json
+    import pickle
+
+    from wattsched.sweep.expand import run_key
+    from wattsched.sweep.slicing import SliceSpec, prepare_slice
+
+    sim = spec["sim"]
+    ident = {"slice": spec["slice"], "augment": sim.get("augment"), "seed": sim["seed"],
+             "platform": [sim.get("platform"), sim.get("procs"), sim.get("cores_per_node")]}
+    key = run_key(json.loads(json.dumps(ident)))
+    prep = _PREPARED.get(key)
+    if prep is not None:
+        _PREPARED.move_to_end(key)
+        return prep
+    path = Path(cache_dir) / f"slice-{key}.pkl" if cache_dir else None
+    if path is not None and path.exists():
+        try:
+            with open(path, "rb") as fh:
+                prep = pickle.load(fh)
+        except Exception:  # a partial file from a killed writer: cut the slice again
+            prep = None
+    if prep is None:
+        prep = prepare_slice(SliceSpec(**spec["slice"]), platform, _augment_params(sim), sim["seed"])
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            with open(tmp, "wb") as fh:
+                pickle.dump(prep, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+    _lru_put(_PREPARED, key, prep)
+    return prep
+
+
+def _whole_trace(spec: dict, platform):
+    """The jobs of a whole trace (read and augmented once per process)."""
+    from wattsched.config import SimConfig
+    from wattsched.sim.run import open_workload
+    from wattsched.workload.augment import augment_workload
+
+    sim = spec["sim"]
+    key = repr((spec["trace"], sim.get("platform"), sim.get("procs"), sim.get("augment"), sim["seed"],
+                sim.get("default_walltime"), sim.get("skip_bad_lines")))
+    jobs = _WORKLOADS.get(key)
+    if jobs is None:
+        cfg = SimConfig.model_validate({"trace": spec["trace"], **{k: v for k, v in sim.items() if k in (
+            "default_walltime", "skip_bad_lines", "cores_per_node")}})
+        wl = open_workload(cfg, platform)
+        params = _augment_params(sim)
+        if not wl.has_power and params is not None:
+            wl = augment_workload(wl, platform.nodes[0].power, params, sim["seed"])
+        jobs = list(wl.jobs)
+        _lru_put(_WORKLOADS, key, jobs, size=2)
+    return jobs
+
+
+def _cap_schedule(spec: dict, platform, offset_s: float):
+    """The run's cap schedule: the caps axis value (in ``cap_window`` if given) and DR events, by minimum."""
+    from wattsched.config import CapEntryConfig, _cap_in_watts, cap_schedule_from_entries, parse_cap_value
+    from wattsched.model.constraints import CapSchedule, CapStep
+
+    cap = spec["cap"]
+    ref = spec.get("cap_reference_dyn_w")
+
+    def watts(value) -> float:
+        value = parse_cap_value(value) if not isinstance(value, float) else value
+        if isinstance(value, str) and ref is not None:
+            return platform.idle_power_w + float(value[:-1]) / 100.0 * ref
+        return _cap_in_watts(value, platform, "caps")
+
+    def entries_schedule(entries) -> CapSchedule:
+        es = []
+        for e in entries:
+            e = dict(e)
+            e["start_s"] += offset_s
+            if e.get("end_s") is not None:
+                e["end_s"] += offset_s
+            if isinstance(e.get("cap_w"), str):
+                e["cap_w"] = watts(e["cap_w"])
+            es.append(CapEntryConfig.model_validate(e))
+        return cap_schedule_from_entries(es, platform)
+
+    if "base_cap" in spec:
+        base = spec["base_cap"]
+        if base.get("cap_schedule"):
+            schedule = entries_schedule(base["cap_schedule"])
+        else:
+            schedule = CapSchedule.constant(None if base.get("cap_w") is None else watts(base["cap_w"]))
+    elif isinstance(cap, dict):
+        schedule = entries_schedule(cap["schedule"])
+    else:
+        w = math.inf if cap is None else watts(cap)
+        if math.isinf(w):
+            schedule = CapSchedule()
+        elif spec.get("cap_window"):
+            s, e = spec["cap_window"]
+            schedule = CapSchedule.window(offset_s + s, offset_s + e, w)
+        else:
+            schedule = CapSchedule.constant(w)
+    if spec.get("dr_events"):
+        events = entries_schedule(spec["dr_events"])
+        times = sorted({*schedule._starts, *events._starts})
+        steps = [CapStep(t, min(schedule.cap_at(t), events.cap_at(t)), "") for t in times]
+        schedule = CapSchedule(steps)
+    return schedule
+
+
+def _window(spec: dict, schedule, offset_s: float) -> tuple[float, float] | None:
+    """Where window metrics are measured: the cap window, else the slice after its warm-up."""
+    if spec.get("cap_window") and "base_cap" not in spec:  # uncapped runs too, to compare with capped ones
+        s, e = spec["cap_window"]
+        return (offset_s + s, offset_s + e)
+    if spec.get("dr_events"):  # the first demand-response event
+        first = min(spec["dr_events"], key=lambda e: e["start_s"])
+        if first.get("end_s") is not None:
+            return (offset_s + first["start_s"], offset_s + first["end_s"])
+    from wattsched.sim.run import _cap_window
+
+    w = _cap_window(schedule)
+    if w is not None:
+        return w
+    sl = spec.get("slice")
+    if sl is not None:
+        return (sl["warmup_s"], sl["warmup_s"] + sl["length_s"])
+    return None
+
+
+class _Measured:
+    """A result restricted to the measured jobs (warm-up jobs dropped), for :func:`summarize`."""
+
+    def __init__(self, result, keep):
+        self.jobs = {k: v[keep] for k, v in result.jobs.items()}
+        self.timeline = result.timeline
+        self.platform = result.platform
+        self.info = result.info
+
+
+def load_metric_function(ref: str):
+    """``FILE.py:function`` or ``module:function`` -> the function (imported in this process)."""
+    target, _, func = ref.rpartition(":")
+    if target.endswith(".py"):
+        name = "wattsched_sweep_metrics_" + Path(target).stem
+        mod = sys.modules.get(name)
+        if mod is None:
+            spec = importlib.util.spec_from_file_location(name, target)
+            if spec is None or spec.loader is None:
+                raise ConfigError(f"metrics: cannot import {target!r}")
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            sys.path.insert(0, str(Path(target).parent))
+            spec.loader.exec_module(mod)
+    else:
+        mod = importlib.import_module(target)
+    try:
+        return getattr(mod, func)
+    except AttributeError:
+        raise ConfigError(f"metrics: {target!r} has no function {func!r}") from None
+
+
+def run_one(spec: dict, cache_dir: str | None = None) -> dict:
+    """Simulate one resolved run spec here and return its result row (summary metrics and facts).
+
+    Raises whatever the run raises; :func:`run_task` turns that into an error row.
+    """
+    import numpy as np
+
+    from wattsched.policies import make_policy
+    from wattsched.predictors import make_predictor
+    from wattsched.sim.engine import Engine, EngineOptions
+    from wattsched.sim.metrics import summarize
+    from wattsched.sim.platforms import response_classes_of
+
+    sim = spec["sim"]
+    platform = _platform(sim)
+    if spec.get("response"):
+        from wattsched.model.response import response_from_spec
+
+        platform = copy.copy(platform)
+        platform.response_classes = {**response_classes_of(platform),
+                                     **{c: response_from_spec(m) for c, m in spec["response"].items()}}
+    sl = spec.get("slice")
+    prep = None
+    if sl is not None:
+        prep = _prepared_slice(spec, platform, cache_dir)
+        jobs = prep.jobs
+        offset = sl["warmup_s"]
+    else:
+        jobs = _whole_trace(spec, platform)
+        offset = 0.0
+    cap = _cap_schedule(spec, platform, offset)
+    budgets = []
+    if sim.get("energy_budgets"):
+        from wattsched.config import EnergyBudgetConfig
+
+        for b in sim["energy_budgets"]:
+            b = dict(b, start_s=b["start_s"] + offset, end_s=b["end_s"] + offset)
+            budgets.append(EnergyBudgetConfig.model_validate(b).to_budget())
+    policy = make_policy(sim.get("policy", "easy"), sim.get("params") or {})
+    predictor = None
+    name = sim.get("predictor")
+    if name == "history" and prep is not None and prep.history is not None:
+        if sim.get("predictor_params"):
+            raise ConfigError("slices.prime_history primes the history predictor with its default parameters; "
+                              "drop predictor params or prime_history")
+        predictor = copy.deepcopy(prep.history)
+    elif name is not None:
+        predictor = make_predictor(name, sim.get("predictor_params") or {})
+    options = EngineOptions(
+        kill_at_walltime=sim.get("kill_at_walltime", True),
+        tick_s=sim.get("tick_s"),
+        strict=False,
+        time_limit_s=sim.get("time_limit_s"),
+        response_classes=response_classes_of(platform),
+    )
+    t = time.perf_counter()
+    result = Engine(platform, jobs, policy, cap=cap, budgets=budgets, options=options, seed=sim["seed"],
+                    predictor=predictor).run()
+    wall = time.perf_counter() - t
+    window = _window(spec, cap, offset)
+    measured = result
+    if sl is not None and sl["warmup_s"] > 0:
+        measured = _Measured(result, np.asarray(result.jobs["submit_s"]) >= sl["warmup_s"])
+    summary = summarize(measured, bsld_threshold_s=sim.get("bsld_threshold_s", 10.0), window=window)
+    row: dict[str, Any] = {
+        "status": "ok",
+        "sim_wall_s": round(wall, 3),
+        "cap_w": None if window is None else _finite(cap.cap_at(window[0])),
+        "window_start_s": None if window is None else window[0],
+        "window_end_s": None if window is None else window[1],
+        "idle_w": platform.idle_power_w,
+        "plans_rejected": result.info.get("plans_rejected", 0),
+        "policy_calls": result.info.get("policy_calls"),
+        **summary,
+    }
+    if prep is not None:
+        row.update({f"slice_{k}": v for k, v in prep.info.items() if k not in ("slice", "seed")})
+    if window is not None:
+        row["window_power_w"] = window_power(result, window)
+    for ref in spec.get("metrics") or []:
+        extra = load_metric_function(ref)(result, {"spec": spec, "window": window, "platform": platform,
+                                                   "slice": prep})
+        row.update(extra or {})
+    return row
+
+
+def window_power(result, window: tuple[float, float], step_s: float = 60.0) -> list[float]:
+    """Platform power on a ``step_s`` grid over the window (the value at each step's middle)."""
+    import numpy as np
+
+    ws, we = window
+    if not math.isfinite(we):
+        we = float(result.timeline["t_s"][-1])
+    tl_t, tl_p = result.timeline["t_s"], result.timeline["power_w"]
+    if len(tl_t) == 0:
+        return []
+    grid = np.arange(ws + step_s / 2, we, step_s)
+    idx = np.clip(np.searchsorted(tl_t, grid, side="right") - 1, 0, len(tl_t) - 1)
+    return [round(float(p), 1) for p in tl_p[idx]]
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def run_task(key: str, spec: dict, cache_dir: str | None = None) -> dict:
+    """:func:`run_one` as a Dask task: never raises; a failure becomes a row with ``status: failed``."""
+    t = time.perf_counter()
+    try:
+        row = run_one(spec, cache_dir)
+    except Exception as exc:  # recorded in the store; the sweep goes on
+        row = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
+               "traceback": traceback.format_exc(limit=8)}
+    row["run_wall_s"] = round(time.perf_counter() - t, 3)
+    row["key"] = key
+    return row
+
+
+# --------------------------------------------------------------------------- the campaign (client side)
+
+
+def make_cluster(cluster_cfg, *, workers: int | None = None, scheduler: str | None = None, log_dir: Path):
+    """A Dask client on the configured cluster; returns ``(client, cluster_or_None)``."""
+    from wattsched.sweep import require_dask
+
+    distributed = require_dask()
+    import logging
+
+    quiet = logging.getLogger("wattsched").getEffectiveLevel() > logging.INFO
+    if quiet:  # Dask logs every worker start and stop at INFO
+        for name in ("distributed", "dask_jobqueue"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+    if scheduler:
+        return distributed.Client(scheduler, timeout="30s"), None
+    if cluster_cfg.kind == "slurm":
+        try:
+            from dask_jobqueue import SLURMCluster
+        except ImportError:
+            from wattsched.sweep import INSTALL_HINT
+
+            raise WattschedError(f"cluster: {{kind: slurm}} needs dask-jobqueue: {INSTALL_HINT}") from None
+        log_dir.mkdir(parents=True, exist_ok=True)
+        kwargs: dict[str, Any] = {
+            "cores": cluster_cfg.cores,
+            "processes": cluster_cfg.cores,
+            "memory": cluster_cfg.memory,
+            "walltime": cluster_cfg.walltime,
+            "queue": cluster_cfg.queue,
+            "account": cluster_cfg.account,
+            "python": cluster_cfg.python or sys.executable,
+            "job_extra_directives": list(cluster_cfg.job_extra_directives),
+            "log_directory": str(log_dir),
+            "local_directory": cluster_cfg.local_directory,
+            "worker_extra_args": ["--nthreads", "1"],
+        }
+        # the scheduler and its HTTP endpoint listen only where asked (never on every interface)
+        host = cluster_cfg.scheduler_host
+        kwargs["scheduler_options"] = {"dashboard_address": f"{host or '127.0.0.1'}:0",
+                                       **({"host": host} if host else {})}
+        cluster = SLURMCluster(**{k: v for k, v in kwargs.items() if v is not None})
+        cluster.scale(jobs=workers or cluster_cfg.workers or 1)
+        return distributed.Client(cluster), cluster
+    n = workers or cluster_cfg.workers or os.cpu_count() or 1
+    cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, local_directory=cluster_cfg.local_directory,
+                                       silence_logs=logging.WARNING if quiet else False)
+    return distributed.Client(cluster), cluster
+
+
+def run_sweep(cfg, runs, store, *, workers: int | None = None, scheduler: str | None = None,
+              progress: bool = True, max_runs: int | None = None, log=print) -> dict:
+    """Execute the runs the store lacks; append each finished row at once. Returns counts.
+
+    Rows of runs that are no longer in the sweep stay in the store but are not
+    reported (:meth:`Store.rows` filters by the current keys).
+    """
+    from tqdm import tqdm
+
+    done = store.finished_keys()
+    todo = [r for r in runs if r.key not in done]
+    # runs of one slice one after the other: a worker cuts a slice once and keeps the last few in memory
+    todo.sort(key=lambda r: (r.spec["trace"], (r.spec.get("slice") or {}).get("index", -1)))
+    if max_runs is not None:
+        todo = todo[:max_runs]
+    counts = {"runs": len(runs), "skipped": len(runs) - len([r for r in runs if r.key not in done]),
+              "executed": 0, "failed": 0}
+    if not todo:
+        return counts
+    client, cluster = make_cluster(cfg.cluster, workers=workers, scheduler=scheduler,
+                                   log_dir=store.dir / "dask-logs")
+    bar = tqdm(total=len(todo), desc="runs", unit="run", disable=not progress, dynamic_ncols=True,
+               postfix={"failed": 0})
+    try:
+        from distributed import as_completed
+
+        cache_dir = str(store.dir / ".slices")
+        futures = [client.submit(run_task, r.key, r.spec, cache_dir, key=f"run-{r.key}", pure=False)
+                   for r in todo]
+        by_key = {r.key: r for r in todo}
+        for fut in as_completed(futures):
+            try:
+                row = fut.result()
+            except Exception as exc:  # the worker died (killed job, lost node): recorded, not fatal
+                key = fut.key.split("-", 1)[1] if isinstance(fut.key, str) else str(fut.key)
+                row = {"key": key, "status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+            store.add(row["key"], by_key[row["key"]].axes, row)
+            counts["executed"] += 1
+            if row["status"] != "ok":
+                counts["failed"] += 1
+                bar.set_postfix(failed=counts["failed"])
+                if counts["failed"] <= 3:
+                    log(f"run {row['key']} {by_key[row['key']].axes} failed: {row.get('error')}")
+            bar.update(1)
+            fut.release()
+    finally:
+        bar.close()
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    return counts

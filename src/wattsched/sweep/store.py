@@ -1,0 +1,98 @@
+"""The results store of a sweep: one SQLite file, one row per finished run, appended as runs finish.
+
+Why SQLite rather than a Parquet dataset: rows arrive one at a time, in any
+order, from a process that may be killed at any moment. A SQLite insert is a
+transaction: after a SIGKILL the file holds every run that finished and none
+half-written, with no compaction of thousands of one-row Parquet files and no
+schema to agree on up front (runs of one sweep can report different extra
+metrics). :meth:`Store.table` flattens the rows into columns, and
+``wattsched sweep report`` exports them as CSV and Parquet.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    key TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    finished_unix_s REAL NOT NULL,
+    axes TEXT NOT NULL,
+    row TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if hasattr(v, "item"):  # numpy scalars
+        return _clean(v.item())
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    return v
+
+
+class Store:
+    """``DIR/results.sqlite``: finished runs by key.
+
+    A failed run is stored with ``status = 'failed'`` and its error, and is
+    retried by the next invocation (a failure may be transient: a lost node).
+    """
+
+    def __init__(self, directory: str | Path):
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / "results.sqlite"
+        self._db = sqlite3.connect(self.path, timeout=60)
+        self._db.executescript(SCHEMA)
+        self._db.commit()
+
+    def close(self) -> None:
+        self._db.close()
+
+    def finished_keys(self) -> set[str]:
+        """Keys of runs that finished successfully (a rerun skips them)."""
+        return {k for (k,) in self._db.execute("SELECT key FROM runs WHERE status = 'ok'")}
+
+    def add(self, key: str, axes: dict, row: dict) -> None:
+        """Record one finished run (replacing an earlier failure of the same key)."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO runs (key, status, finished_unix_s, axes, row) VALUES (?, ?, ?, ?, ?)",
+            (key, row.get("status", "ok"), time.time(), json.dumps(_clean(axes)), json.dumps(_clean(row))),
+        )
+        self._db.commit()
+
+    def set_meta(self, name: str, value: Any) -> None:
+        self._db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, json.dumps(value)))
+        self._db.commit()
+
+    def meta(self, name: str, default: Any = None) -> Any:
+        r = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return default if r is None else json.loads(r[0])
+
+    def rows(self, keys: set[str] | None = None) -> list[dict]:
+        """Every stored row (axis columns first), restricted to ``keys`` if given."""
+        out = []
+        for key, status, axes, row in self._db.execute("SELECT key, status, axes, row FROM runs ORDER BY rowid"):
+            if keys is not None and key not in keys:
+                continue
+            r = {"key": key, **json.loads(axes)}
+            for k, v in json.loads(row).items():
+                if k not in r:
+                    r[k] = v
+            r["status"] = status
+            out.append(r)
+        return out
+
+    def __len__(self) -> int:
+        return self._db.execute("SELECT count(*) FROM runs").fetchone()[0]
