@@ -185,3 +185,25 @@ def test_kill_9_between_the_cap_write_and_its_record_then_restart_applies_nothin
     assert [(t, o) for t, o, _ in audit] == [("wst1", "reconciled:applied")] and "150 W" in audit[0][2]
     assert cap_w(cluster, "wst1") == pytest.approx(150.0)
     assert policy_state(db)["seen_caps"]["0"] == 150.0
+
+
+def test_a_start_applies_its_cap_and_frequency_on_the_jobs_node_before_the_release(cluster, node_daemon, tmp_path):
+    db = tmp_path / "state" / "state.db"
+    d = node_daemon({"cap_w": None, "freq_hz": None, "start_cap_w": 160.0, "start_freq_hz": 1.8e9})
+    cluster.fresh_heartbeat()
+    jid = cluster.submit(nodes=1, seconds=8)
+    job = wait_for(lambda: (j := cluster.jobs().get(jid)) is not None and j.state == "RUNNING" and j, 60,
+                   "the job to run")
+    [node] = job.nodes
+    assert cap_w(cluster, node) == pytest.approx(160.0) and freq_hz(cluster, node) == pytest.approx(1.8e9)
+    audit = rows(db, "SELECT id, action, target, outcome FROM audit WHERE action IN ('set_cap', 'set_freq', "
+                     "'start') ORDER BY id")
+    assert [(a, t, o) for _, a, t, o in audit[:3]] == [
+        ("set_cap", node, "applied"), ("set_freq", node, "applied"), ("start", str(jid), "applied")]
+    # once the job has ended the node goes back to uncapped and its nominal frequency
+    wait_for(lambda: jid not in cluster.active(), 60, "the job to end")
+    wait_for(lambda: not rows(db, "SELECT node FROM node_desired"), 30, "the job's settings undone")
+    s = Sysfs(cluster.sysfs / node)
+    assert cap_w(cluster, node) == pytest.approx(sum(s.max_power_w(p) for p in s.packages()))
+    assert freq_hz(cluster, node) == pytest.approx(s.max_freq_hz())
+    assert d.alive()

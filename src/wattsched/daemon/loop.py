@@ -385,7 +385,7 @@ class Daemon:
         return out
 
     def _node_act(self, kind: str, node: SlurmNode, value: float | None, reason: str, now: float, *,
-                  job_id: int | None = None, base: float | None = None, record: bool = True) -> Outcome:
+                  job_id: int | None = None, base: float | None = None) -> Outcome:
         """Set ``node``'s cap or frequency through the actuator: desired state, intent and audit row first.
 
         Without an actuator (``actuator.kind: none``) the setting is audited as
@@ -404,8 +404,7 @@ class Daemon:
                                          False, "skipped")])
             self.metrics.decisions.labels(action, "skipped").inc()
             return Outcome(True, "skipped: no node actuator configured", value)
-        if record:
-            self.store.want(node.name, kind, value, now, job_id=job_id, base=base)
+        self.store.want(node.name, kind, value, now, job_id=job_id, base=base)
         intent = self.store.begin_audited(
             AuditEntry(now, self.cycle_no, action, node.name, f"{what}, {reason}", False, "pending"),
             {"kind": kind, "value": value})
