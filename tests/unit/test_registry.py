@@ -35,3 +35,14 @@ def test_a_missing_plugin_dependency_is_the_one_missing_dependency_error(monkeyp
 
 def test_params_are_typed():
     assert make_policy("easy", {"order": "saf"}).params.order == "saf"
+
+
+def test_a_sweep_without_dask_is_the_one_missing_dependency_error(monkeypatch):
+    import sys
+
+    from wattsched.sweep import require_dask
+
+    for name in ("dask", "distributed"):
+        monkeypatch.setitem(sys.modules, name, None)
+    with pytest.raises(MissingDependencyError, match=r"pip install 'wattsched\[sweep\]'"):
+        require_dask()

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from wattsched.errors import ConfigError, WattschedError
+from wattsched.errors import ConfigError, MissingDependencyError
 
 # --------------------------------------------------------------------------- one run (on a worker)
 
@@ -362,7 +362,7 @@ def make_cluster(cluster_cfg, *, workers: int | None = None, scheduler: str | No
         except ImportError:
             from wattsched.sweep import INSTALL_HINT
 
-            raise WattschedError(f"cluster: {{kind: slurm}} needs dask-jobqueue: {INSTALL_HINT}") from None
+            raise MissingDependencyError(f"cluster: {{kind: slurm}} needs dask-jobqueue: {INSTALL_HINT}") from None
         log_dir.mkdir(parents=True, exist_ok=True)
         kwargs: dict[str, Any] = {
             "cores": cluster_cfg.cores,
