@@ -79,6 +79,12 @@ def make_backend(config):
         from wattsched.daemon.slurm.pyslurm_backend import PyslurmBackend
 
         return PyslurmBackend(conf=config.slurm.conf)
+    if kind == "rest":
+        from wattsched.daemon.slurm.rest import SlurmREST
+
+        s = config.slurm
+        return SlurmREST(s.url, s.token_file, user=s.user, api_version=s.api_version, timeout_s=s.timeout_s,
+                         retries=s.retries, retry_backoff_s=s.retry_backoff_s)
     from wattsched.daemon.simcluster import SimCluster
 
     return SimCluster.from_config(config.sim)
@@ -278,7 +284,8 @@ def add_commands(sub) -> None:
         p.add_argument("--config", "-c", metavar="FILE", required=config_required,
                        help="daemon config (YAML); see docs/config.md")
         p.add_argument("--state-dir", metavar="DIR", help="state directory (overrides the config)")
-        p.add_argument("--backend", choices=("cli", "pyslurm", "sim"), help="Slurm backend (overrides the config)")
+        p.add_argument("--backend", choices=("cli", "pyslurm", "rest", "sim"),
+                       help="Slurm backend (overrides the config)")
 
     p = sub.add_parser(
         "daemon", help="run the power-aware dispatcher against Slurm (or the built-in simulated cluster)",

@@ -34,12 +34,14 @@ class SlurmConfig(StrictModel):
 
     doc_name: ClassVar[str] = "slurm block"
 
-    backend: Literal["cli", "pyslurm", "sim"] = Field(
+    backend: Literal["cli", "pyslurm", "rest", "sim"] = Field(
         default="cli",
         description=(
             "`cli`: run `squeue`, `sinfo` and `scontrol` (every Slurm version; JSON where the version "
             "has it, plain text otherwise). `pyslurm`: the pyslurm library (extra `[pyslurm]`, Slurm "
-            "25.11 only). `sim`: the built-in simulated cluster (see `sim`), no Slurm needed. "
+            "25.11 only). `rest`: slurmrestd's REST API with a JWT (`url`, `token_file`), for a daemon "
+            "off the head node (reads on Slurm 22.05+; pins and hold markers need 23.02+). "
+            "`sim`: the built-in simulated cluster (see `sim`), no Slurm needed. "
             "Default: `cli`."
         ),
     )
@@ -77,6 +79,50 @@ class SlurmConfig(StrictModel):
     retry_backoff_s: float = Field(
         default=1.0, ge=0, description="First retry delay in seconds; doubles at each retry. Default: `1`."
     )
+    url: str | None = Field(
+        default=None,
+        description="With `backend: rest`: slurmrestd's base URL. Required for `rest`. Example: `http://slurmrestd:6820`.",
+    )
+    token_file: Path | None = Field(
+        default=None,
+        description=(
+            "With `backend: rest`: file holding the JWT from `scontrol token` (the token alone or its "
+            "`SLURM_JWT=` line), mode 0600, owned by the user running wattsched; re-read when it changes. "
+            "Required for `rest`. Example: `/etc/wattsched/slurm-token`."
+        ),
+    )
+    user: str = Field(
+        default="root", min_length=1,
+        description="With `backend: rest`: the user the token belongs to (`X-SLURM-USER-NAME`). Default: `root`.",
+    )
+    api_version: Literal[
+        "auto", "0.0.38", "0.0.39", "0.0.40", "0.0.41", "0.0.42", "0.0.43", "0.0.44", "0.0.45"
+    ] = Field(
+        default="auto",
+        description=(
+            "With `backend: rest`: REST API version, or `auto` (the newest the server answers). Default: `auto`."
+        ),
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        import urllib.parse
+
+        if value is not None:
+            parts = urllib.parse.urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError("must be an http:// or https:// URL, e.g. http://slurmrestd:6820")
+        return value
+
+    @model_validator(mode="after")
+    def _rest_needs_url_and_token(self):
+        if self.backend == "rest":
+            missing = [((k,), "required with backend: rest") for k in ("url", "token_file")
+                       if getattr(self, k) is None]
+            if missing:
+                raise field_problems(missing)
+        return self
 
 
 class SimBackendConfig(StrictModel):
