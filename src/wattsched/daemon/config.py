@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from wattsched.config import (
     CapEntryConfig,
@@ -194,6 +195,18 @@ class TelemetryConfig(StrictModel):
         description="From label values to Slurm node names: a regular expression with a named group `node` "
         "(e.g. `^(?P<node>[^.:]+)` drops domain and port) or a mapping. Default: none (the value is the name).",
     )
+    @field_validator("node_map")
+    @classmethod
+    def _node_map(cls, value):
+        if isinstance(value, str):
+            try:
+                pattern = re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+            if "node" not in pattern.groupindex:
+                raise ValueError("the regular expression needs a named group (?P<node>...)")
+        return value
+
     max_age_s: float = Field(
         default=120.0, gt=0,
         description="Telemetry older than this is stale: the daemon falls back to predictions. Default: `120`.",
@@ -518,6 +531,17 @@ class DaemonConfig(StrictModel):
         default_factory=ForecastConfig,
         description="The rolling-horizon forecast of platform power (see *Forecast block*).",
     )
+
+    _source: str | None = PrivateAttr(default=None)  # where it was read from, for error lines
+    _origins: dict[str, str] = PrivateAttr(default_factory=dict)
+    _lines: dict = PrivateAttr(default_factory=dict)
+
+    @field_validator("heartbeat_file")
+    @classmethod
+    def _heartbeat_file(cls, value: Path | None) -> Path | None:
+        if value is not None and value.is_dir():
+            raise ValueError(f"{str(value)!r} is a directory; name a file (the daemon writes the time into it)")
+        return value
 
     @field_validator("cap_w", mode="before")
     @classmethod

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import assert_never
 
 from wattsched import __version__
+from wattsched.config import key_locator
 from wattsched.daemon import policystate
 from wattsched.daemon.actuators import NodeSetting, Outcome, make_actuator, same_cap, same_freq
 from wattsched.daemon.config import DaemonConfig
@@ -130,10 +131,13 @@ class Daemon:
 
     def apply_config(self, config: DaemonConfig) -> None:
         """Build policy and predictor from ``config`` (raises ConfigError/PolicyError without changing anything)."""
-        policy = make_policy(config.policy, config.params, source="params")
+        policy = make_policy(config.policy, config.params, source=key_locator(config, "params"),
+                             name_source=key_locator(config, "policy")())
         predictor = None
         if config.predictor:
-            predictor = make_predictor(config.predictor, config.predictor_params, source="predictor_params")
+            predictor = make_predictor(config.predictor, config.predictor_params,
+                                       source=key_locator(config, "predictor_params"),
+                                       name_source=key_locator(config, "predictor")())
         if config.platform is not None:
             from wattsched.sim.platforms import load_platform_config
 

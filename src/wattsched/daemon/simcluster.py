@@ -132,6 +132,10 @@ class SimCluster:
         from wattsched.workload.swf import read_swf
 
         platform = load_platform(sim.platform)
+        if sim.nodes is not None and sim.nodes > len(platform):
+            from wattsched.errors import ConfigError
+
+            raise ConfigError(f"sim.nodes: {sim.nodes} nodes, but platform {sim.platform!r} has only {len(platform)}")
         if sim.nodes is not None and sim.nodes < len(platform):
             platform = Platform(platform.nodes[: sim.nodes], name=platform.name,
                                 response_classes=platform.response_classes, source=platform.source)

@@ -33,7 +33,7 @@ from typing import Any, assert_never
 
 import numpy as np
 
-from wattsched.errors import PlanViolation, WattschedError
+from wattsched.errors import ConfigError, PlanViolation, TraceError
 from wattsched.model.constraints import BudgetState, CapSchedule, DemandResponseEvent, EnergyBudget, NoticedEvent
 from wattsched.model.end_table import EndTable
 from wattsched.model.forecast import forecast
@@ -81,6 +81,9 @@ class EngineOptions:
         Stop the run at this simulated time.
     progress
         Show a progress bar when the run takes more than two seconds.
+    max_ticks
+        Stop with a :class:`~wattsched.errors.ConfigError` when a run reaches
+        this many ticks (a bound on time and timeline rows), or ``None``.
     """
 
     kill_at_walltime: bool = True
@@ -96,6 +99,7 @@ class EngineOptions:
     reshape_overhead: Callable[[Job, int, int], float] | None = None
     response_classes: Mapping[str, ResponseModel] | None = None
     """Response model per application class; default: the platform's (:attr:`Platform.response_classes`)."""
+    max_ticks: int | None = None
 
 
 class _Run:
@@ -453,6 +457,7 @@ class Engine:
             if opts.tick_s:
                 self._push(start + opts.tick_s, _TICK)
         limit = opts.time_limit_s if opts.time_limit_s is not None else math.inf
+        ticks = 0
         bar = self._progress_bar()
         heap = self._heap
         heappop = heapq.heappop
@@ -528,6 +533,12 @@ class Engine:
                     cap_now = cap_at(t)
                 elif kind == _TICK:
                     control = True
+                    ticks += 1
+                    if opts.max_ticks is not None and ticks > opts.max_ticks:
+                        raise ConfigError(
+                            f"tick_s: the run reached {opts.max_ticks:,} ticks of {opts.tick_s:g} s at "
+                            f"t = {t:,.0f} s; use a longer tick or raise the limit (--max-ticks, config "
+                            "key max_ticks)")
                     if nxt is not None or pending or self.running:
                         self._push(t + opts.tick_s, _TICK)
             # submissions at t
@@ -535,7 +546,8 @@ class Engine:
             while nxt is not None and nxt.submit_s <= t:
                 job = self._make_job(nxt)
                 if job.id in truth:
-                    raise WattschedError(f"job id {job.id} appears twice in the workload")
+                    raise TraceError(self.workload.name if self.workload else "workload", None,
+                                     f"job id {job.id} appears twice in the workload")
                 truth[job.id] = nxt
                 pending[job.id] = job
                 qappend(job)
