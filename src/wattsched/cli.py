@@ -277,7 +277,7 @@ def cmd_traces_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_traces_augment(args: argparse.Namespace) -> int:
-    from wattsched.sim.platforms import load_platform
+    from wattsched.config.platform import load_platform
     from wattsched.workload.augment import AugmentParams, augment_workload
     from wattsched.workload.tables import write_job_table
 
@@ -289,10 +289,8 @@ def cmd_traces_augment(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    import wattsched.daemon.config  # registers the daemon kind
-    import wattsched.sim.platforms  # noqa: F401  (registers the platform kind)
     from wattsched.config import CONFIG_KINDS, detect_config_kind, key_locator, load_config, locate
-    from wattsched.sweep.spec import load_sweep  # registers the sweep kind
+    from wattsched.sweep.spec import load_sweep
 
     kind = detect_config_kind(args.file)
     if kind == "sweep":
@@ -301,7 +299,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         print(f"{args.file}: valid sweep file ({len(expand(load_sweep(args.file)))} runs)")
         return 0
     if kind == "platform":
-        from wattsched.sim.platforms import load_platform
+        from wattsched.config.platform import load_platform
 
         platform = load_platform(args.file)
         print(f"{args.file}: valid {kind} config ({len(platform)} nodes)")
@@ -342,8 +340,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 def _check_daemon_sim(config, locate) -> None:
     """The simulated cluster of a daemon config: its trace exists, its node count fits its platform."""
+    from wattsched.config.platform import load_platform
     from wattsched.errors import ConfigError
-    from wattsched.sim.platforms import load_platform
 
     sim = config.sim
     if sim.trace != "bundled" and not Path(sim.trace).exists():

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from wattsched.agent.sysfs import Sysfs
-from wattsched.daemon.config import DaemonConfig
+from wattsched.config.daemon import DaemonConfig
 from wattsched.daemon.loop import Daemon
 from wattsched.daemon.slurm.cli import SlurmCLI
 from wattsched.model.plan import Plan, SetNodeCap, SetNodeFreq

@@ -19,7 +19,7 @@ from importlib.resources import as_file, files
 import numpy as np
 import pytest
 
-from wattsched.daemon.config import DaemonConfig
+from wattsched.config.daemon import DaemonConfig
 from wattsched.daemon.loop import Daemon
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier

@@ -24,8 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from wattsched.config import ConfigError, SimConfig, load_config, read_yaml
-from wattsched.daemon.config import DaemonConfig
+from wattsched.config import SimConfig, load_config, read_yaml
+from wattsched.config.daemon import DaemonConfig
+from wattsched.config.platform import load_platform, platform_from_procs
 from wattsched.daemon.slurm.parse import (
     SlurmOutputError,
     parse_nodes_json,
@@ -34,10 +35,9 @@ from wattsched.daemon.slurm.parse import (
     parse_squeue_json,
 )
 from wattsched.daemon.store import Store
-from wattsched.errors import TraceError
+from wattsched.errors import ConfigError, TraceError
 from wattsched.sim.engine import Engine, EngineOptions
 from wattsched.sim.metrics import format_summary_table
-from wattsched.sim.platforms import load_platform, platform_from_procs
 from wattsched.workload.records import TraceJob
 from wattsched.workload.swf import read_swf, trace_info
 from wattsched.workload.tables import read_job_table

@@ -13,7 +13,8 @@ import yaml
 
 from nodepolicy import install_entry_point
 from wattsched.config import load_config
-from wattsched.daemon.config import DaemonConfig
+from wattsched.config.daemon import DaemonConfig
+from wattsched.config.platform import load_platform
 from wattsched.daemon.loop import Daemon
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier
@@ -22,7 +23,6 @@ from wattsched.daemon.simcluster import SimCluster
 from wattsched.daemon.view import build_view
 from wattsched.model.platform import NodePowerModel, Platform
 from wattsched.sim.engine import Engine
-from wattsched.sim.platforms import load_platform
 from wattsched.workload.records import TraceJob
 
 PARIS = ZoneInfo("Europe/Paris")

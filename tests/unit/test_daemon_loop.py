@@ -18,7 +18,7 @@ import uuid
 import pytest
 
 from wattsched.config import load_config
-from wattsched.daemon.config import DaemonConfig
+from wattsched.config.daemon import DaemonConfig
 from wattsched.daemon.loop import Daemon
 from wattsched.daemon.metrics import DaemonMetrics, serve
 from wattsched.daemon.notify import Notifier

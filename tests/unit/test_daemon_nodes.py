@@ -28,7 +28,7 @@ from nodepolicy import install_entry_point
 from wattsched.agent.auth import Verifier
 from wattsched.agent.server import AgentServer
 from wattsched.agent.sysfs import Sysfs
-from wattsched.daemon.config import DaemonConfig
+from wattsched.config.daemon import DaemonConfig
 from wattsched.daemon.loop import Daemon
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier

@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from wattsched.daemon.config import ActuatorConfig, TelemetryConfig
+from wattsched.config.daemon import ActuatorConfig, TelemetryConfig
 from wattsched.daemon.slurm.records import SlurmNode
 from wattsched.errors import WattschedError
 

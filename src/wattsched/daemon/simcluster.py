@@ -127,7 +127,7 @@ class SimCluster:
         """Build from the daemon config's ``sim`` block (the bundled trace by default)."""
         from importlib.resources import as_file, files
 
-        from wattsched.sim.platforms import load_platform
+        from wattsched.config.platform import load_platform
         from wattsched.workload.augment import AugmentParams, augment_workload
         from wattsched.workload.swf import read_swf
 

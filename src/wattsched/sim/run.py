@@ -72,7 +72,7 @@ def build_platform(config: SimConfig) -> Platform:
     """The config's platform, or one derived from the SWF header's ``MaxProcs``."""
     if config.platform is not None or config.procs is not None:
         return config.build_platform()
-    from wattsched.sim.platforms import platform_from_procs
+    from wattsched.config.platform import platform_from_procs
     from wattsched.workload.swf import read_header
 
     if not is_swf(config.trace):
@@ -94,7 +94,7 @@ def build_platform(config: SimConfig) -> Platform:
             f"{config.trace}: MaxProcs: {raw[0]!r} is not a positive number of processors; give the machine "
             "with --procs N or --platform FILE|NAME"
         )
-    from wattsched.sim.platforms import too_many_nodes
+    from wattsched.config.platform import too_many_nodes
 
     why = too_many_nodes(-(-procs // config.cores_per_node), config.max_nodes)
     if why:
@@ -213,10 +213,10 @@ def publish_run_dir(staging: Path, out_dir: Path) -> None:
 
 def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: Workload, out_dir: Path | None,
          report: bool, progress: bool) -> RunOutcome:
+    from wattsched.config.platform import response_classes_of
     from wattsched.policies import make_policy
     from wattsched.sim.engine import Engine, EngineOptions
     from wattsched.sim.metrics import summarize
-    from wattsched.sim.platforms import response_classes_of
     from wattsched.workload.augment import AugmentParams, augment_workload
 
     tape = None

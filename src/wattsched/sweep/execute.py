@@ -121,7 +121,8 @@ def _whole_trace(spec: dict, platform):
 
 def _cap_schedule(spec: dict, platform, offset_s: float):
     """The run's cap schedule: the caps axis value (in ``cap_window`` if given) and DR events, by minimum."""
-    from wattsched.config import CapEntryConfig, _cap_in_watts, cap_schedule_from_entries, parse_cap_value
+    from wattsched.config import CapEntryConfig, cap_schedule_from_entries, parse_cap_value
+    from wattsched.config.caps import _cap_in_watts
     from wattsched.model.constraints import CapSchedule, CapStep
 
     cap = spec["cap"]
@@ -229,11 +230,11 @@ def run_one(spec: dict, cache_dir: str | None = None) -> dict:
     """
     import numpy as np
 
+    from wattsched.config.platform import response_classes_of
     from wattsched.policies import make_policy
     from wattsched.predictors import make_predictor
     from wattsched.sim.engine import Engine, EngineOptions
     from wattsched.sim.metrics import summarize
-    from wattsched.sim.platforms import response_classes_of
 
     sim = spec["sim"]
     platform = _platform(sim)
