@@ -203,11 +203,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     default = "schedule.swf" if args.format == "swf" else "batsim_jobs.csv"
     out = Path(args.out) if args.out else Path(args.run_dir) / default
     if out.is_dir():
-        raise WattschedError(f"--out: {out} is a directory; give a file name")
+        raise OptionError("--out", f"{out} is a directory; give a file name")
     try:
         n = (write_swf if args.format == "swf" else write_batsim_jobs)(run, out)
     except OSError as exc:
-        raise WattschedError(f"--out: cannot write {out}: {exc.strerror}") from None
+        raise OptionError("--out", f"cannot write {out}: {exc.strerror}") from None
     print(f"wrote {n} jobs to {out}", file=sys.stderr)
     return 0
 

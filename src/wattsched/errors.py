@@ -105,3 +105,7 @@ class MissingDependencyError(WattschedError, ImportError):
     :class:`~wattsched.predictors.UnavailablePredictor` derive from it). The
     message names the package and the extra to install.
     """
+
+
+class OutputError(WattschedError):
+    """An output file cannot be written: a value that does not fit its column, for instance."""

@@ -112,7 +112,7 @@ from datetime import datetime, timezone
 from itertools import pairwise
 from typing import Any
 
-from wattsched.errors import MissingDependencyError, TraceError, WattschedError
+from wattsched.errors import MissingDependencyError, OutputError, TraceError
 from wattsched.workload.records import TraceJob, Workload
 
 __all__ = [
@@ -792,7 +792,7 @@ def arrow_column(values, kind: str, *, nulls: bool = True):
     try:
         data = np.ascontiguousarray(np.asarray(values, dtype=dtype))
     except (TypeError, ValueError, OverflowError) as exc:
-        raise WattschedError(f"cannot write a {kind} column: {exc}") from None
+        raise OutputError(f"cannot write a {kind} column: {exc}") from None
     return pa.Array.from_buffers(getattr(pa, kind)(), n, [validity, pa.py_buffer(data)])
 
 
@@ -803,8 +803,8 @@ def _job_arrow_table(jobs: Iterable[TraceJob]):
     for name, kind in zip(COLUMNS, _WRITE_TYPES):
         try:
             arrays.append(arrow_column(cols[name], kind))
-        except WattschedError as exc:
-            raise WattschedError(f"column {name!r}: {exc}") from None
+        except OutputError as exc:
+            raise OutputError(f"column {name!r}: {exc}") from None
     return pa.Table.from_arrays(arrays, names=list(COLUMNS))
 
 
