@@ -63,6 +63,9 @@ def _add_sim_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cap", metavar="W|PCT",
                    help="constant power cap in watts, or a percentage of the maximum dynamic power ('60%%')")
     g.add_argument("--cap-schedule", metavar="FILE", help="piecewise-constant cap schedule (YAML or CSV)")
+    g.add_argument("--dr-events", metavar="FILE",
+                   help="demand-response events (YAML or CSV, see `wattsched dr-events generate`), added to the "
+                   "config's")
     g.add_argument("--seed", type=seed, help="seed of the power augmentation (default 0)")
     g.add_argument("--tick", type=finite_float(), metavar="S", dest="tick_s",
                    help="call the policy every S seconds too")
@@ -115,10 +118,20 @@ def _sim_config(args: argparse.Namespace):
         config = load_config(args.config, SimConfig, cli=cli, env=os.environ)
         if args.param and not getattr(args, "clear_params", False):  # --param adds to the file's params
             config = merge_overrides(config, {"params": {**_file_params(args.config), **dict(args.param)}}, env={})
-        return config
+        return _with_dr_events(config, args)
     if not args.trace:
         raise OptionError("--trace", "required: give a trace with --trace FILE (or a config with --config FILE)")
-    return merge_overrides(SimConfig(trace=args.trace), cli, env=os.environ)
+    return _with_dr_events(merge_overrides(SimConfig(trace=args.trace), cli, env=os.environ), args)
+
+
+def _with_dr_events(config, args: argparse.Namespace):
+    """The config with the events of ``--dr-events FILE`` added to its ``demand_response``."""
+    if not getattr(args, "dr_events", None):
+        return config
+    from wattsched.sim.drevents import load_dr_events
+
+    events = load_dr_events(args.dr_events)
+    return config.model_copy(update={"demand_response": [*config.demand_response, *events]})
 
 
 def _file_params(path: str) -> dict:
@@ -528,9 +541,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from wattsched.agent.commands import add_commands as add_agent_commands
     from wattsched.daemon.commands import add_commands
+    from wattsched.drcommands import add_commands as add_dr_commands
 
     add_commands(sub)
     add_agent_commands(sub)
+    add_dr_commands(sub)
     return parser
 
 

@@ -228,10 +228,11 @@ class ActuatorConfig(StrictModel):
 
     doc_name: ClassVar[str] = "actuator block"
 
-    kind: Literal["none", "agent", "ipmi"] = Field(
+    kind: Literal["none", "agent", "ipmi", "sim"] = Field(
         default="none",
         description="`agent`: the wattsched node agent (RAPL and cpufreq, munge-authenticated, URL from "
         "`telemetry.agent_url`); `ipmi`: `ipmitool dcmi power set_limit` against each node's BMC (caps only); "
+        "`sim`: the nodes of the simulated cluster (`slurm.backend: sim`); "
         "`none`: caps and frequencies are audited as skipped. Default: `none`.",
     )
     munge_socket: Path | None = Field(

@@ -21,6 +21,10 @@ _BUILTIN: dict[str, str] = {
     "easy-pc": "wattsched.policies.easy_pc:EasyPcPolicy",
     "easy-saf": "wattsched.policies.easy_pc:EasySafPolicy",
     "knapsack": "wattsched.policies.knapsack:KnapsackPolicy",
+    "dr": "wattsched.policies.dr:DrPolicy",
+    "dr-easy-pc": "wattsched.policies.dr:DrEasyPcPolicy",
+    "performance": "wattsched.policies.dr:PerformancePolicy",
+    "powersave": "wattsched.policies.dr:PowersavePolicy",
 }
 
 ENTRY_POINT_GROUP = "wattsched.policies"

@@ -51,6 +51,8 @@ from wattsched.workload.records import TraceJob, Workload, true_power
 
 # Event kinds, in the order they are processed at equal times.
 _END, _SWITCH, _STEP, _CAP, _BUDGET, _TICK, _DR = range(7)
+CONTROL_LOG_MAX = 1_000_000
+"""Most entries :attr:`Engine.control_log` keeps."""
 
 _IDLE = int(NodeState.IDLE)
 _BUSY = int(NodeState.BUSY)
@@ -244,6 +246,13 @@ class Engine:
         self._timeline = {k: array("d") for k in TIMELINE_COLUMNS}
         self.stats = {"policy_calls": 0, "events": 0, "plans_rejected": 0, "actions": 0, "submitted": 0}
         self.rejections: list[str] = []
+        self.control_log: list[tuple[float, str, int, float, int]] = []
+        """Evictions and node frequency/cap changes applied: ``(t_s, kind, node, value, job_id)`` (-1: none).
+
+        ``kind`` is ``evict``, ``cancel``, ``freq`` or ``cap``; ``value`` is the frequency (Hz) or cap (W) set,
+        NaN for nominal; ``job_id`` is the job evicted or running on the node. At most
+        :data:`CONTROL_LOG_MAX` entries.
+        """
         self._snapshot = Snapshot(
             now_s=0.0,
             platform=platform,
@@ -873,9 +882,18 @@ class Engine:
                 case Start():
                     self._start(action)
                 case Evict():
+                    if len(self.control_log) < CONTROL_LOG_MAX:
+                        self.control_log.append((self.now, "evict" if action.requeue else "cancel", -1, math.nan,
+                                                 action.job_id))
                     self._evict(action)
                 case SetNodeCap() | SetNodeFreq():
                     self._set_node(action)
+                    if len(self.control_log) < CONTROL_LOG_MAX:
+                        run = self._run_on(action.node)
+                        value = action.cap_w if type(action) is SetNodeCap else action.freq_hz
+                        self.control_log.append((self.now, "cap" if type(action) is SetNodeCap else "freq",
+                                                 action.node, math.nan if value is None else value,
+                                                 -1 if run is None else run.job.id))
                 case PowerDown():
                     self._power_down(action.node)
                 case PowerUp():

@@ -225,6 +225,12 @@ def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: 
     augment_spec = dict(config.augment)
     augment_on = augment_spec.pop("enabled", True)
     if not workload.has_power and augment_on:
+        if "class_probs" not in augment_spec:  # a platform with application models: jobs get one of them
+            from wattsched.appmodels import app_class_probs
+
+            probs = app_class_probs(platform.response_classes)
+            if probs:
+                augment_spec["class_probs"] = probs
         try:
             params = AugmentParams(**augment_spec)
         except Exception as exc:  # pydantic ValidationError
@@ -304,6 +310,10 @@ def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: 
                 from wattsched.workload.tables import write_job_table
 
                 write_job_table(tape, out_dir / "workload.csv.gz")
+            if engine.noticed or engine.control_log:
+                from wattsched.sim.drlog import write_dr_outputs
+
+                write_dr_outputs(out_dir, engine.noticed, engine.control_log, result.timeline, len(platform))
             if plotter is not None and not plotter.wait():
                 write_plots(result, out_dir, bsld_s)  # drawn here, so that a real error surfaces as itself
             if report:
