@@ -32,10 +32,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	./scripts/install-system-deps
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports
 
 ## bench: simulation throughput on every trace in ../shared/traces, easy-pc overhead, one daemon cycle at scale,
 ## the whole `wattsched simulate` process (report included) against AccaSim
@@ -51,7 +53,7 @@ lwp: $(STAMP)
 
 ## docs: regenerate docs/config.md from the config models
 docs: $(STAMP)
-	$(BIN)/python -c "from wattsched.config import render_config_reference as r; print(r(), end='')" > docs/config.md
+	$(BIN)/python -c "from wattsched.config.reference import render_config_reference as r; print(r(), end='')" > docs/config.md
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info src/*.egg-info .pytest_cache .ruff_cache

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from wattsched.daemon.config import DaemonConfig
+from wattsched.config.daemon import DaemonConfig
 from wattsched.daemon.loop import Daemon
 from wattsched.daemon.slurm.cli import SlurmCLI
 

@@ -16,14 +16,14 @@ import sys
 import time
 from pathlib import Path
 
+from wattsched.config.platform import platform_from_procs
 from wattsched.model.constraints import CapSchedule
 from wattsched.model.snapshot import fraction_cap
 from wattsched.policies import make_policy
 from wattsched.predictors import make_predictor
-from wattsched.sim.augment import AugmentParams, augment
 from wattsched.sim.engine import Engine
-from wattsched.sim.platforms import platform_from_procs
-from wattsched.sim.swf import read_swf
+from wattsched.workload.augment import AugmentParams, augment
+from wattsched.workload.swf import read_swf
 
 
 def main() -> int:

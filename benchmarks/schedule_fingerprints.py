@@ -27,14 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
+from wattsched.config.platform import platform_from_procs
 from wattsched.model.constraints import CapSchedule, CapStep
 from wattsched.model.snapshot import fraction_cap
 from wattsched.policies import make_policy
 from wattsched.predictors import make_predictor
-from wattsched.sim.augment import AugmentParams, augment
 from wattsched.sim.engine import Engine
-from wattsched.sim.platforms import platform_from_procs
-from wattsched.sim.swf import read_swf
+from wattsched.workload.augment import AugmentParams, augment
+from wattsched.workload.swf import read_swf
 
 
 def load(path: str, limit: int | None):

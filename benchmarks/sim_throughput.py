@@ -22,7 +22,7 @@ import json, resource, sys, time
 from wattsched.model.platform import Platform
 from wattsched.policies import make_policy
 from wattsched.sim.engine import Engine
-from wattsched.sim.swf import read_swf
+from wattsched.workload.swf import read_swf
 
 path, policy = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter()

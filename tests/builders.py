@@ -5,7 +5,7 @@ from __future__ import annotations
 from wattsched.model.job import Job, RunningJob
 from wattsched.model.platform import NodePowerModel, NodeState, Platform
 from wattsched.model.snapshot import Snapshot
-from wattsched.sim.workload import TraceJob
+from wattsched.workload.records import TraceJob
 
 SIMPLE_POWER = NodePowerModel(
     off_w=10.0, idle_w=100.0, busy_w=300.0, busy_min_w=200.0, switch_on_s=20.0, switch_on_w=150.0,

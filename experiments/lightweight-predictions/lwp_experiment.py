@@ -326,7 +326,7 @@ def export(sweep_file: str | Path, sweep_dir: str | Path, out: str | Path, *, ch
         for d in details:
             fh.write(json.dumps(d) + "\n")
     _write_csv(out / "workloads.csv", [infos[w] for w in sorted(infos)])
-    from wattsched.sim.platforms import load_platform
+    from wattsched.config.platform import load_platform
 
     platform = load_platform(cfg.base.get("platform", "default"))
     ref = {"ref_dyn_w": ref_dyn, "workload": max(baseline, key=lambda w: baseline[w]["max_dyn_power_w"]),

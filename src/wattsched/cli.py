@@ -217,11 +217,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     default = "schedule.swf" if args.format == "swf" else "batsim_jobs.csv"
     out = Path(args.out) if args.out else Path(args.run_dir) / default
     if out.is_dir():
-        raise WattschedError(f"--out: {out} is a directory; give a file name")
+        raise OptionError("--out", f"{out} is a directory; give a file name")
     try:
         n = (write_swf if args.format == "swf" else write_batsim_jobs)(run, out)
     except OSError as exc:
-        raise WattschedError(f"--out: cannot write {out}: {exc.strerror}") from None
+        raise OptionError("--out", f"cannot write {out}: {exc.strerror}") from None
     print(f"wrote {n} jobs to {out}", file=sys.stderr)
     return 0
 
@@ -229,8 +229,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 def _open_trace(args: argparse.Namespace):
     """The workload of ``args.file``, SWF or job table."""
     from wattsched.sim.run import is_swf
-    from wattsched.sim.swf import read_swf
-    from wattsched.sim.tables import read_job_table
+    from wattsched.workload.swf import read_swf
+    from wattsched.workload.tables import read_job_table
 
     if is_swf(args.file):
         return read_swf(args.file, cores_per_node=args.cores_per_node, skip_bad_lines=args.skip_bad_lines)
@@ -238,7 +238,7 @@ def _open_trace(args: argparse.Namespace):
 
 
 def cmd_traces_info(args: argparse.Namespace) -> int:
-    from wattsched.sim.swf import trace_info
+    from wattsched.workload.swf import trace_info
 
     info = trace_info(_open_trace(args))
     if args.json:
@@ -272,8 +272,8 @@ def cmd_traces_info(args: argparse.Namespace) -> int:
 
 
 def cmd_traces_synth(args: argparse.Namespace) -> int:
-    from wattsched.sim.synthetic import DurationDist, NodesDist, UsersDist, generate
-    from wattsched.sim.tables import write_job_table
+    from wattsched.workload.synthetic import DurationDist, NodesDist, UsersDist, generate
+    from wattsched.workload.tables import write_job_table
 
     workload = generate(
         args.jobs,
@@ -291,9 +291,9 @@ def cmd_traces_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_traces_augment(args: argparse.Namespace) -> int:
-    from wattsched.sim.augment import AugmentParams, augment_workload
-    from wattsched.sim.platforms import load_platform
-    from wattsched.sim.tables import write_job_table
+    from wattsched.config.platform import load_platform
+    from wattsched.workload.augment import AugmentParams, augment_workload
+    from wattsched.workload.tables import write_job_table
 
     node_power = load_platform(args.platform or "default").reference_power
     workload = augment_workload(_open_trace(args), node_power, AugmentParams(), args.seed)
@@ -303,10 +303,8 @@ def cmd_traces_augment(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    import wattsched.daemon.config  # registers the daemon kind
-    import wattsched.sim.platforms  # noqa: F401  (registers the platform kind)
     from wattsched.config import CONFIG_KINDS, detect_config_kind, key_locator, load_config, locate
-    from wattsched.sweep.spec import load_sweep  # registers the sweep kind
+    from wattsched.sweep.spec import load_sweep
 
     kind = detect_config_kind(args.file)
     if kind == "sweep":
@@ -315,7 +313,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         print(f"{args.file}: valid sweep file ({len(expand(load_sweep(args.file)))} runs)")
         return 0
     if kind == "platform":
-        from wattsched.sim.platforms import load_platform
+        from wattsched.config.platform import load_platform
 
         platform = load_platform(args.file)
         print(f"{args.file}: valid {kind} config ({len(platform)} nodes)")
@@ -356,8 +354,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 def _check_daemon_sim(config, locate) -> None:
     """The simulated cluster of a daemon config: its trace exists, its node count fits its platform."""
+    from wattsched.config.platform import load_platform
     from wattsched.errors import ConfigError
-    from wattsched.sim.platforms import load_platform
 
     sim = config.sim
     if sim.trace != "bundled" and not Path(sim.trace).exists():
@@ -389,7 +387,7 @@ def cmd_predict_evaluate(args: argparse.Namespace) -> int:
     import time
 
     from wattsched.config import SimConfig, merge_overrides
-    from wattsched.sim.predict_eval import format_table, run_evaluation, split_params, write_outputs
+    from wattsched.predictors.evaluate import format_table, run_evaluation, split_params, write_outputs
 
     cli = {"trace": args.trace, "platform": args.platform, "procs": args.procs, "cores_per_node": args.cores_per_node,
            "seed": args.seed, "skip_bad_lines": args.skip_bad_lines}

@@ -43,8 +43,8 @@ def cmd_dr_events_generate(args: argparse.Namespace) -> int:
     span = args.span
     if span is None:
         from wattsched.sim.run import is_swf
-        from wattsched.sim.swf import read_swf
-        from wattsched.sim.tables import read_job_table
+        from wattsched.workload.swf import read_swf
+        from wattsched.workload.tables import read_job_table
 
         wl = read_swf(args.trace) if is_swf(args.trace) else read_job_table(args.trace)
         submits = [j.submit_s for j in wl.jobs]

@@ -94,3 +94,18 @@ class SlurmCommandError(WattschedError):
         self.stdout = stdout
         self.stderr = stderr
         super().__init__(f"{' '.join(cmd)!r} exited with {returncode}: {stderr.strip() or stdout.strip()}")
+
+
+class MissingDependencyError(WattschedError, ImportError):
+    """An optional dependency needed for the requested operation is not installed.
+
+    The one error for a missing extra: Parquet tables without pyarrow, a policy or
+    predictor whose module needs a package that is not installed
+    (:class:`~wattsched.policies.UnavailablePolicy` and
+    :class:`~wattsched.predictors.UnavailablePredictor` derive from it). The
+    message names the package and the extra to install.
+    """
+
+
+class OutputError(WattschedError):
+    """An output file cannot be written: a value that does not fit its column, for instance."""

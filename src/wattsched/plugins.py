@@ -127,7 +127,7 @@ class Registry:
         try:
             return cls(params)
         except ValidationError as exc:
-            from wattsched.config import error_items
+            from wattsched.config.base import error_items
 
             where = source if callable(source) else (lambda loc: ".".join([source, *map(str, loc)]))
             lines = [f"{where(loc)}: {msg} ({self.kind} {name!r})"

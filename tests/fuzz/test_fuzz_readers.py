@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from fuzz.strategies import VALUES, swf_text, table_text
 from wattsched.config import SimConfig, load_cap_schedule, load_config, read_yaml
-from wattsched.daemon.config import DaemonConfig
+from wattsched.config.daemon import DaemonConfig
+from wattsched.config.platform import load_platform
 from wattsched.errors import WattschedError
-from wattsched.sim.platforms import load_platform
-from wattsched.sim.swf import read_swf, trace_info
-from wattsched.sim.tables import read_job_table
+from wattsched.workload.swf import read_swf, trace_info
+from wattsched.workload.tables import read_job_table
 
 WORK = Path(tempfile.mkdtemp(prefix="wattsched-fuzz-"))
 

@@ -19,7 +19,6 @@ from prometheus_client import CollectorRegistry
 
 from fuzz.strategies import JSON, NUMBERS, TOKENS
 from wattsched.agent.auth import HEADER, Verifier, sign_request
-from wattsched.agent.fake import make_fake_node
 from wattsched.agent.server import AgentServer
 from wattsched.agent.sysfs import Sysfs
 from wattsched.daemon.slurm.parse import (
@@ -29,6 +28,7 @@ from wattsched.daemon.slurm.parse import (
     parse_scontrol_nodes_text,
     parse_squeue_json,
 )
+from wattsched.testing.fake_sysfs import make_fake_node
 
 JOB = {"job_id": 7, "job_state": ["PENDING"], "user_name": "alice", "partition": "batch", "node_count": 2,
        "cpus": 8, "time_limit": {"set": True, "infinite": False, "number": 60}, "submit_time": {"number": 1700000000},

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from wattsched.agent.sysfs import Sysfs
-from wattsched.daemon.config import DaemonConfig
+from wattsched.config.daemon import DaemonConfig
 from wattsched.daemon.loop import Daemon
 from wattsched.daemon.slurm.cli import SlurmCLI
 from wattsched.model.plan import Plan, SetNodeCap, SetNodeFreq
@@ -238,7 +238,7 @@ def test_node_cap_through_ipmi_against_the_test_bmc(cluster, tmp_path):
     import shutil
 
     from wattsched.daemon.ipmi import IpmiActuator, IpmiCredentials
-    from wattsched.daemon.testbmc import start_test_bmc
+    from wattsched.testing.fake_bmc import start_test_bmc
 
     if shutil.which("ipmitool") is None:
         pytest.skip("ipmitool is not installed (Debian package ipmitool)")

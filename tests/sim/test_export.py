@@ -10,7 +10,7 @@ import pytest
 from wattsched.cli import main
 from wattsched.sim.export import rebuild_placement
 from wattsched.sim.report import load_run
-from wattsched.sim.swf import read_header, read_swf
+from wattsched.workload.swf import read_header, read_swf
 
 SWF = """; MaxProcs: 16
 ; MaxNodes: 16

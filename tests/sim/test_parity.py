@@ -19,7 +19,7 @@ from importlib.resources import as_file, files
 import numpy as np
 import pytest
 
-from wattsched.daemon.config import DaemonConfig
+from wattsched.config.daemon import DaemonConfig
 from wattsched.daemon.loop import Daemon
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier
@@ -28,9 +28,9 @@ from wattsched.model.constraints import CapSchedule, DemandResponseEvent
 from wattsched.model.platform import Platform
 from wattsched.model.snapshot import fraction_cap
 from wattsched.policies import make_policy
-from wattsched.sim.augment import AugmentParams, augment_workload
 from wattsched.sim.engine import Engine
-from wattsched.sim.swf import read_swf
+from wattsched.workload.augment import AugmentParams, augment_workload
+from wattsched.workload.swf import read_swf
 
 NODES = 100
 JOBS = 400

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from wattsched.config.platform import platform_from_procs
 from wattsched.policies import make_policy
 from wattsched.sim.engine import Engine, EngineOptions
-from wattsched.sim.platforms import platform_from_procs
-from wattsched.sim.swf import read_swf, trace_info
+from wattsched.workload.swf import read_swf, trace_info
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from helpers_sweep import KTH
 
-from wattsched.sim.augment import AugmentParams
-from wattsched.sim.platforms import platform_from_procs
+from wattsched.config.platform import platform_from_procs
 from wattsched.sweep.slicing import DAY, H, SliceSpec, busiest_t0, load_trace, offered_load, prepare_slice, strata_t0
+from wattsched.workload.augment import AugmentParams
 
 PLATFORM = platform_from_procs(100, 1)
 

@@ -30,10 +30,10 @@ from wattsched.agent.auth import (
 )
 from wattsched.agent.client import AgentClient, AgentError
 from wattsched.agent.commands import add_commands, allowed_uids
-from wattsched.agent.fake import make_fake_node
 from wattsched.agent.server import AgentServer
 from wattsched.agent.sysfs import Sysfs
 from wattsched.errors import ConfigError
+from wattsched.testing.fake_sysfs import make_fake_node
 
 NON_ROOT = "wsagent"
 LIMIT = "class/powercap/intel-rapl:{}/constraint_0_power_limit_uw"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from wattsched.agent.fake import advance_energy, main, make_fake_node
 from wattsched.agent.sysfs import EnergyMeter, Sysfs, SysfsError, energy_delta_uj
 from wattsched.errors import WattschedError
+from wattsched.testing.fake_sysfs import advance_energy, main, make_fake_node
 
 ZONE = "class/powercap/intel-rapl:{}"
 POLICY = "devices/system/cpu/cpufreq/policy{}"

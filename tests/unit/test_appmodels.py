@@ -14,9 +14,9 @@ from wattsched.appmodels import (
     packaged_fits,
     read_measurements,
 )
+from wattsched.config.platform import load_platform
 from wattsched.errors import ConfigError
 from wattsched.sim.drevents import generate_events, load_dr_events
-from wattsched.sim.platforms import load_platform
 
 
 def test_a_fit_recovers_known_polynomials_and_reports_its_error(tmp_path):

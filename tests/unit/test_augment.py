@@ -12,11 +12,11 @@ import numpy as np
 import pydantic
 import pytest
 
-import wattsched.sim.augment as aug
+import wattsched.workload.augment as aug
 from wattsched.errors import ConfigError
 from wattsched.model.platform import NodePowerModel
-from wattsched.sim.augment import AugmentParams, augment, augment_workload, job_uniforms, splitmix64, stable_hash
-from wattsched.sim.workload import TraceJob, Workload
+from wattsched.workload.augment import AugmentParams, augment, augment_workload, job_uniforms, splitmix64, stable_hash
+from wattsched.workload.records import TraceJob, Workload
 
 POWER = NodePowerModel()
 

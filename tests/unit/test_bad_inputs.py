@@ -24,8 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from wattsched.config import ConfigError, SimConfig, load_config, read_yaml
-from wattsched.daemon.config import DaemonConfig
+from wattsched.config import SimConfig, load_config, read_yaml
+from wattsched.config.daemon import DaemonConfig
+from wattsched.config.platform import load_platform, platform_from_procs
 from wattsched.daemon.slurm.parse import (
     SlurmOutputError,
     parse_nodes_json,
@@ -34,13 +35,12 @@ from wattsched.daemon.slurm.parse import (
     parse_squeue_json,
 )
 from wattsched.daemon.store import Store
-from wattsched.errors import TraceError
+from wattsched.errors import ConfigError, TraceError
 from wattsched.sim.engine import Engine, EngineOptions
 from wattsched.sim.metrics import format_summary_table
-from wattsched.sim.platforms import load_platform, platform_from_procs
-from wattsched.sim.swf import read_swf, trace_info
-from wattsched.sim.tables import read_job_table
-from wattsched.sim.workload import TraceJob
+from wattsched.workload.records import TraceJob
+from wattsched.workload.swf import read_swf, trace_info
+from wattsched.workload.tables import read_job_table
 
 BUNDLED = files("wattsched") / "data" / "traces" / "KTH-SP2-1996-2.1-cln-first5000.swf.gz"
 ERROR_LINE = re.compile(r"^wattsched: error: (\S+:\d+: |\S+: |--[\w-]+: |WATTSCHED_\w+: )")

@@ -16,12 +16,12 @@ from wattsched.config import (
     load_config,
     merge_overrides,
     parse_cap_value,
-    render_config_reference,
 )
+from wattsched.config.platform import load_platform
+from wattsched.config.reference import render_config_reference
 from wattsched.errors import ConfigError
 from wattsched.model.constraints import EnergyBudget
 from wattsched.model.platform import NodePowerModel, Platform
-from wattsched.sim.platforms import load_platform
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "config.md"
 
@@ -371,8 +371,6 @@ def test_required_key_may_come_from_the_cli(tmp_path):
 def test_detect_config_kind(tmp_path):
     assert detect_config_kind(write(tmp_path, "trace: t.swf\nprocs: 3\n")) == "simulation"
     assert detect_config_kind(write(tmp_path, "kind: simulation\n", "k.yaml")) == "simulation"
-    import wattsched.daemon.config  # noqa: F401  (registers the daemon kind)
-    from wattsched.sweep import spec  # noqa: F401  (registers the sweep kind)
 
     assert detect_config_kind(write(tmp_path, "kind: daemon\n", "d.yaml")) == "daemon"
     assert detect_config_kind(write(tmp_path, "poll_interval_s: 3\n", "p.yaml")) == "daemon"
@@ -387,7 +385,7 @@ def test_detect_config_kind(tmp_path):
 
 def test_every_field_is_documented():
     from wattsched.config import CapEntryConfig, EnergyBudgetConfig
-    from wattsched.daemon.config import (
+    from wattsched.config.daemon import (
         ActuatorConfig,
         DaemonConfig,
         ForecastConfig,
@@ -396,7 +394,7 @@ def test_every_field_is_documented():
         SlurmConfig,
         TelemetryConfig,
     )
-    from wattsched.sim.platforms import NodeGroupConfig, PlatformConfig, PowerModelConfig
+    from wattsched.config.platform import NodeGroupConfig, PlatformConfig, PowerModelConfig
 
     for model in (SimConfig, CapEntryConfig, EnergyBudgetConfig, PlatformConfig, NodeGroupConfig, PowerModelConfig,
                   DaemonConfig, SlurmConfig, SimBackendConfig, MetricsConfig, TelemetryConfig, ActuatorConfig,
@@ -429,8 +427,8 @@ def test_demand_response_events_are_checked_and_built(tmp_path):
                        "  - {notice_s: 5, start_s: 10, end_s: 20, cap_w: '50%'}\n"
                        "  - {start_s: 30, end_s: 40, reduction_w: 100}\n")
 
+    from wattsched.config.platform import platform_from_procs
     from wattsched.model.constraints import DemandResponseEvent
-    from wattsched.sim.platforms import platform_from_procs
 
     events = c.build_dr_events(platform_from_procs(4))
     assert events[0].notice_s == 5 and events[0].cap_w == pytest.approx(4 * 95.0 + 0.5 * 4 * (190.738 - 95.0))

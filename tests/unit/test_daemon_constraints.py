@@ -13,7 +13,8 @@ import yaml
 
 from nodepolicy import install_entry_point
 from wattsched.config import load_config
-from wattsched.daemon.config import DaemonConfig
+from wattsched.config.daemon import DaemonConfig
+from wattsched.config.platform import load_platform
 from wattsched.daemon.loop import Daemon
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier
@@ -22,8 +23,7 @@ from wattsched.daemon.simcluster import SimCluster
 from wattsched.daemon.view import build_view
 from wattsched.model.platform import NodePowerModel, Platform
 from wattsched.sim.engine import Engine
-from wattsched.sim.platforms import load_platform
-from wattsched.sim.workload import TraceJob
+from wattsched.workload.records import TraceJob
 
 PARIS = ZoneInfo("Europe/Paris")
 MONDAY_1650 = dt.datetime(2026, 11, 23, 16, 50, tzinfo=PARIS).timestamp()

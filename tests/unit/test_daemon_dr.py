@@ -7,13 +7,13 @@ import pytest
 
 pytest.importorskip("scipy", reason="the dr policy needs scipy (extra [dr])")
 
-from wattsched.daemon.config import DaemonConfig
+from wattsched.config.daemon import DaemonConfig
+from wattsched.config.platform import load_platform
 from wattsched.daemon.loop import Daemon
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier
 from wattsched.daemon.simcluster import SimCluster
-from wattsched.sim.platforms import load_platform
-from wattsched.sim.workload import TraceJob
+from wattsched.workload.records import TraceJob
 
 EPOCH = 1_800_000_000.0
 

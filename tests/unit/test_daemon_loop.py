@@ -18,7 +18,7 @@ import uuid
 import pytest
 
 from wattsched.config import load_config
-from wattsched.daemon.config import DaemonConfig
+from wattsched.config.daemon import DaemonConfig
 from wattsched.daemon.loop import Daemon
 from wattsched.daemon.metrics import DaemonMetrics, serve
 from wattsched.daemon.notify import Notifier
@@ -27,7 +27,7 @@ from wattsched.daemon.slurm.backend import MARKER
 from wattsched.daemon.slurm.hostlist import expand
 from wattsched.errors import SlurmCommandError
 from wattsched.model.platform import NodePowerModel, Platform
-from wattsched.sim.workload import TraceJob
+from wattsched.workload.records import TraceJob
 
 EPOCH = float(int(time.time()))  # intents older than a week (wall clock) are pruned at start
 NODE_POWER = {"idle_w": 100.0, "busy_w": 300.0, "off_w": 10.0, "busy_min_w": 200.0, "switch_on_s": 20.0,

@@ -26,17 +26,17 @@ from prometheus_client import CollectorRegistry
 
 from nodepolicy import install_entry_point
 from wattsched.agent.auth import Verifier
-from wattsched.agent.fake import make_fake_node
 from wattsched.agent.server import AgentServer
 from wattsched.agent.sysfs import Sysfs
-from wattsched.daemon.config import DaemonConfig
+from wattsched.config.daemon import DaemonConfig
 from wattsched.daemon.loop import Daemon
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier
 from wattsched.daemon.simcluster import SimCluster
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, Start
 from wattsched.model.platform import NodePowerModel, Platform
-from wattsched.sim.workload import TraceJob
+from wattsched.testing.fake_sysfs import make_fake_node
+from wattsched.workload.records import TraceJob
 
 EPOCH = float(int(time.time()))
 NODE_POWER = {"idle_w": 100.0, "busy_w": 300.0, "off_w": 10.0, "busy_min_w": 200.0, "cap_min_w": 50.0,
@@ -348,7 +348,7 @@ def test_audit_rows_of_slurm_actions_are_written_before_the_action(make_daemon, 
 
 
 def test_energy_budgets_count_the_nodes_energy_counters_when_every_node_has_them(make_daemon, agents, clock):
-    from wattsched.agent.fake import advance_energy
+    from wattsched.testing.fake_sysfs import advance_energy
 
     _, roots, servers = agents
     budget = [{"start_s": EPOCH - 3600, "end_s": EPOCH + 86400, "energy_j": 1e6, "label": "today"}]

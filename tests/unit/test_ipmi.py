@@ -1,6 +1,6 @@
 """The IPMI actuator: credentials files, password hygiene, and DCMI power limits through the real ipmitool.
 
-The ipmitool tests run Debian's ipmitool against :mod:`wattsched.daemon.testbmc`
+The ipmitool tests run Debian's ipmitool against :mod:`wattsched.testing.fake_bmc`
 (pyghmi's RMCP+ BMC plus DCMI) in a subprocess on 127.0.0.1; they are skipped
 when ipmitool is not installed.
 """
@@ -31,7 +31,8 @@ from wattsched.daemon.ipmi import (
     parse_power_reading,
     redact,
 )
-from wattsched.daemon.testbmc import (
+from wattsched.errors import ConfigError, WattschedError
+from wattsched.testing.fake_bmc import (
     CC_BAD_LENGTH,
     CC_INVALID_COMMAND,
     CC_INVALID_FIELD,
@@ -45,7 +46,6 @@ from wattsched.daemon.testbmc import (
     DcmiState,
     start_test_bmc,
 )
-from wattsched.errors import ConfigError, WattschedError
 
 IPMITOOL = shutil.which("ipmitool")
 needs_ipmitool = pytest.mark.skipif(

@@ -7,10 +7,7 @@ import textwrap
 
 import pytest
 
-from wattsched.errors import ConfigError
-from wattsched.model.platform import NodePowerModel
-from wattsched.model.response import DEFAULT_CLASSES, CpiResponse, LinearResponse
-from wattsched.sim.platforms import (
+from wattsched.config.platform import (
     PlatformConfig,
     PlatformSizeWarning,
     PowerModelConfig,
@@ -20,6 +17,9 @@ from wattsched.sim.platforms import (
     platform_from_procs,
     response_classes_of,
 )
+from wattsched.errors import ConfigError
+from wattsched.model.platform import NodePowerModel
+from wattsched.model.response import DEFAULT_CLASSES, CpiResponse, LinearResponse
 
 
 def write(tmp_path, text: str, name: str = "platform.yaml"):

@@ -326,7 +326,7 @@ def test_fake_refuses_what_pyslurm_refuses(ctld):
 
 def test_daemon_cycle_through_the_pyslurm_backend(ctld, tmp_path):
     """One daemon cycle over the fake: the adopted job is held with the marker, the plan releases it pinned."""
-    from wattsched.daemon.config import DaemonConfig
+    from wattsched.config.daemon import DaemonConfig
     from wattsched.daemon.loop import Daemon
     from wattsched.daemon.notify import Notifier
 

@@ -250,8 +250,8 @@ def test_a_rotated_token_is_picked_up(server, token_file):
 def test_daemon_config_makes_a_rest_backend_and_requires_url_and_token(tmp_path, token_file):
     import yaml
 
+    from wattsched.config.daemon import DaemonConfig
     from wattsched.daemon.commands import make_backend
-    from wattsched.daemon.config import DaemonConfig
 
     config = DaemonConfig.model_validate({"kind": "daemon", "policy": "easy", "slurm": {
         "backend": "rest", "url": "http://slurmrestd:6820/", "token_file": str(token_file), "api_version": "0.0.38"}})

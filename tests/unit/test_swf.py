@@ -12,8 +12,8 @@ import re
 import pytest
 
 from wattsched.errors import TraceError
-from wattsched.sim import swf
-from wattsched.sim.swf import read_header, read_swf, trace_info
+from wattsched.workload import swf
+from wattsched.workload.swf import read_header, read_swf, trace_info
 
 HEADER = """\
 ; Version: 2.2

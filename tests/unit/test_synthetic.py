@@ -10,7 +10,7 @@ import pydantic
 import pytest
 
 from wattsched.errors import ConfigError
-from wattsched.sim.synthetic import ArrivalParams, DurationDist, NodesDist, UsersDist, generate
+from wattsched.workload.synthetic import ArrivalParams, DurationDist, NodesDist, UsersDist, generate
 
 
 def jobs_of(n=500, **kw):

@@ -11,7 +11,8 @@ from datetime import datetime, timezone
 import pytest
 
 from wattsched.errors import TraceError, WattschedError
-from wattsched.sim.tables import (
+from wattsched.workload.records import TraceJob
+from wattsched.workload.tables import (
     COLUMNS,
     MissingDependencyError,
     format_power_series,
@@ -19,7 +20,6 @@ from wattsched.sim.tables import (
     read_job_table,
     write_job_table,
 )
-from wattsched.sim.workload import TraceJob
 
 
 def sample_jobs() -> list[TraceJob]:
@@ -65,7 +65,7 @@ def test_parquet_round_trip_is_exact(tmp_path):
 
 def test_parquet_round_trip_spans_several_batches(tmp_path, monkeypatch):
     pytest.importorskip("pyarrow")
-    import wattsched.sim.tables as tables
+    import wattsched.workload.tables as tables
 
     monkeypatch.setattr(tables, "_PARQUET_BATCH", 3)
     jobs = [TraceJob(i, float(i), 1.0 + i / 7, 10.0, 1, 1, user=f"u{i % 3}") for i in range(10)]

@@ -574,9 +574,9 @@ def daemon_metric_names() -> set[str]:
     """Every wattsched_* name the daemon and the node agent export."""
     import tempfile
 
-    from wattsched.agent.fake import make_fake_node
     from wattsched.agent.server import SysfsCollector
     from wattsched.agent.sysfs import Sysfs
+    from wattsched.testing.fake_sysfs import make_fake_node
 
     names = set(TELEMETRY_METRICS)
     with tempfile.TemporaryDirectory() as root:

@@ -17,9 +17,9 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from wattsched.daemon.config import ActuatorConfig, TelemetryConfig
+from wattsched.config.daemon import ActuatorConfig, TelemetryConfig
 from wattsched.daemon.slurm.records import SlurmNode
-from wattsched.errors import WattschedError
+from wattsched.errors import ConfigError, WattschedError
 
 log = logging.getLogger("wattsched.daemon")
 
@@ -234,7 +234,7 @@ def make_actuator(cfg: ActuatorConfig, telemetry: TelemetryConfig, dry_run: bool
     match cfg.kind:
         case "sim":
             if not hasattr(backend, "node_actuator"):
-                raise WattschedError("actuator.kind: sim needs slurm.backend: sim (the simulated cluster)")
+                raise ConfigError("actuator.kind: sim needs slurm.backend: sim (the simulated cluster)")
             actuator = backend.node_actuator()
         case "agent":
             actuator = AgentActuator(telemetry.agent_url, cfg.munge_socket, cfg.timeout_s)

@@ -36,7 +36,7 @@ def load_daemon_config(args: argparse.Namespace, environ=None):
     ``--poll-interval: Input should be greater than 0, got -3``.
     """
     from wattsched.config import load_config, merge_overrides
-    from wattsched.daemon.config import DaemonConfig
+    from wattsched.config.daemon import DaemonConfig
 
     env = os.environ if environ is None else environ
     cli = {}

@@ -34,9 +34,9 @@ from typing import assert_never
 
 from wattsched import __version__
 from wattsched.config import key_locator
+from wattsched.config.daemon import DaemonConfig
 from wattsched.daemon import policystate
 from wattsched.daemon.actuators import NodeSetting, Outcome, make_actuator, same_cap, same_freq
-from wattsched.daemon.config import DaemonConfig
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier
 from wattsched.daemon.schedule import LiveConstraints
@@ -143,7 +143,7 @@ class Daemon:
                                        source=key_locator(config, "predictor_params"),
                                        name_source=key_locator(config, "predictor")())
         if config.platform is not None:
-            from wattsched.sim.platforms import load_platform_config
+            from wattsched.config.platform import load_platform_config
 
             power = PowerModels.from_platform_config(load_platform_config(config.platform)[0])
         else:

@@ -13,8 +13,8 @@ import math
 import time
 from collections.abc import Sequence
 
+from wattsched.config.daemon import TelemetryConfig
 from wattsched.daemon.actuators import agent_url
-from wattsched.daemon.config import TelemetryConfig
 from wattsched.daemon.slurm.records import SlurmNode
 from wattsched.errors import TelemetryError, WattschedError
 

@@ -176,7 +176,7 @@ class LiveConstraints:
     Parameters
     ----------
     config
-        The :class:`~wattsched.daemon.config.DaemonConfig`.
+        The :class:`~wattsched.config.daemon.DaemonConfig`.
     """
 
     def __init__(self, config):
@@ -184,7 +184,7 @@ class LiveConstraints:
         self.zone = config.zone
 
     def _cap(self, value, platform) -> float:
-        from wattsched.config import _cap_in_watts
+        from wattsched.config.caps import _cap_in_watts
 
         return _cap_in_watts(value, platform, "cap_schedule")
 

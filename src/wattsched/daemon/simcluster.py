@@ -32,7 +32,7 @@ from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
 from wattsched.policies.base import BasePolicy
 from wattsched.sim.engine import Engine, EngineOptions
-from wattsched.sim.workload import TraceJob
+from wattsched.workload.records import TraceJob
 
 _SLURM_STATE = {
     NodeState.IDLE: ("IDLE", frozenset()),
@@ -135,9 +135,9 @@ class SimCluster:
         """Build from the daemon config's ``sim`` block (the bundled trace by default)."""
         from importlib.resources import as_file, files
 
-        from wattsched.sim.augment import AugmentParams, augment_workload
-        from wattsched.sim.platforms import load_platform
-        from wattsched.sim.swf import read_swf
+        from wattsched.config.platform import load_platform
+        from wattsched.workload.augment import AugmentParams, augment_workload
+        from wattsched.workload.swf import read_swf
 
         platform = load_platform(sim.platform)
         if sim.nodes is not None and sim.nodes > len(platform):

@@ -116,7 +116,7 @@ class PowerModels:
 
     @classmethod
     def from_platform_config(cls, config) -> PowerModels:
-        """From a :class:`~wattsched.sim.platforms.PlatformConfig`."""
+        """From a :class:`~wattsched.config.platform.PlatformConfig`."""
         return cls([PowerGroup(g.name, g.name if g.prefix is None else g.prefix, frozenset(g.node_names()),
                                g.power.to_model()) for g in config.node_groups], config.build_response_classes())
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wattsched.errors import PolicyError
+from wattsched.errors import MissingDependencyError, PolicyError
 from wattsched.plugins import Registry
 from wattsched.policies.base import BasePolicy, Policy
 
@@ -41,7 +41,7 @@ _BUILTIN: dict[str, str] = {
 ENTRY_POINT_GROUP = "wattsched.policies"
 
 
-class UnavailablePolicy(PolicyError):
+class UnavailablePolicy(PolicyError, MissingDependencyError):
     """A known policy whose module cannot be imported (an optional dependency is missing)."""
 
 

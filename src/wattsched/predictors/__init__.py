@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wattsched.errors import PredictorError
+from wattsched.errors import MissingDependencyError, PredictorError
 from wattsched.plugins import Registry
 from wattsched.predictors.base import BasePredictor, CompletedJob, Predictor
 
@@ -19,7 +19,7 @@ _BUILTIN: dict[str, str] = {
 ENTRY_POINT_GROUP = "wattsched.predictors"
 
 
-class UnavailablePredictor(PredictorError):
+class UnavailablePredictor(PredictorError, MissingDependencyError):
     """A known predictor whose module cannot be imported (an optional dependency is missing)."""
 
 

@@ -1,1 +1,4 @@
-"""The trace-replay simulator: workloads, platforms, the event engine, metrics and reports."""
+"""The trace-replay simulator: platforms, the event engine, runs, metrics and reports.
+
+Workloads (SWF, job tables, augmentation, synthetic) are in :mod:`wattsched.workload`.
+"""

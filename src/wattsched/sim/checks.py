@@ -17,7 +17,7 @@ from pathlib import Path
 from wattsched.config import SimConfig, locate
 from wattsched.errors import ConfigError, TraceError
 from wattsched.model.platform import Platform
-from wattsched.sim.workload import TraceJob, Workload
+from wattsched.workload.records import TraceJob, Workload
 
 __all__ = ["augment_error", "augment_params", "cap_warnings", "check_not_empty", "check_ticks", "checked_workload",
            "preflight"]
@@ -68,7 +68,7 @@ def check_ticks(config: SimConfig) -> None:
 
     if config.tick_s is None or not is_swf(config.trace) or not Path(config.trace).exists():
         return
-    from wattsched.sim.swf import submit_span_s
+    from wattsched.workload.swf import submit_span_s
 
     span = submit_span_s(config.trace)
     ticks = span / config.tick_s
@@ -94,7 +94,7 @@ def check_not_empty(config: SimConfig, workload: Workload) -> None:
 
 def augment_params(config: SimConfig):
     """The validated ``augment`` block of ``config`` (without its ``enabled`` switch)."""
-    from wattsched.sim.augment import AugmentParams
+    from wattsched.workload.augment import AugmentParams
 
     spec = {k: v for k, v in config.augment.items() if k != "enabled"}
     try:
@@ -108,7 +108,7 @@ def augment_error(config: SimConfig, exc: Exception) -> ConfigError:
     from pydantic import ValidationError
 
     from wattsched.config import error_items
-    from wattsched.sim.augment import AugmentParams
+    from wattsched.workload.augment import AugmentParams
 
     if not isinstance(exc, ValidationError):
         return ConfigError(locate(config, "augment", str(exc)))

@@ -47,7 +47,7 @@ from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
 from wattsched.policies.base import Policy
 from wattsched.sim.result import JOB_COLUMNS, TIMELINE_COLUMNS, SimResult
-from wattsched.sim.workload import TraceJob, Workload, true_power
+from wattsched.workload.records import TraceJob, Workload, true_power
 
 # Event kinds, in the order they are processed at equal times.
 _END, _SWITCH, _STEP, _CAP, _BUDGET, _TICK, _DR = range(7)

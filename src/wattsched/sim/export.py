@@ -22,7 +22,7 @@ wait time (field 3) and run time (field 4) filled in, sorted by submit time:
 
 Header comments give the version, the computer (trace, policy), ``MaxJobs``,
 ``MaxRecords``, ``MaxNodes``, ``MaxProcs`` and notes. The project's own reader
-(:func:`~wattsched.sim.swf.read_swf`) reads the file back.
+(:func:`~wattsched.workload.swf.read_swf`) reads the file back.
 
 Batsim / evalys jobs
 --------------------
@@ -183,7 +183,7 @@ def write_batsim_jobs(run: Any, path: str | os.PathLike[str]) -> int:
     """Write the jobs of ``run`` that ran as a Batsim ``_jobs.csv`` that evalys reads; returns the row count."""
     import pyarrow as pa
 
-    from wattsched.sim.tables import write_csv_table
+    from wattsched.workload.tables import write_csv_table
 
     jobs, info = run.jobs, getattr(run, "info", {}) or {}
     start, end = _col(jobs, "start_s").astype(float), _col(jobs, "end_s").astype(float)

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from wattsched.errors import WattschedError
+from wattsched.errors import RunDirError
 from wattsched.sim.result import JOB_COLUMNS, TIMELINE_COLUMNS
 
 PLOTS = ("power.png", "utilization.png", "wait_slowdown.png")
@@ -91,7 +91,7 @@ def _arrow_type(pa, name: str):
 def _arrow_table(columns: tuple[str, ...], table: dict[str, np.ndarray]):
     import pyarrow as pa
 
-    from wattsched.sim.tables import arrow_column
+    from wattsched.workload.tables import arrow_column
 
     kinds = {c: "string" if c in _TEXT_COLUMNS else "int64" if c in _INT_COLUMNS else "float64" for c in columns}
     arrays = [arrow_column(table[c], kinds[c], nulls=False) for c in columns]
@@ -101,7 +101,7 @@ def _arrow_table(columns: tuple[str, ...], table: dict[str, np.ndarray]):
 def _write_table(out: Path, name: str, columns: tuple[str, ...], table: dict[str, np.ndarray]) -> int:
     import pyarrow.parquet as pq
 
-    from wattsched.sim.tables import write_csv_table
+    from wattsched.workload.tables import write_csv_table
 
     at = _arrow_table(columns, table)
     pq.write_table(at, out / f"{name}.parquet", compression="zstd")
@@ -123,15 +123,15 @@ def _read_table(run_dir: Path, name: str, columns: tuple[str, ...]) -> dict[str,
 
             path = run_dir / f"{name}.csv"
             if not path.exists():
-                raise WattschedError(f"{run_dir}: incomplete run directory: {name}.parquet and {name}.csv are "
+                raise RunDirError(f"{run_dir}: incomplete run directory: {name}.parquet and {name}.csv are "
                                      "missing; run `wattsched simulate` again")
             types = {c: _arrow_type(pa, c) for c in columns}
             at = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types=types,
                                                                              strings_can_be_null=False))
     except (pa.ArrowException, OSError) as exc:
-        raise WattschedError(f"{path}: cannot read the table: {exc}") from None
+        raise RunDirError(f"{path}: cannot read the table: {exc}") from None
     if tuple(at.column_names) != columns:
-        raise WattschedError(f"{path}: unexpected columns {at.column_names}; expected {list(columns)}")
+        raise RunDirError(f"{path}: unexpected columns {at.column_names}; expected {list(columns)}")
     out: dict[str, np.ndarray] = {}
     for c in columns:
         col = at.column(c)
@@ -202,27 +202,27 @@ def load_run(run_dir: str | Path) -> tuple[LoadedRun, dict]:
 
     Raises
     ------
-    WattschedError
+    RunDirError
         The directory is not a run directory, was not completed (no marker), or its
         tables disagree with its summary or marker (row counts).
     """
     run_dir = Path(run_dir)
     path = run_dir / "summary.json"
     if not path.exists():
-        raise WattschedError(f"{run_dir}: not a run directory (no summary.json); run `wattsched simulate --out DIR`")
+        raise RunDirError(f"{run_dir}: not a run directory (no summary.json); run `wattsched simulate --out DIR`")
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise WattschedError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+        raise RunDirError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
     marker_path = run_dir / MARKER
     if not marker_path.exists():
-        raise WattschedError(
+        raise RunDirError(
             f"{run_dir}: incomplete run directory (no {MARKER}): the run that wrote it did not finish or was made "
             "by an older wattsched; run `wattsched simulate` again")
     try:
         marker = json.loads(marker_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise WattschedError(f"{marker_path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+        raise RunDirError(f"{marker_path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
     info = doc.get("info", {}) if isinstance(doc, dict) else {}
     summary = doc.get("summary", {}) if isinstance(doc, dict) else {}
     tables = {name: _read_table(run_dir, name, cols) for name, cols in _TABLES.items()}
@@ -232,11 +232,11 @@ def load_run(run_dir: str | Path) -> tuple[LoadedRun, dict]:
         key = f"{name}_rows"
         for source, counts in ((path, expected), (marker_path, marker if isinstance(marker, dict) else {})):
             if counts.get(key) != n:
-                raise WattschedError(
+                raise RunDirError(
                     f"{source}: {key}: says {counts.get(key)!r} but {name} has {n} rows; the directory was "
                     "changed after the run; run `wattsched simulate` again")
     if isinstance(summary.get("n_jobs"), int) and summary["n_jobs"] != len(tables["jobs"]["id"]):
-        raise WattschedError(
+        raise RunDirError(
             f"{path}: summary: n_jobs: says {summary['n_jobs']} but the jobs table has {len(tables['jobs']['id'])} "
             "rows; run `wattsched simulate` again")
     return LoadedRun(tables["jobs"], tables["timeline"], info), summary

@@ -17,7 +17,7 @@ from pathlib import Path
 from wattsched.config import SimConfig, key_locator, locate
 from wattsched.errors import ConfigError
 from wattsched.model.platform import Platform
-from wattsched.sim.workload import Workload
+from wattsched.workload.records import Workload
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,8 @@ def open_workload(config: SimConfig, platform: Platform | None) -> Workload:
 
 
 def _open_workload(config: SimConfig, platform: Platform | None) -> Workload:
-    from wattsched.sim.swf import read_swf
-    from wattsched.sim.tables import read_job_table
+    from wattsched.workload.swf import read_swf
+    from wattsched.workload.tables import read_job_table
 
     trace = config.trace
     if not Path(trace).exists():
@@ -72,8 +72,8 @@ def build_platform(config: SimConfig) -> Platform:
     """The config's platform, or one derived from the SWF header's ``MaxProcs``."""
     if config.platform is not None or config.procs is not None:
         return config.build_platform()
-    from wattsched.sim.platforms import platform_from_procs
-    from wattsched.sim.swf import read_header
+    from wattsched.config.platform import platform_from_procs
+    from wattsched.workload.swf import read_header
 
     if not is_swf(config.trace):
         raise ConfigError(locate(config, "trace", "a job table gives no machine size; give the machine with "
@@ -94,7 +94,7 @@ def build_platform(config: SimConfig) -> Platform:
             f"{config.trace}: MaxProcs: {raw[0]!r} is not a positive number of processors; give the machine "
             "with --procs N or --platform FILE|NAME"
         )
-    from wattsched.sim.platforms import too_many_nodes
+    from wattsched.config.platform import too_many_nodes
 
     why = too_many_nodes(-(-procs // config.cores_per_node), config.max_nodes)
     if why:
@@ -213,11 +213,11 @@ def publish_run_dir(staging: Path, out_dir: Path) -> None:
 
 def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: Workload, out_dir: Path | None,
          report: bool, progress: bool) -> RunOutcome:
+    from wattsched.config.platform import response_classes_of
     from wattsched.policies import make_policy
-    from wattsched.sim.augment import AugmentParams, augment_workload
     from wattsched.sim.engine import Engine, EngineOptions
     from wattsched.sim.metrics import summarize
-    from wattsched.sim.platforms import response_classes_of
+    from wattsched.workload.augment import AugmentParams, augment_workload
 
     tape = None
     source = workload  # the reader's own object: it learns the time origin as the stream is read
@@ -307,7 +307,7 @@ def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: 
                 plotter.draw(result, out_dir, bsld_s)
             rows = write_run(result, out_dir, summary, plots=plotter is None, marker=False)
             if tape is not None:
-                from wattsched.sim.tables import write_job_table
+                from wattsched.workload.tables import write_job_table
 
                 write_job_table(tape, out_dir / "workload.csv.gz")
             if engine.noticed or engine.control_log:

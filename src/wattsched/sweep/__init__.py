@@ -17,7 +17,7 @@ Dask and dask-jobqueue are the ``sweep`` extra; everything but the execution
 
 from __future__ import annotations
 
-from wattsched.errors import WattschedError
+from wattsched.errors import MissingDependencyError
 
 INSTALL_HINT = "pip install 'wattsched[sweep]'  (installs dask[distributed] and dask-jobqueue)"
 
@@ -28,7 +28,7 @@ def require_dask():
         import dask  # noqa: F401
         import distributed
     except ImportError as exc:
-        raise WattschedError(
+        raise MissingDependencyError(
             f"wattsched sweep runs on Dask, which is not installed ({exc.name or exc}): {INSTALL_HINT}"
         ) from None
     return distributed

@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from wattsched.errors import WattschedError
+from wattsched.errors import ConfigError
 
 
 def register(sub, traces_sub=None) -> None:
@@ -54,16 +54,16 @@ def _out_dir(cfg, args) -> Path:
 def cmd_sweep(args: argparse.Namespace) -> int:
     if args.sweep == "report":
         if not args.dir:
-            raise WattschedError("sweep report: give the results directory: wattsched sweep report DIR")
+            raise ConfigError("sweep report: give the results directory: wattsched sweep report DIR")
         from wattsched.sweep.report import write_report
 
         path = write_report(Path(args.dir))
         print(f"wrote {path}")
         return 0
     if args.dir:
-        raise WattschedError(f"sweep: unexpected argument {args.dir!r} (did you mean `wattsched sweep report DIR`?)")
+        raise ConfigError(f"sweep: unexpected argument {args.dir!r} (did you mean `wattsched sweep report DIR`?)")
     if args.workers is not None and args.workers < 1:
-        raise WattschedError("--workers: expected a positive integer")
+        raise ConfigError("--workers: expected a positive integer")
     from wattsched.sweep.expand import axis_columns, expand
     from wattsched.sweep.spec import load_sweep
 
@@ -116,7 +116,7 @@ def cmd_traces_slice(args: argparse.Namespace) -> int:
     check_files(cfg)
     blocks = [b for b in cfg.blocks() if b.slices is not None]
     if not blocks:
-        raise WattschedError(f"{cfg.source}: axes: no `slices` axis")
+        raise ConfigError(f"{cfg.source}: axes: no `slices` axis")
     platform = base_platform(cfg)
     sl = blocks[0].slices
     specs = slice_specs(sl, len(platform))

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from wattsched.errors import ConfigError, WattschedError
+from wattsched.errors import ConfigError, MissingDependencyError
 
 # --------------------------------------------------------------------------- one run (on a worker)
 
@@ -47,7 +47,7 @@ def _platform(sim: dict):
 
 
 def _augment_params(sim: dict):
-    from wattsched.sim.augment import AugmentParams
+    from wattsched.workload.augment import AugmentParams
 
     spec = dict(sim.get("augment") or {})
     if not spec.pop("enabled", True):
@@ -100,8 +100,8 @@ def _prepared_slice(spec: dict, platform, cache_dir: str | None):
 def _whole_trace(spec: dict, platform):
     """The jobs of a whole trace (read and augmented once per process)."""
     from wattsched.config import SimConfig
-    from wattsched.sim.augment import augment_workload
     from wattsched.sim.run import open_workload
+    from wattsched.workload.augment import augment_workload
 
     sim = spec["sim"]
     key = repr((spec["trace"], sim.get("platform"), sim.get("procs"), sim.get("augment"), sim["seed"],
@@ -121,7 +121,8 @@ def _whole_trace(spec: dict, platform):
 
 def _cap_schedule(spec: dict, platform, offset_s: float):
     """The run's cap schedule: the caps axis value (in ``cap_window`` if given) and DR events, by minimum."""
-    from wattsched.config import CapEntryConfig, _cap_in_watts, cap_schedule_from_entries, parse_cap_value
+    from wattsched.config import CapEntryConfig, cap_schedule_from_entries, parse_cap_value
+    from wattsched.config.caps import _cap_in_watts
     from wattsched.model.constraints import CapSchedule, CapStep
 
     cap = spec["cap"]
@@ -229,11 +230,11 @@ def run_one(spec: dict, cache_dir: str | None = None) -> dict:
     """
     import numpy as np
 
+    from wattsched.config.platform import response_classes_of
     from wattsched.policies import make_policy
     from wattsched.predictors import make_predictor
     from wattsched.sim.engine import Engine, EngineOptions
     from wattsched.sim.metrics import summarize
-    from wattsched.sim.platforms import response_classes_of
 
     sim = spec["sim"]
     platform = _platform(sim)
@@ -362,7 +363,7 @@ def make_cluster(cluster_cfg, *, workers: int | None = None, scheduler: str | No
         except ImportError:
             from wattsched.sweep import INSTALL_HINT
 
-            raise WattschedError(f"cluster: {{kind: slurm}} needs dask-jobqueue: {INSTALL_HINT}") from None
+            raise MissingDependencyError(f"cluster: {{kind: slurm}} needs dask-jobqueue: {INSTALL_HINT}") from None
         log_dir.mkdir(parents=True, exist_ok=True)
         kwargs: dict[str, Any] = {
             "cores": cluster_cfg.cores,

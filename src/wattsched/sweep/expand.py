@@ -20,7 +20,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from wattsched import __version__
-from wattsched.config import SimConfig, _format_loc, error_items
+from wattsched.config import SimConfig, error_items
+from wattsched.config.base import _format_loc
 from wattsched.errors import ConfigError, WattschedError
 from wattsched.sweep.spec import AXES, AxesConfig, CapScheduleValue, PluginEntry, SweepConfig
 
@@ -281,7 +282,7 @@ def _resolve(cfg: SweepConfig, frag: dict, locs: dict, checked_plugins: set, che
             label = f"{cfg.source}: {_format_loc(src)}" + (".params" if src[-1] != kind else "")
             (make_policy if kind == "policy" else make_predictor)(name, params, source=label)
         except WattschedError as exc:
-            from wattsched.config import _line_for
+            from wattsched.config.base import _line_for
 
             line = _line_for(src, cfg._lines)
             raise ConfigError(str(exc) + ("" if line is None else f" (line {line})")) from None

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from wattsched.errors import WattschedError
+from wattsched.errors import RunDirError
 
 REPLICATE = ("seed", "slice", "t0_s")
 """Axis columns aggregated over (the spread of a combination's metric comes from them)."""
@@ -193,7 +193,7 @@ def write_report(directory: str | Path) -> Path:
 
     directory = Path(directory)
     if not (directory / "results.sqlite").exists():
-        raise WattschedError(f"{directory}: no results.sqlite here; run `wattsched sweep SWEEP.yaml` first")
+        raise RunDirError(f"{directory}: no results.sqlite here; run `wattsched sweep SWEEP.yaml` first")
     store = Store(directory)
     meta = store.meta("sweep", {}) or {}
     keys = set(meta.get("keys") or []) or None

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from wattsched.sim.workload import TraceJob
+from wattsched.workload.records import TraceJob
 
 H = 3600.0
 DAY = 86400.0
@@ -45,7 +45,7 @@ _TRACES: dict[tuple[str, int, int], Trace] = {}
 
 def load_trace(path: str, cores_per_node: int, machine_nodes: int) -> Trace:
     """The cleaned trace (cached per process); jobs wider than the machine are dropped and counted."""
-    from wattsched.sim.swf import _open_text, read_swf
+    from wattsched.workload.swf import _open_text, read_swf
 
     key = (str(path), cores_per_node, machine_nodes)
     tr = _TRACES.get(key)
@@ -216,8 +216,8 @@ def prepare_slice(spec: SliceSpec, platform, augment_params, seed: int) -> Prepa
     from wattsched.model.job import Job
     from wattsched.predictors import make_predictor
     from wattsched.predictors.base import CompletedJob
-    from wattsched.sim.augment import augment_workload
-    from wattsched.sim.workload import Workload
+    from wattsched.workload.augment import augment_workload
+    from wattsched.workload.records import Workload
 
     tr = load_trace(spec.trace, spec.cores_per_node, len(platform))
     origin = spec.origin_s

@@ -18,13 +18,12 @@ from wattsched.config import (
     EnergyBudgetConfig,
     SimConfig,
     StrictModel,
-    _require_mapping,
     field_problems,
     format_validation_error,
     parse_cap_value,
     read_yaml,
-    register_config_kind,
 )
+from wattsched.config.base import _require_mapping
 from wattsched.errors import ConfigError
 
 AXES = ("traces", "slices", "platforms", "policies", "predictors", "caps", "energy_budgets", "dr_events",
@@ -317,9 +316,6 @@ class SweepConfig(StrictModel):
         return [AxesConfig.model_validate({**common, **b.model_dump(exclude_none=True)}) for b in self.grid]
 
 
-register_config_kind("sweep", SweepConfig, ("axes", "grid"))
-
-
 def _resolve(base_dir: Path, p: Any) -> Any:
     if p is None or os.path.isabs(str(p)):
         return p
@@ -425,7 +421,7 @@ def check_files(cfg: SweepConfig) -> None:
 
 def located(cfg: SweepConfig, loc: tuple, message: str) -> str:
     """``FILE: key.path: message (line N)``, the format of every config error."""
-    from wattsched.config import _format_loc, _line_for
+    from wattsched.config.base import _format_loc, _line_for
 
     line = _line_for(loc, cfg._lines)
     return f"{cfg.source}: {_format_loc(loc)}: {message}" + ("" if line is None else f" (line {line})")

@@ -27,8 +27,8 @@ wraps it at ``max_energy_range_uj`` as the hardware does; a power emulator calls
 
 Run as a module to build a tree from a shell::
 
-    python -m wattsched.agent.fake ROOT --packages 2 --cpus 8
-    python -m wattsched.agent.fake ROOT --advance 0 150.5     # add 150.5 J to package 0
+    python -m wattsched.testing.fake_sysfs ROOT --packages 2 --cpus 8
+    python -m wattsched.testing.fake_sysfs ROOT --advance 0 150.5     # add 150.5 J to package 0
 """
 
 from __future__ import annotations
@@ -253,7 +253,7 @@ def advance_energy(root: str | os.PathLike, package: int, joules: float) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m wattsched.agent.fake",
+    p = argparse.ArgumentParser(prog="python -m wattsched.testing.fake_sysfs",
                                 description="Create or refresh a fake RAPL powercap + cpufreq sysfs tree under ROOT.")
     p.add_argument("root", metavar="ROOT", help="directory standing for /sys")
     p.add_argument("--packages", type=int, default=1, help="CPU packages (RAPL zones), default 1")

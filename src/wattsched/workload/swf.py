@@ -35,7 +35,7 @@ import zlib
 from collections.abc import Iterator
 
 from wattsched.errors import TraceError
-from wattsched.sim.workload import CleaningReport, TraceJob, Workload
+from wattsched.workload.records import CleaningReport, TraceJob, Workload
 
 FIELDS = (
     "job_number", "submit_time", "wait_time", "run_time", "allocated_procs", "avg_cpu_time",
@@ -137,7 +137,7 @@ def read_swf(
     default_walltime: str | float = "runtime",
     skip_bad_lines: bool = False,
 ) -> Workload:
-    """Open an SWF trace as a streamed :class:`~wattsched.sim.workload.Workload`.
+    """Open an SWF trace as a streamed :class:`~wattsched.workload.records.Workload`.
 
     Parameters
     ----------

@@ -68,7 +68,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from wattsched.errors import ConfigError
 from wattsched.model.platform import NodePowerModel
-from wattsched.sim.workload import TraceJob, Workload
+from wattsched.workload.records import TraceJob, Workload
 
 __all__ = ["AugmentParams", "augment", "augment_workload", "job_uniforms", "splitmix64", "stable_hash"]
 
@@ -364,7 +364,7 @@ def augment_workload(workload: Workload, node_power: NodePowerModel, params: Aug
         has_power=True,
         notes=[
             *workload.notes,
-            f"power augmented (wattsched.sim.augment), seed={seed}, params={params.model_dump_json()}",
+            f"power augmented (wattsched.workload.augment), seed={seed}, params={params.model_dump_json()}",
         ],
         header=dict(workload.header),
     )

@@ -19,7 +19,7 @@ simulator's meters would show (see ``Engine._true_estimate``): the trace's
 ``mean_w``/``max_w``/``std_w``, the statistics of its ``power_series``, or the
 node's busy power plus GPUs at TDP for a job without power. Traces without
 power are augmented first, exactly as ``wattsched simulate`` does
-(:func:`wattsched.sim.augment.augment_workload` with the config's ``augment``
+(:func:`wattsched.workload.augment.augment_workload` with the config's ``augment``
 options and ``seed``).
 
 :func:`evaluate` runs the replay on any stream of jobs; :func:`run_evaluation`
@@ -49,7 +49,7 @@ from wattsched.model.platform import Platform
 from wattsched.predictors import make_predictor, predictor_class
 from wattsched.predictors.base import CompletedJob
 from wattsched.sim.engine import Engine
-from wattsched.sim.workload import TraceJob, true_power
+from wattsched.workload.records import TraceJob, true_power
 
 METRICS = ("mean", "max", "std")
 CONVENTION = (
@@ -288,8 +288,8 @@ def run_evaluation(
     (:func:`wattsched.sim.run.build_platform`, :func:`~wattsched.sim.run.open_workload`),
     and power is augmented the same way when the trace has none.
     """
-    from wattsched.sim.augment import AugmentParams, augment_workload
     from wattsched.sim.run import build_platform, open_workload
+    from wattsched.workload.augment import AugmentParams, augment_workload
 
     platform = build_platform(config)
     source = open_workload(config, platform)

@@ -30,7 +30,7 @@ The job features are drawn independently of the arrivals:
 * user (:class:`UsersDist`): Zipf-like, user ``k`` (1-based rank) drawn with
   probability proportional to ``k ** -zipf_s``.
 
-Synthetic jobs carry no power; use :mod:`wattsched.sim.augment` to add it.
+Synthetic jobs carry no power; use :mod:`wattsched.workload.augment` to add it.
 Determinism: each of the five aspects (arrivals, nodes, run times,
 overestimation, users) has its own stream spawned from ``seed`` through
 :class:`numpy.random.SeedSequence`, so the same arguments give the same jobs
@@ -47,7 +47,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from wattsched.errors import ConfigError
-from wattsched.sim.workload import CleaningReport, TraceJob, Workload
+from wattsched.workload.records import CleaningReport, TraceJob, Workload
 
 __all__ = ["ARRIVALS", "ArrivalParams", "DurationDist", "NodesDist", "UsersDist", "generate"]
 

@@ -28,7 +28,7 @@ The node draws ``power_w``; while a limit is active it reports
 
 Run it on its own::
 
-    python -m wattsched.daemon.testbmc --port 9623 --user admin --password-file pw.txt --power-w 300
+    python -m wattsched.testing.fake_bmc --port 9623 --user admin --password-file pw.txt --power-w 300
     ipmitool -I lanplus -H 127.0.0.1 -p 9623 -U admin -f pw.txt -C 3 dcmi power reading
 
 ``--port 0`` picks a free port; the first line printed is
@@ -237,7 +237,7 @@ class DcmiState:
 
 
 def _pyghmi_bmc_class():
-    # Imported here so that `import wattsched.daemon.testbmc` (and DcmiState) works without pyghmi.
+    # Imported here so that `import wattsched.testing.fake_bmc` (and DcmiState) works without pyghmi.
     from pyghmi.ipmi.bmc import Bmc
 
     class _DcmiBmc(Bmc):
@@ -349,11 +349,11 @@ def start_test_bmc(
     extra_args: Sequence[str] = (),
     timeout_s: float = 15.0,
 ) -> TestBmcProcess:
-    """Start ``python -m wattsched.daemon.testbmc`` and wait until it listens.
+    """Start ``python -m wattsched.testing.fake_bmc`` and wait until it listens.
 
     The password is read by the child from ``password_file``; it is never on a command line.
     """
-    cmd = [sys.executable, "-m", "wattsched.daemon.testbmc", "--host", host, "--port", str(port), "--user", user,
+    cmd = [sys.executable, "-m", "wattsched.testing.fake_bmc", "--host", host, "--port", str(port), "--user", user,
            "--password-file", str(password_file), "--power-w", str(power_w), *extra_args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ready: list[str] = []
@@ -383,16 +383,16 @@ def _read_password(path: str) -> str:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise SystemExit(f"testbmc: cannot read the password file {path}: {exc.strerror}") from None
+        raise SystemExit(f"fake_bmc: cannot read the password file {path}: {exc.strerror}") from None
     password = text.splitlines()[0] if text else ""
     if not password:
-        raise SystemExit(f"testbmc: the password file {path} is empty")
+        raise SystemExit(f"fake_bmc: the password file {path} is empty")
     return password
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m wattsched.daemon.testbmc",
+        prog="python -m wattsched.testing.fake_bmc",
         description="A test BMC on loopback answering ipmitool's DCMI power commands over lanplus (-C 3).",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")

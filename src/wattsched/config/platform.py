@@ -45,7 +45,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from wattsched.config import StrictModel, field_problems, load_yaml_model, register_config_kind
+from wattsched.config.base import StrictModel, field_problems, load_yaml_model
 from wattsched.errors import ConfigError
 from wattsched.model.platform import Node, NodePowerModel, Platform
 from wattsched.model.response import (
@@ -554,6 +554,3 @@ def _positive_int(value: Any, key: str, what: str) -> int:
 def response_classes_of(platform: Platform) -> dict[str, ResponseModel]:
     """The platform's response classes: those of its file, or ``DEFAULT_CLASSES``."""
     return dict(platform.response_classes)
-
-
-register_config_kind("platform", PlatformConfig, ("node_groups",))

@@ -2,7 +2,7 @@
 
 A job table is the simplest way to hand the simulator a workload that has per-job
 power (Marconi100/PM100, site exports, synthetic workloads after augmentation).
-:func:`read_job_table` turns one into a :class:`~wattsched.sim.workload.Workload`
+:func:`read_job_table` turns one into a :class:`~wattsched.workload.records.Workload`
 and :func:`write_job_table` writes jobs back; the two round-trip exactly.
 
 Formats
@@ -112,8 +112,8 @@ from datetime import datetime, timezone
 from itertools import pairwise
 from typing import Any
 
-from wattsched.errors import TraceError, WattschedError
-from wattsched.sim.workload import TraceJob, Workload
+from wattsched.errors import MissingDependencyError, OutputError, TraceError
+from wattsched.workload.records import TraceJob, Workload
 
 __all__ = [
     "COLUMNS",
@@ -157,10 +157,6 @@ _INFINITE = frozenset({"INFINITE", "UNLIMITED"})
 _TRUE = frozenset({"true", "t", "yes", "y", "1"})
 _FALSE = frozenset({"false", "f", "no", "n", "0"})
 _PARQUET_BATCH = 65536
-
-
-class MissingDependencyError(WattschedError, ImportError):
-    """An optional dependency needed for the requested operation is not installed."""
 
 
 class _Invalid(Exception):
@@ -796,7 +792,7 @@ def arrow_column(values, kind: str, *, nulls: bool = True):
     try:
         data = np.ascontiguousarray(np.asarray(values, dtype=dtype))
     except (TypeError, ValueError, OverflowError) as exc:
-        raise WattschedError(f"cannot write a {kind} column: {exc}") from None
+        raise OutputError(f"cannot write a {kind} column: {exc}") from None
     return pa.Array.from_buffers(getattr(pa, kind)(), n, [validity, pa.py_buffer(data)])
 
 
@@ -807,8 +803,8 @@ def _job_arrow_table(jobs: Iterable[TraceJob]):
     for name, kind in zip(COLUMNS, _WRITE_TYPES):
         try:
             arrays.append(arrow_column(cols[name], kind))
-        except WattschedError as exc:
-            raise WattschedError(f"column {name!r}: {exc}") from None
+        except OutputError as exc:
+            raise OutputError(f"column {name!r}: {exc}") from None
     return pa.Table.from_arrays(arrays, names=list(COLUMNS))
 
 

@@ -16,18 +16,16 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from wattsched.config import (
+from wattsched.config.base import StrictModel, field_problems
+from wattsched.config.caps import (
     CapEntryConfig,
     CapValue,
     DemandResponseEventConfig,
-    StrictModel,
     _check_cap_entries,
-    field_problems,
     parse_cap_value,
     read_cap_entries,
-    register_config_kind,
 )
-from wattsched.sim.platforms import PowerModelConfig
+from wattsched.config.platform import PowerModelConfig
 
 
 class SlurmConfig(StrictModel):
@@ -565,8 +563,8 @@ class DaemonConfig(StrictModel):
     @classmethod
     def _platform(cls, v):
         if v is not None:
+            from wattsched.config.platform import load_platform_config
             from wattsched.errors import ConfigError
-            from wattsched.sim.platforms import load_platform_config
 
             try:
                 load_platform_config(v)
@@ -609,6 +607,3 @@ class DaemonConfig(StrictModel):
     @property
     def heartbeat_path(self) -> Path:
         return self.heartbeat_file or self.state_dir / "heartbeat"
-
-
-register_config_kind("daemon", DaemonConfig, ("slurm", "gate", "poll_interval_s"))
