@@ -135,7 +135,7 @@ def test_without_dask_the_sweep_says_what_to_install(write_sweep, tmp_path):
 def test_bad_file_fails_before_any_run(write_sweep, tmp_path):
     proc = _sweep(write_sweep(SMALL.replace("  caps:", "  capz:")), "--out", tmp_path / "out", check=False)
     assert proc.returncode == 2
-    assert re.search(r"sweep\.yaml: axes\.capz: unknown key; did you mean 'caps'\?", proc.stderr)
+    assert re.search(r"sweep\.yaml:\d+: axes\.capz: unknown key; did you mean 'caps'\?", proc.stderr)
     assert not (tmp_path / "out").exists()
 
 

@@ -279,13 +279,14 @@ def _resolve(cfg: SweepConfig, frag: dict, locs: dict, checked_plugins: set, che
             continue
         src = locs.get(kind) or ("base", kind)
         try:
-            label = f"{cfg.source}: {_format_loc(src)}" + (".params" if src[-1] != kind else "")
-            (make_policy if kind == "policy" else make_predictor)(name, params, source=label)
-        except WattschedError as exc:
             from wattsched.config.base import _line_for
 
             line = _line_for(src, cfg._lines)
-            raise ConfigError(str(exc) + ("" if line is None else f" (line {line})")) from None
+            where = cfg.source if line is None else f"{cfg.source}:{line}"
+            label = f"{where}: {_format_loc(src)}" + (".params" if src[-1] != kind else "")
+            (make_policy if kind == "policy" else make_predictor)(name, params, source=label)
+        except WattschedError as exc:
+            raise ConfigError(str(exc)) from None
         checked_plugins.add(pkey)
     spec = {
         "trace": str(trace),

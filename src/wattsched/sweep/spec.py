@@ -1,6 +1,6 @@
 """The sweep file: a base simulation config plus axes, validated whole before any run starts.
 
-Errors name the file, the key and its line (``FILE: axes.caps[2]: message (line N)``),
+Errors name the file, the line and the key (``FILE:LINE: axes.caps[2]: message``),
 with the helpers of :mod:`wattsched.config`.
 """
 
@@ -420,11 +420,11 @@ def check_files(cfg: SweepConfig) -> None:
 
 
 def located(cfg: SweepConfig, loc: tuple, message: str) -> str:
-    """``FILE: key.path: message (line N)``, the format of every config error."""
+    """``FILE:LINE: key.path: message``, the format of every config error."""
     from wattsched.config.base import _format_loc, _line_for
+    from wattsched.errors import located as _located
 
-    line = _line_for(loc, cfg._lines)
-    return f"{cfg.source}: {_format_loc(loc)}: {message}" + ("" if line is None else f" (line {line})")
+    return _located(cfg.source, _line_for(loc, cfg._lines), _format_loc(loc), message)
 
 
 def config_reference(model_reference) -> list[str]:
