@@ -31,11 +31,13 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
-## bench: simulation throughput on every trace in ../shared/traces, easy-pc overhead, one daemon cycle at scale
+## bench: simulation throughput on every trace in ../shared/traces, easy-pc overhead, one daemon cycle at scale,
+## the whole `wattsched simulate` process (report included) against AccaSim
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_throughput.py
 	$(BIN)/python benchmarks/easy_pc_overhead.py
 	$(BIN)/python benchmarks/daemon_cycle.py
+	$(BIN)/python benchmarks/cli_whole_process.py
 
 ## lwp: the lightweight-predictions reproduction (1,530 runs as a sweep on a local Dask cluster)
 lwp: $(STAMP)

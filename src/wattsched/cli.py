@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -130,7 +132,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from wattsched.sim.run import run_simulation
 
     config = _sim_config(args)
-    outcome = run_simulation(config, progress=not args.quiet, report=not args.no_report)
+    with _sigterm_exits():
+        outcome = run_simulation(config, progress=not args.quiet, report=not args.no_report)
     if args.json:
         print(json.dumps(outcome.summary, indent=2, default=str))
     else:
@@ -154,6 +157,23 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _sigterm_exits():
+    """Turn SIGTERM into ``SystemExit(143)`` so a run cleans up its partial outputs on the way out."""
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    try:
+        old = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Simulate the bundled trace under a cap, with the packaged demo config."""
     from importlib.resources import as_file, files
@@ -171,6 +191,23 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     path = write_html_report(Path(args.run_dir))
     print(path)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from wattsched.sim.export import write_batsim_jobs, write_swf
+    from wattsched.sim.report import load_run
+
+    run, _ = load_run(Path(args.run_dir))
+    default = "schedule.swf" if args.format == "swf" else "batsim_jobs.csv"
+    out = Path(args.out) if args.out else Path(args.run_dir) / default
+    if out.is_dir():
+        raise WattschedError(f"--out: {out} is a directory; give a file name")
+    try:
+        n = (write_swf if args.format == "swf" else write_batsim_jobs)(run, out)
+    except OSError as exc:
+        raise WattschedError(f"--out: cannot write {out}: {exc.strerror}") from None
+    print(f"wrote {n} jobs to {out}", file=sys.stderr)
     return 0
 
 
@@ -368,6 +405,17 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Write a one-page, self-contained HTML report (plots embedded) for a run.")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("export", help="write a run's simulated schedule as SWF or Batsim/evalys jobs",
+                       description="Write the simulated schedule of a run directory for other tools: SWF "
+                       "(wait and run time filled in) or Batsim's jobs CSV, which evalys reads.",
+                       epilog="Example: wattsched export runs/kth --format swf --out kth-easy.swf")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--format", choices=("swf", "batsim"), required=True,
+                   help="swf: Standard Workload Format; batsim: Batsim's _jobs.csv columns (evalys JobSet)")
+    p.add_argument("--out", metavar="FILE", help="file to write (default RUN_DIR/schedule.swf or "
+                   "RUN_DIR/batsim_jobs.csv)")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("traces", help="inspect workload traces")
     tsub = p.add_subparsers(dest="traces_command", metavar="SUBCOMMAND", required=True)

@@ -238,3 +238,14 @@ def test_user_values_follow_the_documented_generator():
 def test_numpy_integer_seed_is_accepted():
     jobs = make_jobs(20)
     assert by_id(augment(jobs, POWER, AugmentParams(), np.int64(5))) == by_id(augment(jobs, POWER, AugmentParams(), 5))
+
+
+def test_in_place_gives_the_same_values_on_the_input_objects():
+    jobs = make_jobs(3000, n_users=40)
+    copies = list(augment(jobs, POWER, AugmentParams(), seed=11))
+    fresh = make_jobs(3000, n_users=40)
+    out = list(augment(fresh, POWER, AugmentParams(), seed=11, in_place=True))
+    assert all(a is b for a, b in zip(out, fresh))
+    assert [(j.mean_w, j.max_w, j.std_w, j.app_class) for j in out] == [
+        (j.mean_w, j.max_w, j.std_w, j.app_class) for j in copies]
+    assert all(j.mean_w is None for j in jobs)  # the copying form leaves its input alone

@@ -210,7 +210,8 @@ def _check(node_power: NodePowerModel, seed: int) -> int:
 
 
 def augment(
-    jobs: Iterable[TraceJob], node_power: NodePowerModel, params: AugmentParams, seed: int
+    jobs: Iterable[TraceJob], node_power: NodePowerModel, params: AugmentParams, seed: int, *,
+    in_place: bool = False,
 ) -> Iterator[TraceJob]:
     """Give every job without power a seeded per-node power and an application class.
 
@@ -227,13 +228,18 @@ def augment(
         The distributions.
     seed
         Integer in ``[0, 2**64)``.
+    in_place
+        Set the power fields on the input jobs themselves instead of copying
+        them (for a caller that owns the jobs, such as a run reading its trace);
+        the values are the same.
 
     Returns
     -------
     Iterator[TraceJob]
         A generator of the jobs in input order: new :class:`TraceJob` objects
         with ``mean_w``, ``max_w``, ``std_w`` and ``app_class`` set, or the
-        input job itself when it already had ``mean_w``. Input jobs are not modified.
+        input job itself when it already had ``mean_w``. Input jobs are not
+        modified unless ``in_place``.
 
     Raises
     ------
@@ -248,10 +254,11 @@ def augment(
     >>> 95.0 <= out.mean_w <= out.max_w <= 190.738, out.app_class in {"cpu", "memory", "mixed"}
     (True, True)
     """
-    return _augment(iter(jobs), node_power, params, _check(node_power, seed))
+    return _augment(iter(jobs), node_power, params, _check(node_power, seed), in_place)
 
 
-def _augment(jobs: Iterator[TraceJob], node_power: NodePowerModel, p: AugmentParams, seed: int):
+def _augment(jobs: Iterator[TraceJob], node_power: NodePowerModel, p: AugmentParams, seed: int,
+             in_place: bool = False):
     idle_w, busy_w, busy_min_w = float(node_power.idle_w), float(node_power.busy_w), float(node_power.busy_min_w)
     classes = sorted(p.class_probs)
     cum = np.cumsum([p.class_probs[c] for c in classes])
@@ -297,6 +304,13 @@ def _augment(jobs: Iterator[TraceJob], node_power: NodePowerModel, p: AugmentPar
         switched = np.searchsorted(cum, u[4], side="right")
         cls = np.where(u[3] < p.class_switch_prob, switched, user_class)
 
+        if in_place:
+            for j, m, x, s, c in zip(todo, mean.tolist(), mx.tolist(), std.tolist(), cls.tolist()):
+                j.mean_w, j.max_w, j.std_w = m, x, s
+                if not j.app_class:
+                    j.app_class = classes[c]
+            yield from block
+            continue
         made = iter([
             _with_power(j, m, x, s, j.app_class or classes[c])
             for j, m, x, s, c in zip(todo, mean.tolist(), mx.tolist(), std.tolist(), cls.tolist())
@@ -335,7 +349,8 @@ _with_power = (
 )
 
 
-def augment_workload(workload: Workload, node_power: NodePowerModel, params: AugmentParams, seed: int) -> Workload:
+def augment_workload(workload: Workload, node_power: NodePowerModel, params: AugmentParams, seed: int, *,
+                     in_place: bool = False) -> Workload:
     """Wrap a workload's job stream in :func:`augment`; the result has ``has_power`` set.
 
     The returned workload shares ``report`` with the input (it still fills in
@@ -345,7 +360,7 @@ def augment_workload(workload: Workload, node_power: NodePowerModel, params: Aug
     """
     return replace(
         workload,
-        jobs=augment(workload.jobs, node_power, params, seed),
+        jobs=augment(workload.jobs, node_power, params, seed, in_place=in_place),
         has_power=True,
         notes=[
             *workload.notes,

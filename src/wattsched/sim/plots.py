@@ -2,6 +2,7 @@
 
 The figures are drawn on matplotlib's Agg canvas directly (no pyplot, no
 screen, no global backend switch), so plotting is safe in workers and threads.
+Margins are fixed (no layout engine), which keeps a plot's cost that of drawing it.
 
 Long timelines are reduced to at most ``max_points`` bins before drawing. The
 reduction is exact for the piecewise-constant timeline: a bin's maximum is
@@ -113,9 +114,17 @@ def _series(t: np.ndarray, v: np.ndarray, kind: str, max_points: int) -> tuple[n
     return bins.edges, np.append(y, y[-1])
 
 
+def _margins(fig: Figure, width_in: float, height_in: float, *, top_in: float = 0.45, hspace: float = 0.12,
+             wspace: float = 0.0) -> None:
+    """Fixed margins in inches: a layout engine measures every label and costs more than drawing the figure."""
+    fig.subplots_adjust(left=0.75 / width_in, right=1 - 0.2 / width_in, bottom=0.55 / height_in,
+                        top=1 - top_in / height_in, hspace=hspace, wspace=wspace)
+
+
 def _new_figure(rows: int = 1, height: float = 3.6) -> tuple[Figure, list]:
-    fig = Figure(figsize=(9.0, height * rows), dpi=_DPI, layout="constrained")
+    fig = Figure(figsize=(9.0, height * rows), dpi=_DPI)
     FigureCanvasAgg(fig)
+    _margins(fig, 9.0, height * rows)
     axes = [fig.add_subplot(rows, 1, 1)]
     for i in range(2, rows + 1):
         axes.append(fig.add_subplot(rows, 1, i, sharex=axes[0]))
@@ -298,8 +307,9 @@ def plot_wait_slowdown(
     never started are left out of the waits, jobs that never ended out of the
     slowdown.
     """
-    fig = Figure(figsize=(10.0, 3.8), dpi=_DPI, layout="constrained")
+    fig = Figure(figsize=(10.0, 3.8), dpi=_DPI)
     FigureCanvasAgg(fig)
+    _margins(fig, 10.0, 3.8, top_in=0.75, wspace=0.18)
     ax_w, ax_b = fig.subplots(1, 2)
     fig.suptitle(_title(result, "Waits and slowdown"))
     jobs = result.jobs

@@ -1,25 +1,30 @@
 """Run directories: writing a run's tables, summary and plots, reading them back, and the HTML report.
 
-A run directory holds:
+A run directory holds (``docs/outputs.md`` gives every column with its unit):
 
 ``summary.json``
-    ``{"summary": {...metrics...}, "info": {...run information...}}``.
-``jobs.csv``
+    ``{"summary": {...metrics...}, "info": {...run information...}}``; ``info["tables"]``
+    gives the row count of each table.
+``jobs.parquet``, ``jobs.csv``
     One row per job, columns :data:`~wattsched.sim.result.JOB_COLUMNS`.
-``timeline.csv``
+``timeline.parquet``, ``timeline.csv``
     Columns :data:`~wattsched.sim.result.TIMELINE_COLUMNS` (piecewise constant).
 ``power.png``, ``utilization.png``, ``wait_slowdown.png``
     The plots.
 ``report.html``
     One self-contained page (plots embedded), written by :func:`write_html_report`.
+``complete.json``
+    The completion marker, written last: the format version and the row counts.
+    A directory without it was not finished and is refused by :func:`load_run`.
 
-Numbers are written with ``repr`` so they read back exactly.
+Tables are written through pyarrow: Parquet (zstd) is what :func:`load_run` reads;
+the CSV copies are for spreadsheets. Floats are written in their shortest exact
+form, so the CSV files read back bit for bit too.
 """
 
 from __future__ import annotations
 
 import base64
-import csv
 import html
 import json
 import math
@@ -33,8 +38,13 @@ from wattsched.errors import WattschedError
 from wattsched.sim.result import JOB_COLUMNS, TIMELINE_COLUMNS
 
 PLOTS = ("power.png", "utilization.png", "wait_slowdown.png")
+MARKER = "complete.json"
+"""Name of the completion marker of a run directory."""
+FORMAT_VERSION = 2
+"""Version of the run-directory layout, recorded in the marker."""
 _TEXT_COLUMNS = ("user", "state")
 _INT_COLUMNS = ("id", "nodes", "evictions")
+_TABLES = {"jobs": JOB_COLUMNS, "timeline": TIMELINE_COLUMNS}
 
 
 @dataclass
@@ -69,30 +79,65 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _write_csv(path: Path, columns: tuple[str, ...], table: dict[str, np.ndarray]) -> None:
-    cols = [table[c].tolist() for c in columns]
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh, lineterminator="\n")
-        w.writerow(columns)
-        w.writerows(zip(*cols))
+def _arrow_type(pa, name: str):
+    if name in _TEXT_COLUMNS:
+        return pa.string()
+    if name in _INT_COLUMNS:
+        return pa.int64()
+    return pa.float64()
 
 
-def _read_csv(path: Path, columns: tuple[str, ...]) -> dict[str, np.ndarray]:
-    with open(path, encoding="utf-8", newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, None)
-        if header is None or tuple(header) != columns:
-            raise WattschedError(f"{path}: unexpected columns {header}; expected {list(columns)}")
-        rows = list(reader)
-    raw = list(zip(*rows)) if rows else [() for _ in columns]
-    out: dict[str, np.ndarray] = {}
-    for name, values in zip(columns, raw):
-        if name in _TEXT_COLUMNS:
-            out[name] = np.array(values, dtype=object)
-        elif name in _INT_COLUMNS:
-            out[name] = np.array([int(v) for v in values], dtype=np.int64)
+def _arrow_table(columns: tuple[str, ...], table: dict[str, np.ndarray]):
+    import pyarrow as pa
+
+    from wattsched.sim.tables import arrow_column
+
+    kinds = {c: "string" if c in _TEXT_COLUMNS else "int64" if c in _INT_COLUMNS else "float64" for c in columns}
+    arrays = [arrow_column(table[c], kinds[c], nulls=False) for c in columns]
+    return pa.Table.from_arrays(arrays, names=list(columns))
+
+
+def _write_table(out: Path, name: str, columns: tuple[str, ...], table: dict[str, np.ndarray]) -> int:
+    import pyarrow.parquet as pq
+
+    from wattsched.sim.tables import write_csv_table
+
+    at = _arrow_table(columns, table)
+    pq.write_table(at, out / f"{name}.parquet", compression="zstd")
+    write_csv_table(at, out / f"{name}.csv")
+    return at.num_rows
+
+
+def _read_table(run_dir: Path, name: str, columns: tuple[str, ...]) -> dict[str, np.ndarray]:
+    import pyarrow as pa
+
+    path = run_dir / f"{name}.parquet"
+    try:
+        if path.exists():
+            import pyarrow.parquet as pq
+
+            at = pq.read_table(path)
         else:
-            out[name] = np.array([float(v) for v in values], dtype=np.float64)
+            import pyarrow.csv as pacsv
+
+            path = run_dir / f"{name}.csv"
+            if not path.exists():
+                raise WattschedError(f"{run_dir}: incomplete run directory: {name}.parquet and {name}.csv are "
+                                     "missing; run `wattsched simulate` again")
+            types = {c: _arrow_type(pa, c) for c in columns}
+            at = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types=types,
+                                                                             strings_can_be_null=False))
+    except (pa.ArrowException, OSError) as exc:
+        raise WattschedError(f"{path}: cannot read the table: {exc}") from None
+    if tuple(at.column_names) != columns:
+        raise WattschedError(f"{path}: unexpected columns {at.column_names}; expected {list(columns)}")
+    out: dict[str, np.ndarray] = {}
+    for c in columns:
+        col = at.column(c)
+        if c in _TEXT_COLUMNS:
+            out[c] = np.array(col.to_pylist(), dtype=object)
+        else:
+            out[c] = col.to_numpy()
     return out
 
 
@@ -106,21 +151,60 @@ def write_plots(result: Any, out_dir: Path, bsld_threshold_s: float = 10.0) -> l
     ]
 
 
-def write_run(result: Any, out_dir: str | Path, summary: dict, *, plots: bool = True) -> Path:
-    """Write ``result`` and its ``summary`` into ``out_dir`` (created if needed)."""
+def write_run(result: Any, out_dir: str | Path, summary: dict, *, plots: bool = True,
+              marker: bool = True) -> dict[str, int]:
+    """Write ``result`` and its ``summary`` into ``out_dir`` (created if needed), the marker last.
+
+    Parameters
+    ----------
+    result
+        A :class:`~wattsched.sim.result.SimResult` (or a :class:`LoadedRun`).
+    out_dir
+        The run directory. :func:`wattsched.sim.run.run_simulation` passes a
+        temporary directory that it renames into place once complete.
+    summary
+        The summary metrics.
+    plots
+        Also draw the PNG plots.
+    marker
+        Write the completion marker (a caller that adds more files writes it
+        itself with :func:`write_marker` when it is done).
+
+    Returns
+    -------
+    dict
+        The row count of each table: ``{"jobs_rows": ..., "timeline_rows": ...}``.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    _write_csv(out / "jobs.csv", JOB_COLUMNS, result.jobs)
-    _write_csv(out / "timeline.csv", TIMELINE_COLUMNS, result.timeline)
-    doc = {"summary": _clean(summary), "info": _clean(result.info)}
+    (out / MARKER).unlink(missing_ok=True)
+    rows = {f"{name}_rows": _write_table(out, name, cols, getattr(result, name)) for name, cols in _TABLES.items()}
+    info = {**result.info, "tables": rows}
+    doc = {"summary": _clean(summary), "info": _clean(info)}
     (out / "summary.json").write_text(json.dumps(doc, indent=2, default=_json_default) + "\n", encoding="utf-8")
     if plots:
         write_plots(result, out, summary.get("bsld_threshold_s") or 10.0)
-    return out
+    if marker:
+        write_marker(out, rows)
+    return rows
+
+
+def write_marker(out_dir: str | Path, rows: dict[str, int]) -> Path:
+    """Write the completion marker of a run directory: the format version and the tables' row counts."""
+    path = Path(out_dir) / MARKER
+    path.write_text(json.dumps({"format_version": FORMAT_VERSION, **rows}) + "\n", encoding="utf-8")
+    return path
 
 
 def load_run(run_dir: str | Path) -> tuple[LoadedRun, dict]:
-    """Read a run directory back: ``(run, summary)``."""
+    """Read a run directory back: ``(run, summary)``.
+
+    Raises
+    ------
+    WattschedError
+        The directory is not a run directory, was not completed (no marker), or its
+        tables disagree with its summary or marker (row counts).
+    """
     run_dir = Path(run_dir)
     path = run_dir / "summary.json"
     if not path.exists():
@@ -129,9 +213,32 @@ def load_run(run_dir: str | Path) -> tuple[LoadedRun, dict]:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise WattschedError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
-    jobs = _read_csv(run_dir / "jobs.csv", JOB_COLUMNS)
-    timeline = _read_csv(run_dir / "timeline.csv", TIMELINE_COLUMNS)
-    return LoadedRun(jobs, timeline, doc.get("info", {})), doc.get("summary", {})
+    marker_path = run_dir / MARKER
+    if not marker_path.exists():
+        raise WattschedError(
+            f"{run_dir}: incomplete run directory (no {MARKER}): the run that wrote it did not finish or was made "
+            "by an older wattsched; run `wattsched simulate` again")
+    try:
+        marker = json.loads(marker_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise WattschedError(f"{marker_path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+    info = doc.get("info", {}) if isinstance(doc, dict) else {}
+    summary = doc.get("summary", {}) if isinstance(doc, dict) else {}
+    tables = {name: _read_table(run_dir, name, cols) for name, cols in _TABLES.items()}
+    expected = (info.get("tables") or {}) if isinstance(info, dict) else {}
+    for name, table in tables.items():
+        n = len(table[_TABLES[name][0]])
+        key = f"{name}_rows"
+        for source, counts in ((path, expected), (marker_path, marker if isinstance(marker, dict) else {})):
+            if counts.get(key) != n:
+                raise WattschedError(
+                    f"{source}: {key}: says {counts.get(key)!r} but {name} has {n} rows; the directory was "
+                    "changed after the run; run `wattsched simulate` again")
+    if isinstance(summary.get("n_jobs"), int) and summary["n_jobs"] != len(tables["jobs"]["id"]):
+        raise WattschedError(
+            f"{path}: summary: n_jobs: says {summary['n_jobs']} but the jobs table has {len(tables['jobs']['id'])} "
+            "rows; run `wattsched simulate` again")
+    return LoadedRun(tables["jobs"], tables["timeline"], info), summary
 
 
 def _embed(path: Path) -> str:
@@ -139,15 +246,28 @@ def _embed(path: Path) -> str:
     return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}">'
 
 
-def write_html_report(run_dir: str | Path) -> Path:
+def write_html_report(run_dir: str | Path, run: Any = None, summary: dict | None = None) -> Path:
     """Write ``report.html`` in ``run_dir``: run information, the summary table and the plots, in one file.
 
-    Plots missing from the directory are drawn again from the CSV tables.
+    Parameters
+    ----------
+    run_dir
+        The run directory.
+    run, summary
+        The run and its summary when the caller has them in memory (as
+        ``simulate`` does); otherwise they are read with :func:`load_run`.
+        Plots missing from the directory are drawn again.
+
+    Returns
+    -------
+    Path
+        ``run_dir / "report.html"``.
     """
     from wattsched.sim.metrics import summary_rows
 
     run_dir = Path(run_dir)
-    run, summary = load_run(run_dir)
+    if run is None or summary is None:
+        run, summary = load_run(run_dir)
     if any(not (run_dir / p).exists() for p in PLOTS):
         write_plots(run, run_dir, summary.get("bsld_threshold_s") or 10.0)
     info = run.info

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
+import secrets
+import shutil
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,25 +76,121 @@ def build_platform(config: SimConfig) -> Platform:
 
 
 def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = True, report: bool = True) -> RunOutcome:
-    """Simulate ``config``: read the trace, augment power if needed, run, summarise, write outputs."""
+    """Simulate ``config``: read the trace, augment power if needed, run, summarise, write outputs.
+
+    The outputs are written into a temporary directory beside the run directory
+    and renamed into place once complete: a run that fails or is interrupted
+    (an exception, Ctrl-C, SIGTERM turned into ``SystemExit`` by the CLI) leaves
+    the previous run directory as it was, and says so on stderr.
+    """
     from wattsched.policies import make_policy
-    from wattsched.sim.augment import AugmentParams, augment_workload
-    from wattsched.sim.engine import Engine, EngineOptions
-    from wattsched.sim.metrics import summarize
-    from wattsched.sim.platforms import response_classes_of
 
     platform = build_platform(config)
     policy = make_policy(config.policy, config.params, source=f"{config.source}: params")
     validate_plugins(config)
     cap = config.build_cap_schedule(platform)
     budgets = config.build_energy_budgets()
-    workload = open_workload(config, platform)
     out_dir = Path(config.out) if (write and config.out is not None) else None
     if write and out_dir is None:
-        out_dir = Path("runs") / f"{workload.name}-{config.policy}"
+        out_dir = Path("runs") / f"{_trace_name(config.trace)}-{config.policy}"
     if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        check_out_dir(out_dir)
+    workload = open_workload(config, platform)
+    staging = _staging_dir(out_dir) if out_dir is not None else None
+    try:
+        outcome = _run(config, platform, policy, cap, budgets, workload, staging, report, progress)
+        if staging is not None:
+            publish_run_dir(staging, out_dir)
+    except BaseException as exc:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+            what = ("the previous run there is untouched" if (out_dir / "summary.json").exists()
+                    else "nothing was written there")
+            reason = "interrupted" if isinstance(exc, KeyboardInterrupt | SystemExit) else "failed"
+            print(f"wattsched: {out_dir}: the run {reason}; {what}", file=sys.stderr)
+        raise
+    outcome.out_dir = out_dir
+    return outcome
 
+
+def _trace_name(trace) -> str:
+    name = Path(trace).name
+    for suffix in (".swf.gz", ".swf", ".csv.gz", ".csv", ".parquet", ".pq"):
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """Refuse, before any work, an ``--out`` that is a file, not writable, or a directory of something else.
+
+    An existing directory is replaced only when it is empty or a run directory
+    (it has ``summary.json`` or the completion marker).
+    """
+    from wattsched.sim.report import MARKER
+
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"--out: {out_dir} is a file, not a directory; give a directory for the run")
+    if out_dir.is_dir():
+        try:
+            entries = {p.name for p in out_dir.iterdir()}
+        except OSError as exc:
+            raise ConfigError(f"--out: cannot read {out_dir}: {exc.strerror}") from None
+        if entries and not entries & {"summary.json", MARKER}:
+            raise ConfigError(
+                f"--out: {out_dir} exists and is not a run directory (no summary.json); a run replaces its "
+                "directory whole, so give a new or empty directory")
+    parent = out_dir.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out: cannot create {parent}: {exc.strerror}") from None
+    if not parent.is_dir():
+        raise ConfigError(f"--out: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out: cannot write in {parent} (permission denied); give a writable place")
+
+
+def _staging_dir(out_dir: Path) -> Path:
+    # os.mkdir, not tempfile.mkdtemp: the run directory gets the umask's permissions, not 0700
+    path = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        path.mkdir()
+        return path
+    except OSError as exc:
+        raise ConfigError(f"--out: cannot write in {out_dir.parent}: {exc.strerror}") from None
+
+
+def publish_run_dir(staging: Path, out_dir: Path) -> None:
+    """Move a completed run from ``staging`` to ``out_dir``, replacing the previous run there.
+
+    Both are in the same directory, so each step is a rename: the previous run
+    stays whole until the new one is complete, and is removed only after the new
+    one is in place.
+    """
+    if not out_dir.exists():
+        os.rename(staging, out_dir)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+    os.rename(out_dir, old / "run")
+    try:
+        os.rename(staging, out_dir)
+    except OSError:
+        os.rename(old / "run", out_dir)  # put the previous run back
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: Workload, out_dir: Path | None,
+         report: bool, progress: bool) -> RunOutcome:
+    from wattsched.policies import make_policy
+    from wattsched.sim.augment import AugmentParams, augment_workload
+    from wattsched.sim.engine import Engine, EngineOptions
+    from wattsched.sim.metrics import summarize
+    from wattsched.sim.platforms import response_classes_of
+
+    tape = None
     source = workload  # the reader's own object: it learns the time origin as the stream is read
     had_power = workload.has_power
     augment_spec = dict(config.augment)
@@ -99,11 +200,11 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
             params = AugmentParams(**augment_spec)
         except Exception as exc:  # pydantic ValidationError
             raise ConfigError(f"{config.source}: augment: {exc}") from None
-        workload = augment_workload(workload, platform.reference_power, params, config.seed)
+        # the reader's jobs are this run's own: set their power rather than copying them
+        workload = augment_workload(workload, platform.reference_power, params, config.seed, in_place=True)
         if out_dir is not None:
-            from wattsched.sim.tables import recording
-
-            workload.jobs = recording(workload.jobs, out_dir / "workload.csv.gz")
+            tape: list = []
+            workload.jobs = _taped(workload.jobs, tape.append)
 
     options = EngineOptions(
         kill_at_walltime=config.kill_at_walltime,
@@ -128,42 +229,147 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
         # the baseline replays the very same jobs (augmented power included)
         workload.jobs = list(workload.jobs)
         baseline_workload = list(workload.jobs)
-    engine = Engine(platform, workload, policy, cap=cap, budgets=budgets, options=options, seed=config.seed,
-                    predictor=predictor, dr_events=config.build_dr_events(platform))
-    result = engine.run()
-    for _ in workload.jobs:  # finish the recorded workload table if the run stopped early
-        pass
-    window = _cap_window(cap)
-    if predictor is None and not cap.is_uncapped:
-        result.info.setdefault("notes", []).append(
-            "no predictor given: policies saw every job at the node maximum power (as the naive predictor)")
-    if getattr(predictor, "retrain_log_", None):
-        result.info["predictor_retrain_log"] = list(predictor.retrain_log_)
-    result.info.update(
-        {
-            "trace_path": str(config.trace),
-            "cap": [[s.start_s, s.cap_w, s.label] for s in cap.steps],
-            "config": json.loads(config.model_dump_json()),
-            "power_augmented": not had_power and augment_on,
-            "origin_unix_s": source.origin_unix_s,
-        }
-    )
-    summary = summarize(result, bsld_threshold_s=config.bsld_threshold_s, window=window)
-    if baseline_workload is not None:
-        from wattsched.model.constraints import CapSchedule
+    # matplotlib is imported in a forked process while the engine runs; it draws once the result is known
+    plotter = _Plotter.start() if out_dir is not None else None
+    try:
+        engine = Engine(platform, workload, policy, cap=cap, budgets=budgets, options=options, seed=config.seed,
+                        predictor=predictor, dr_events=config.build_dr_events(platform))
+        result = engine.run()
+        if tape is not None:
+            for _ in workload.jobs:  # the rest of the trace, if the run stopped early
+                pass
+        window = _cap_window(cap)
+        if predictor is None and not cap.is_uncapped:
+            result.info.setdefault("notes", []).append(
+                "no predictor given: policies saw every job at the node maximum power (as the naive predictor)")
+        if getattr(predictor, "retrain_log_", None):
+            result.info["predictor_retrain_log"] = list(predictor.retrain_log_)
+        result.info.update(
+            {
+                "trace_path": str(config.trace),
+                "cap": [[s.start_s, s.cap_w, s.label] for s in cap.steps],
+                "config": json.loads(config.model_dump_json()),
+                "power_augmented": not had_power and augment_on,
+                "origin_unix_s": source.origin_unix_s,
+                "cores_per_node": platform.nodes[0].cores,
+            }
+        )
+        summary = summarize(result, bsld_threshold_s=config.bsld_threshold_s, window=window)
+        if baseline_workload is not None:
+            from wattsched.model.constraints import CapSchedule
 
-        base_policy = make_policy(config.baseline)
-        base = Engine(platform, baseline_workload, base_policy, cap=CapSchedule(), options=options,
-                      seed=config.seed).run()
-        base_summary = summarize(base, bsld_threshold_s=config.bsld_threshold_s, window=window)
-        summary.update(baseline_comparison(summary, base_summary, config.baseline))
-    if out_dir is not None:
-        from wattsched.sim.report import write_html_report, write_run
+            base_policy = make_policy(config.baseline)
+            base = Engine(platform, baseline_workload, base_policy, cap=CapSchedule(), options=options,
+                          seed=config.seed).run()
+            base_summary = summarize(base, bsld_threshold_s=config.bsld_threshold_s, window=window)
+            summary.update(baseline_comparison(summary, base_summary, config.baseline))
+        if out_dir is not None:
+            from wattsched.sim.report import write_html_report, write_marker, write_plots, write_run
 
-        write_run(result, out_dir, summary)
-        if report:
-            write_html_report(out_dir)
+            bsld_s = summary.get("bsld_threshold_s") or 10.0
+            if plotter is not None:
+                plotter.draw(result, out_dir, bsld_s)
+            rows = write_run(result, out_dir, summary, plots=plotter is None, marker=False)
+            if tape is not None:
+                from wattsched.sim.tables import write_job_table
+
+                write_job_table(tape, out_dir / "workload.csv.gz")
+            if plotter is not None and not plotter.wait():
+                write_plots(result, out_dir, bsld_s)  # drawn here, so that a real error surfaces as itself
+            if report:
+                write_html_report(out_dir, result, summary)
+            write_marker(out_dir, rows)
+    finally:
+        if plotter is not None:
+            plotter.close()
     return RunOutcome(result, summary, out_dir)
+
+
+class _Plotter:
+    """A forked process that imports the plotting code while the engine runs, then draws the result it is sent.
+
+    On two cores the import and the drawing overlap the simulation and the
+    writing of the tables. Only the columns the plots use are sent (pickled
+    through a pipe). Where ``fork`` is not available :meth:`start` returns
+    ``None`` and the caller draws the plots itself.
+    """
+
+    _JOB_COLUMNS = ("submit_s", "start_s", "end_s", "wait_s", "runtime_s")
+
+    def __init__(self, proc, conn):
+        self.proc = proc
+        self.conn = conn
+
+    @classmethod
+    def start(cls) -> _Plotter | None:
+        import multiprocessing
+        import threading
+
+        # a daemonic process (a sweep worker) may not have children; a thread other than the main one
+        # (a threaded sweep) is no place to fork
+        if multiprocessing.current_process().daemon or threading.current_thread() is not threading.main_thread():
+            return None
+        try:
+            ctx = multiprocessing.get_context("fork")
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_plotter_main, args=(child, parent), daemon=True)
+            proc.start()
+        except (ValueError, OSError, AssertionError):
+            return None
+        child.close()
+        return cls(proc, parent)
+
+    def draw(self, result, out_dir: Path, bsld_threshold_s: float) -> None:
+        from wattsched.sim.report import LoadedRun
+
+        info = {k: result.info.get(k) for k in ("trace", "policy")}
+        info["nodes"] = len(result.platform)
+        run = LoadedRun({c: result.jobs[c] for c in self._JOB_COLUMNS}, dict(result.timeline), info)
+        with contextlib.suppress(OSError):  # the child is gone: wait() says so
+            self.conn.send((run, str(out_dir), bsld_threshold_s))
+
+    def wait(self) -> bool:
+        """True once the plots are drawn; False if the child failed (the caller draws them then)."""
+        try:
+            return self.conn.recv() is True
+        except (EOFError, OSError):
+            return False
+
+    def close(self) -> None:
+        self.conn.close()
+        if self.proc.is_alive():
+            self.proc.terminate()
+        self.proc.join()
+
+
+def _plotter_main(conn, parent_end) -> None:
+    import signal
+
+    # the parent ends this process with SIGTERM (a handler inherited from the CLI would only raise)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops this process
+    parent_end.close()  # so that recv() sees the end of the pipe when the parent closes its end
+    try:
+        import wattsched.sim.plots  # noqa: F401  (the slow import, done while the parent simulates)
+        from wattsched.sim.report import write_plots
+
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        run, out_dir, bsld_threshold_s = job
+        write_plots(run, Path(out_dir), bsld_threshold_s)
+        conn.send(True)
+    except Exception as exc:
+        with contextlib.suppress(OSError):
+            conn.send(repr(exc))
+
+
+def _taped(jobs, keep):
+    """Yield ``jobs`` and hand each to ``keep`` (the augmented workload is written once, after the run)."""
+    for job in jobs:
+        keep(job)
+        yield job
 
 
 def validate_plugins(config: SimConfig) -> None:
