@@ -15,12 +15,18 @@ $(STAMP): $(BIN)/python setup.cfg pyproject.toml
 	touch $(STAMP)
 
 ## demo: set up, simulate the bundled trace under a power cap (runs/demo/report.html), then run the
-## daemon against the built-in simulated cluster and show its decisions and metrics
+## daemon against the built-in simulated cluster and show its decisions and metrics, then again with
+## the dr policy through a demand-response event (frequencies lowered, a job evicted, power under the limit)
 demo: $(STAMP)
 	$(BIN)/wattsched demo --out runs/demo
 	rm -rf runs/daemon-sim
 	$(BIN)/wattsched daemon --backend sim --cycles 20 --state-dir runs/daemon-sim --show-metrics
 	$(BIN)/wattsched audit --state-dir runs/daemon-sim --backend sim --since 1d --limit 15
+	rm -rf runs/daemon-dr
+	./scripts/demo-dr-config runs/daemon-dr.yaml runs/daemon-dr
+	$(BIN)/wattsched daemon -c runs/daemon-dr.yaml --cycles 20 --show-metrics
+	$(BIN)/wattsched audit -c runs/daemon-dr.yaml --since 1d --action set_freq --limit 8
+	$(BIN)/wattsched audit -c runs/daemon-dr.yaml --since 1d --action requeue --action hold --limit 4
 
 ## test: set up (pip and system packages) and run the whole suite, slow end-to-end tests included
 test: $(STAMP)

@@ -12,21 +12,15 @@ import sys
 from pathlib import Path
 
 from wattsched import __version__
-from wattsched.errors import WattschedError
+from wattsched.cliargs import Parser, finite_float, int_in, seed
+from wattsched.errors import OptionError, WattschedError
 
 log = logging.getLogger("wattsched")
 
 EPILOG = "Documentation: docs/ in the source tree (simulator.md, config.md, cli.md)."
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+from wattsched.cliargs import positive_int as _positive_int  # noqa: E402
 
 
 def _param(text: str) -> tuple[str, object]:
@@ -69,12 +63,20 @@ def _add_sim_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cap", metavar="W|PCT",
                    help="constant power cap in watts, or a percentage of the maximum dynamic power ('60%%')")
     g.add_argument("--cap-schedule", metavar="FILE", help="piecewise-constant cap schedule (YAML or CSV)")
-    g.add_argument("--seed", type=int, help="seed of the power augmentation (default 0)")
-    g.add_argument("--tick", type=float, metavar="S", dest="tick_s", help="call the policy every S seconds too")
-    g.add_argument("--time-limit", type=float, metavar="S", dest="time_limit_s",
+    g.add_argument("--dr-events", metavar="FILE",
+                   help="demand-response events (YAML or CSV, see `wattsched dr-events generate`), added to the "
+                   "config's")
+    g.add_argument("--seed", type=seed, help="seed of the power augmentation (default 0)")
+    g.add_argument("--tick", type=finite_float(), metavar="S", dest="tick_s",
+                   help="call the policy every S seconds too")
+    g.add_argument("--time-limit", type=finite_float(), metavar="S", dest="time_limit_s",
                    help="stop the simulation at S seconds")
-    g.add_argument("--bsld-threshold", type=float, metavar="S", dest="bsld_threshold_s",
+    g.add_argument("--bsld-threshold", type=finite_float(), metavar="S", dest="bsld_threshold_s",
                    help="bounded slowdown threshold in seconds (default 10)")
+    g.add_argument("--max-nodes", type=_positive_int, metavar="N",
+                   help="sanity limit on the machine size in nodes (default 200000)")
+    g.add_argument("--max-ticks", type=_positive_int, metavar="N",
+                   help="sanity limit on the number of --tick ticks of a run (default 1000000)")
     g = p.add_argument_group("output")
     g.add_argument("--out", metavar="DIR", help="run directory (default runs/TRACE-POLICY)")
     g.add_argument("--no-report", action="store_true", help="do not write report.html")
@@ -103,6 +105,8 @@ def _sim_config(args: argparse.Namespace):
         "bsld_threshold_s": args.bsld_threshold_s,
         "predictor": args.predictor,
         "baseline": args.baseline,
+        "max_nodes": args.max_nodes,
+        "max_ticks": args.max_ticks,
     }
     if args.predictor_param:
         cli["predictor_params"] = dict(args.predictor_param)
@@ -114,10 +118,20 @@ def _sim_config(args: argparse.Namespace):
         config = load_config(args.config, SimConfig, cli=cli, env=os.environ)
         if args.param and not getattr(args, "clear_params", False):  # --param adds to the file's params
             config = merge_overrides(config, {"params": {**_file_params(args.config), **dict(args.param)}}, env={})
-        return config
+        return _with_dr_events(config, args)
     if not args.trace:
-        raise WattschedError("give a trace with --trace FILE (or a config with --config FILE); see --help")
-    return merge_overrides(SimConfig(trace=args.trace), cli, env=os.environ)
+        raise OptionError("--trace", "required: give a trace with --trace FILE (or a config with --config FILE)")
+    return _with_dr_events(merge_overrides(SimConfig(trace=args.trace), cli, env=os.environ), args)
+
+
+def _with_dr_events(config, args: argparse.Namespace):
+    """The config with the events of ``--dr-events FILE`` added to its ``demand_response``."""
+    if not getattr(args, "dr_events", None):
+        return config
+    from wattsched.sim.drevents import load_dr_events
+
+    events = load_dr_events(args.dr_events)
+    return config.model_copy(update={"demand_response": [*config.demand_response, *events]})
 
 
 def _file_params(path: str) -> dict:
@@ -242,7 +256,8 @@ def cmd_traces_info(args: argparse.Namespace) -> int:
          else f"{info['span_s'] / 3600:.2f} h"),
         ("machine", f"{info['max_procs']} processors" + (f", {info['max_nodes']} nodes" if info["max_nodes"] else "")
          if info["max_procs"] else "not given (job tables carry none; simulate needs --platform or --procs)"),
-        ("offered load", f"{load:.2f}" if load is not None else "unknown (no machine size)"),
+        ("offered load", (f"{load:.2f}" if load < 1e6 else f"{load:.3g}") if load is not None
+         else "unknown (no machine size)"),
         ("zero-runtime jobs", f"{info['zero_runtime_jobs']:,}"),
         ("runtime > requested time", f"{info['runtime_exceeds_walltime']:,}"),
         ("power data", "yes" if info["has_power"] else "no (simulate augments it)"),
@@ -287,8 +302,9 @@ def cmd_traces_augment(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    import wattsched.daemon.config  # noqa: F401  (registers the daemon kind)
-    from wattsched.config import CONFIG_KINDS, detect_config_kind, load_config
+    import wattsched.daemon.config  # registers the daemon kind
+    import wattsched.sim.platforms  # noqa: F401  (registers the platform kind)
+    from wattsched.config import CONFIG_KINDS, detect_config_kind, key_locator, load_config, locate
     from wattsched.sweep.spec import load_sweep  # registers the sweep kind
 
     kind = detect_config_kind(args.file)
@@ -297,16 +313,24 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
         print(f"{args.file}: valid sweep file ({len(expand(load_sweep(args.file)))} runs)")
         return 0
+    if kind == "platform":
+        from wattsched.sim.platforms import load_platform
+
+        platform = load_platform(args.file)
+        print(f"{args.file}: valid {kind} config ({len(platform)} nodes)")
+        return 0
     config = load_config(args.file, CONFIG_KINDS[kind].model, env=os.environ)
     if kind == "simulation":
         from wattsched.policies import make_policy
         from wattsched.sim.run import build_platform, validate_plugins
 
-        make_policy(config.policy, config.params, source=f"{args.file}: params")
+        make_policy(config.policy, config.params, source=key_locator(config, "params"),
+                    name_source=key_locator(config, "policy")())
         validate_plugins(config)
-        if Path(config.trace).exists():
+        if config.platform is not None or config.procs is not None or Path(config.trace).exists():
             platform = build_platform(config)
             config.build_cap_schedule(platform)
+        if Path(config.trace).exists():
             print(f"{args.file}: valid {kind} config ({config.policy} on {len(platform)} nodes)")
             return 0
         print(f"{args.file}: valid {kind} config; note: trace {str(config.trace)!r} does not exist here")
@@ -315,14 +339,32 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         from wattsched.policies import make_policy
         from wattsched.predictors import make_predictor
 
-        make_policy(config.policy, config.params, source=f"{args.file}: params")
+        make_policy(config.policy, config.params, source=key_locator(config, "params"),
+                    name_source=key_locator(config, "policy")())
         if config.predictor:
-            make_predictor(config.predictor, config.predictor_params, source=f"{args.file}: predictor_params")
+            make_predictor(config.predictor, config.predictor_params, source=key_locator(config, "predictor_params"),
+                           name_source=key_locator(config, "predictor")())
+        if config.slurm.backend == "sim":
+            _check_daemon_sim(config, locate)
         mode = "dry-run" if config.dry_run else f"gate {config.gate}"
         print(f"{args.file}: valid {kind} config ({config.policy}, {config.slurm.backend} backend, {mode})")
         return 0
     print(f"{args.file}: valid {kind} config")
     return 0
+
+
+def _check_daemon_sim(config, locate) -> None:
+    """The simulated cluster of a daemon config: its trace exists, its node count fits its platform."""
+    from wattsched.errors import ConfigError
+    from wattsched.sim.platforms import load_platform
+
+    sim = config.sim
+    if sim.trace != "bundled" and not Path(sim.trace).exists():
+        raise ConfigError(locate(config, ("sim", "trace"), f"no such file {sim.trace!r}"))
+    platform = load_platform(sim.platform)
+    if sim.nodes is not None and sim.nodes > len(platform):
+        raise ConfigError(locate(config, ("sim", "nodes"),
+                                 f"{sim.nodes} nodes, but platform {sim.platform!r} has only {len(platform)}"))
 
 
 def cmd_policies(args: argparse.Namespace) -> int:
@@ -373,7 +415,7 @@ def cmd_predict_evaluate(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="wattsched",
         description="Power-aware job dispatching for Slurm clusters: simulate policies on workload traces.",
         epilog=EPILOG,
@@ -430,15 +472,18 @@ def build_parser() -> argparse.ArgumentParser:
     t = tsub.add_parser("synth", help="generate a seeded synthetic workload as a job table",
                         description="Generate N jobs over a time window (Borghesi et al. 2018 §5 arrival patterns) "
                         "and write them as a job table that `simulate --trace` reads.")
-    t.add_argument("--jobs", type=int, default=400, metavar="N", help="number of jobs (default 400)")
-    t.add_argument("--window", type=float, default=900.0, metavar="S", help="arrival window in seconds (default 900)")
+    t.add_argument("--jobs", type=int_in(1, 10_000_000, "a number of jobs"), default=400, metavar="N",
+                   help="number of jobs, at most 10 million (default 400)")
+    t.add_argument("--window", type=finite_float(), default=900.0, metavar="S",
+                   help="arrival window in seconds (default 900)")
     t.add_argument("--arrival", choices=["uniform", "left-skewed", "burst"], default="uniform",
                    help="arrival pattern (default uniform)")
-    t.add_argument("--max-nodes", type=int, default=64, metavar="N", help="largest job in nodes (default 64)")
-    t.add_argument("--median-runtime", type=float, default=900.0, metavar="S",
+    t.add_argument("--max-nodes", type=_positive_int, default=64, metavar="N", help="largest job in nodes (default 64)")
+    t.add_argument("--median-runtime", type=finite_float(), default=900.0, metavar="S",
                    help="median run time in seconds (lognormal; default 900)")
-    t.add_argument("--users", type=int, default=20, metavar="N", help="number of users (Zipf-like; default 20)")
-    t.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    t.add_argument("--users", type=_positive_int, default=20, metavar="N",
+                   help="number of users (Zipf-like; default 20)")
+    t.add_argument("--seed", type=seed, default=0, help="seed (default 0)")
     t.add_argument("--out", required=True, metavar="FILE", help="job table to write (.csv, .csv.gz, .parquet)")
     t.set_defaults(func=cmd_traces_synth)
     t = tsub.add_parser("augment", help="add seeded per-job power to a trace and write a job table",
@@ -449,7 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--cores-per-node", type=_positive_int, default=1, metavar="C",
                    help="processors per node (default 1)")
     t.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines instead of stopping")
-    t.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    t.add_argument("--seed", type=seed, default=0, help="seed (default 0)")
     t.add_argument("--out", required=True, metavar="FILE", help="job table to write (.csv, .csv.gz, .parquet)")
     t.set_defaults(func=cmd_traces_augment)
     from wattsched.sweep.cli import register as register_sweep
@@ -481,7 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--param", action="append", type=_param, default=[], metavar="[NAME.]KEY=VALUE",
                    help="predictor parameter, repeatable: NAME.KEY=VALUE for one predictor, KEY=VALUE for every "
                    "predictor that has KEY (e.g. --param model=random_forest)")
-    t.add_argument("--seed", type=int, help="seed of the power augmentation (default 0)")
+    t.add_argument("--seed", type=seed, help="seed of the power augmentation (default 0)")
     t.add_argument("--max-jobs", type=_positive_int, metavar="N", help="evaluate only the first N jobs")
     t.add_argument("--out", metavar="DIR", help="output directory (default runs/TRACE-predict)")
     t.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
@@ -498,9 +543,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from wattsched.agent.commands import add_commands as add_agent_commands
     from wattsched.daemon.commands import add_commands
+    from wattsched.drcommands import add_commands as add_dr_commands
 
     add_commands(sub)
     add_agent_commands(sub)
+    add_dr_commands(sub)
     return parser
 
 
@@ -526,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _init_sim_defaults() -> None:
-    p = argparse.ArgumentParser()
+    p = Parser()
     _add_sim_options(p)
     for k, v in vars(p.parse_args([])).items():
         setattr(_SIM_DEFAULTS, k, v)

@@ -9,6 +9,7 @@ only for names that are not built in.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any, ClassVar
 
@@ -100,16 +101,37 @@ class Registry:
             ) from exc
 
     def _unknown(self, name: str) -> WattschedError:
-        from wattsched.errors import PolicyError
+        from wattsched.errors import PolicyError, PredictorError
 
-        cls = PolicyError if self.kind == "policy" else WattschedError
+        cls = PolicyError if self.kind == "policy" else PredictorError
         return cls(f"unknown {self.kind} {name!r}; available: {', '.join(self.available())}")
 
-    def make(self, name: str, params: dict[str, Any] | None = None, *, source: str = "params"):
-        """Build plugin ``name`` with ``params`` validated; errors name the key as ``{source}.{key}``."""
-        cls = self.load(name)
+    def make(self, name: str, params: dict[str, Any] | None = None, *,
+             source: str | Callable[[tuple], str] = "params", name_source: str | None = None):
+        """Build plugin ``name`` with ``params`` validated.
+
+        ``source`` says where the parameters came from: a prefix (errors then
+        name the key as ``{source}.{key}``) or a function of the key path
+        returning the ``FILE:LINE: KEY`` (or ``--option: KEY``) prefix of an
+        error line, such as :func:`wattsched.config.key_locator` gives.
+        ``name_source``, if given, is the ``FILE:LINE: KEY`` prefix of the
+        plugin's name, put before an unknown-name or missing-dependency error.
+        """
         try:
-            return cls(dict(params or {}))
+            cls = self.load(name)
+        except WattschedError as exc:
+            if name_source is None:
+                raise
+            raise type(exc)(f"{name_source}: {exc}") from exc.__cause__
+        params = dict(params or {})
+        try:
+            return cls(params)
         except ValidationError as exc:
-            lines = [f"{source}.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-            raise ConfigError(f"invalid parameters for {self.kind} {name!r}:\n  " + "\n  ".join(lines)) from None
+            from wattsched.config import error_items
+
+            where = source if callable(source) else (lambda loc: ".".join([source, *map(str, loc)]))
+            lines = [f"{where(loc)}: {msg} ({self.kind} {name!r})"
+                     for loc, msg in error_items(exc, params, cls.Params)]
+            error = ConfigError("\n".join(lines))
+            error.problems = lines
+            raise error from None

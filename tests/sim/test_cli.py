@@ -109,12 +109,12 @@ def test_errors_name_the_file_line_and_key(tmp_path, capsys):
     )
     assert main(["simulate", "--trace", str(bad), "--out", str(tmp_path / "r"), "-q"]) == 2
     err = capsys.readouterr().err
-    assert f"{bad}:3 (field 4 (run_time)): not a number: 'x'" in err
+    assert f"wattsched: error: {bad}:3: run_time: not a number: 'x' (field 4)" in err
     assert main(["simulate", "--trace", str(bad), "--skip-bad-lines", "--out", str(tmp_path / "r"), "-q"]) == 0
     cfg = tmp_path / "sim.yaml"
     cfg.write_text("trace: t.swf\nprocs: 4\ncap_w: lots\n")
     assert main(["check-config", str(cfg)]) == 2
-    assert "sim.yaml: cap_w" in capsys.readouterr().err
+    assert f"{cfg}:3: cap_w: expected watts" in capsys.readouterr().err
     assert main(["simulate", "--trace", str(tmp_path / "missing.swf"), "-q"]) == 2
     assert "missing.swf" in capsys.readouterr().err
 
@@ -165,7 +165,7 @@ def test_bad_predictor_or_baseline_fails_before_running(trace, tmp_path, capsys)
     assert "unknown policy 'nope'" in capsys.readouterr().err
     assert main(["simulate", "--trace", str(trace), "--out", str(out), "-q", "--predictor", "history",
                  "--predictor-param", "alpha=-1"]) == 2
-    assert "predictor_params.alpha" in capsys.readouterr().err
+    assert "--predictor-param: alpha: Input should be greater than or equal to 0" in capsys.readouterr().err
     assert not (out / "jobs.csv").exists()
     cfg = tmp_path / "sim.yaml"
     cfg.write_text(f"trace: {trace}\npredictor: crystal-ball\n")

@@ -368,7 +368,9 @@ def test_credential_signed_for_other_body_is_403(agent):
 def test_malformed_body_is_400(agent):
     for body in (b"not json", b'{"hz": 1}', b"[1, 2]"):
         status, answer = agent.post("/v1/cap", body, sign_request("POST", "/v1/cap", body, agent.sock))
-        assert status == 400 and answer["error"] == 'body must be a JSON object with "watts", e.g. {"watts": 200}'
+        expected = ('body is not valid JSON: Expecting value' if body == b"not json"
+                    else 'body must be a JSON object with "watts", e.g. {"watts": 200}')
+        assert status == 400 and answer["error"].startswith(expected)
     assert agent.sample("wattsched_agent_commands_total", command="cap", outcome="bad_request") == 3.0
 
 
@@ -423,7 +425,8 @@ def test_agent_command_serves_until_sigterm(tmp_path, munge):
     parser = argparse.ArgumentParser()
     add_commands(parser.add_subparsers())
     args = parser.parse_args(["agent", "--port", "1", "--allow-uid", "7"])
-    assert (args.sysfs_root, args.address, args.allow_uid, args.func.__name__) == ("/sys", "0.0.0.0", [7], "cmd_agent")
+    assert (args.sysfs_root, args.address, args.allow_uid, args.func.__name__) == (
+        "/sys", "127.0.0.1", [7], "cmd_agent")
 
     root = make_fake_node(tmp_path / "sys")
     port = free_port()
@@ -452,3 +455,93 @@ def test_agent_command_serves_until_sigterm(tmp_path, munge):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# --- bad input (F33, F34 of the bad-input tour): real sockets against a real agent -------------------------------
+def _raw(server: AgentServer, request: bytes, *, wait_s: float = 5.0) -> bytes:
+    """Send ``request`` as is and return everything the agent answers before closing (or ``wait_s``)."""
+    with socket.create_connection((server.address, server.port), timeout=wait_s) as conn:
+        conn.sendall(request)
+        chunks = []
+        try:
+            while chunk := conn.recv(65536):
+                chunks.append(chunk)
+        except TimeoutError:
+            pass
+        return b"".join(chunks)
+
+
+def _post_head(length: int | str, credential: str | None = None) -> bytes:
+    cred = f"{HEADER}: {credential}\r\n" if credential else ""
+    return (f"POST /v1/cap HTTP/1.1\r\nHost: agent\r\nContent-Type: application/json\r\n{cred}"
+            f"Content-Length: {length}\r\n\r\n").encode()
+
+
+def test_f33_unauthenticated_half_sent_bodies_are_answered_at_once(agent):
+    """Five half-sent bodies without a credential: each is refused (401) at once, its body never awaited."""
+    start = time.monotonic()
+    conns = []
+    for _ in range(5):
+        conn = socket.create_connection((agent.server.address, agent.server.port), timeout=5)
+        conn.sendall(_post_head(10) + b"{")
+        conns.append(conn)
+    answers = []
+    for conn in conns:  # read to the end: the agent closes the connection (the unread body is no next request)
+        data = b""
+        while chunk := conn.recv(65536):
+            data += chunk
+        answers.append(data)
+        conn.close()
+    assert all(a.startswith(b"HTTP/1.0 401") for a in answers), answers
+    assert time.monotonic() - start < 3
+    assert agent.sample("wattsched_agent_rejected_requests_total", reason="missing_credential") == 5.0
+    # a credential that munged refuses is refused from the headers too
+    answer = _raw(agent.server, _post_head(10, "MUNGE:bogus") + b"{")
+    assert answer.startswith(b"HTTP/1.0 403") and b"invalid_credential" in answer
+
+
+def test_f33_idle_sockets_time_out_and_connections_are_capped(tmp_path, munge):
+    root = make_fake_node(tmp_path / "sys")
+    server = AgentServer(Sysfs(root), Verifier({0}, socket=munge["socket"]), port=0, registry=CollectorRegistry(),
+                         timeout_s=0.5, max_connections=2)
+    assert server.address == "127.0.0.1"  # loopback unless told otherwise
+    server.start()
+    try:
+        # an authenticated command whose body never arrives: 408 after the timeout, the write never happens
+        body = b'{"watts": 100}' + b" " * 6
+        credential = sign_request("POST", "/v1/cap", body, munge["socket"])
+        start = time.monotonic()
+        answer = _raw(server, _post_head(len(body), credential) + body[:1])
+        assert answer.startswith(b"HTTP/1.0 408") and b"timed out reading the body" in answer, answer
+        assert 0.4 < time.monotonic() - start < 4
+        # a connection that sends nothing is closed after the timeout
+        assert _raw(server, b"") == b""
+        # two idle connections hold both slots: a third is refused at once with 503
+        idle = [socket.create_connection((server.address, server.port), timeout=5) for _ in range(2)]
+        time.sleep(0.1)
+        third = _raw(server, b"GET /v1/state HTTP/1.1\r\n\r\n", wait_s=2)
+        assert third.startswith(b"HTTP/1.1 503") and b"too many connections" in third, third
+        for conn in idle:
+            conn.close()
+        time.sleep(0.7)  # their handler threads end at the timeout and free the slots
+        with urllib.request.urlopen(server.url + "/v1/state", timeout=5) as resp:
+            assert resp.status == 200
+    finally:
+        server.shutdown()
+
+
+def test_f34_bad_content_length_and_huge_numbers(agent):
+    answer = _raw(agent.server, _post_head(-5, "x"))
+    assert answer.startswith(b"HTTP/1.0 400") and b"Content-Length must be a number of bytes from 0 to 65536" in answer
+    answer = _raw(agent.server, _post_head("1" * 5000, "x"))
+    assert answer.startswith(b"HTTP/1.0 400"), answer[:200]
+    limit_before = agent.read(LIMIT.format(0))
+    for body, status, message in (
+        (b'{"watts": ' + b"9" * 5000 + b"}", 400, "body is not valid JSON: an integer of 5000 digits is out of range"),
+        (b'{"watts": ' + b"9" * 400 + b"}", 400, "body is not valid JSON: an integer of 400 digits"),
+        (b'{"watts": 1e400}', 422, '"watts" must be a finite number, got inf'),
+        (b'{"watts": NaN}', 400, "body is not valid JSON: NaN is not a number"),
+    ):
+        got, answer = agent.post("/v1/cap", body, sign_request("POST", "/v1/cap", body, agent.sock))
+        assert (got, answer["ok"]) == (status, False) and answer["error"].startswith(message), answer
+    assert agent.read(LIMIT.format(0)) == limit_before

@@ -96,9 +96,8 @@ def test_recurrences_follow_the_wall_clock_across_daylight_saving():
 def test_bad_recurrences_are_refused_with_the_key(text, message, tmp_path):
     path = tmp_path / "d.yaml"
     path.write_text(yaml.safe_dump({"kind": "daemon", "cap_schedule": [{"every": text, "cap_w": 500}]}))
-    with pytest.raises(Exception, match=rf"d.yaml: cap_schedule\[0\]\.every: .*{message}") as err:
+    with pytest.raises(Exception, match=rf"d.yaml:3: cap_schedule\[0\]\.every: .*{message}"):
         load_config(path, DaemonConfig)
-    assert "(line 3)" in str(err.value) or "line" in str(err.value)
 
 
 def test_a_weekday_evening_window_lowers_the_cap_at_the_window(make_daemon, clock):

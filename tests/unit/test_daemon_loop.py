@@ -463,8 +463,8 @@ def test_sighup_reloads_a_valid_config(make_sim, tmp_path, restore_signals, capl
     ("bad", "named"),
     [
         ({"policy": "no-such-policy"}, "unknown policy 'no-such-policy'; available: "),
-        ({"node_power": "{idel_w: 1}"}, "{path}: node_power.idel_w: unknown key; did you mean 'idle_w'?"),
-        ({"poll_interval_s": "[1"}, "{path}: line 3, column 6: invalid YAML"),
+        ({"node_power": "{idel_w: 1}"}, "{path}:4: node_power.idel_w: unknown key; did you mean 'idle_w'?"),
+        ({"poll_interval_s": "[1"}, "{path}:3: invalid YAML (column 6)"),
     ],
 )
 def test_sighup_with_an_invalid_config_keeps_the_old_one(make_sim, tmp_path, caplog, bad, named):

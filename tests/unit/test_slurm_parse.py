@@ -655,33 +655,33 @@ def test_text_multiline_records_and_empty_output():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("JobId=1 JobState=PENDING\nthis is not a record\n", r"line 2: expected Key=Value, got 'this is not a record'"),
-        ("JobId=1 JobState=PENDING NumCPUs=lots", r"line 1, NumCPUs: expected a number, got 'lots'"),
-        ("JobId=1 JobName=x", r"line 1, JobState: missing"),
-        ("JobName=x JobState=PENDING", r"line 1, JobId: missing"),
-        ("JobId=x1 JobState=PENDING", r"line 1, JobId: expected a number"),
-        ("JobId=1 JobState=PENDING SubmitTime=yesterday", r"line 1, SubmitTime: expected a time"),
-        ("JobId=1 JobState=PENDING TimeLimit=forever", r"line 1, TimeLimit: expected a time limit"),
-        ("JobId=1 JobState=PENDING NodeList=n[1-", r"line 1, NodeList: bad hostlist 'n\[1-'"),
+        ("JobId=1 JobState=PENDING\nthis is not a record\n", r"2: expected Key=Value, got 'this is not a record'"),
+        ("JobId=1 JobState=PENDING NumCPUs=lots", r"1: NumCPUs: expected a number >= 0, got 'lots'"),
+        ("JobId=1 JobName=x", r"1: JobState: missing"),
+        ("JobName=x JobState=PENDING", r"1: JobId: missing"),
+        ("JobId=x1 JobState=PENDING", r"1: JobId: expected a number"),
+        ("JobId=1 JobState=PENDING SubmitTime=yesterday", r"1: SubmitTime: expected a time"),
+        ("JobId=1 JobState=PENDING TimeLimit=forever", r"1: TimeLimit: expected a time limit"),
+        ("JobId=1 JobState=PENDING NodeList=n[1-", r"1: NodeList: bad hostlist 'n\[1-'"),
     ],
 )
 def test_bad_job_text(text, message):
-    with pytest.raises(SlurmOutputError, match=r"^scontrol -o show jobs: " + message):
+    with pytest.raises(SlurmOutputError, match=r"^scontrol -o show jobs:" + message):
         parse_scontrol_jobs_text(text)
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("NodeName=n1 State=IDLE\n\n= garbage", r"line 3: expected Key=Value"),
-        ("State=IDLE CPUTot=4", r"line 1, NodeName: missing"),
-        ("NodeName=n1 CPUTot=4", r"line 1, State: missing"),
-        ("NodeName=n1 State=IDLE CPUTot=four", r"line 1, CPUTot: expected a number, got 'four'"),
-        ("NodeName=n1 State=IDLE CurrentWatts=hot", r"line 1, CurrentWatts: expected watts, got 'hot'"),
+        ("NodeName=n1 State=IDLE\n\n= garbage", r"3: expected Key=Value"),
+        ("State=IDLE CPUTot=4", r"1: NodeName: missing"),
+        ("NodeName=n1 CPUTot=4", r"1: State: missing"),
+        ("NodeName=n1 State=IDLE CPUTot=four", r"1: CPUTot: expected a number >= 0, got 'four'"),
+        ("NodeName=n1 State=IDLE CurrentWatts=hot", r"1: CurrentWatts: expected watts, got 'hot'"),
     ],
 )
 def test_bad_node_text(text, message):
-    with pytest.raises(SlurmOutputError, match=r"^scontrol -o show nodes: " + message):
+    with pytest.raises(SlurmOutputError, match=r"^scontrol -o show nodes:" + message):
         parse_scontrol_nodes_text(text)
 
 

@@ -208,6 +208,11 @@ class Verdict(NamedTuple):
         return self.reason == "ok"
 
 
+class _Accepted(NamedTuple):
+    verdict: Verdict
+    msg: Message
+
+
 class Verifier:
     """Checks munge credentials of agent commands.
 
@@ -241,6 +246,32 @@ class Verifier:
 
     def verify(self, credential: str, method: str, path: str, body: bytes) -> Verdict:
         """Decide whether ``credential`` authorizes this request. Never raises for a bad credential."""
+        verdict, msg = self.verify_head(credential, method, path)
+        if not verdict.ok:
+            return verdict
+        return self.check_body(verdict, msg, body)
+
+    def check_body(self, verdict: Verdict, msg: Message, body: bytes) -> Verdict:
+        """The verdict of :meth:`verify_head` once the body has been read: its hash must be the credential's."""
+        digest = hashlib.sha256(body).hexdigest()
+        if msg.body_sha256 != digest:
+            return Verdict(verdict.uid, "payload_mismatch",
+                           f"credential is for body sha256 {msg.body_sha256[:12]}, the request has body sha256 "
+                           f"{digest[:12]}")
+        return verdict
+
+    def verify_head(self, credential: str, method: str, path: str) -> tuple[Verdict, Message | None]:
+        """Check everything but the body: the credential, its UID and age, and the method and path it is for.
+
+        The agent calls this before it reads a request's body, so an unauthenticated client cannot make it
+        wait for (or buffer) one; :meth:`check_body` then compares the body's hash.
+        """
+        result = self._verify_head(credential, method, path)
+        if isinstance(result, _Accepted):
+            return result.verdict, result.msg
+        return result, None
+
+    def _verify_head(self, credential: str, method: str, path: str):
         credential = (credential or "").strip()
         if not credential:
             return Verdict(None, "missing_credential", "no credential")
@@ -286,9 +317,7 @@ class Verifier:
         msg = parse_message(cred.payload)
         if msg is None:
             return Verdict(uid, "payload_mismatch", "payload is not a wattsched request")
-        want = (method.upper(), path, hashlib.sha256(body).hexdigest())
-        if (msg.method, msg.path, msg.body_sha256) != want:
+        if (msg.method, msg.path) != (method.upper(), path):
             return Verdict(uid, "payload_mismatch",
-                           f"credential is for {msg.method} {msg.path} (body sha256 {msg.body_sha256[:12]}), "
-                           f"request is {want[0]} {want[1]} (body sha256 {want[2][:12]})")
-        return Verdict(uid, "ok")
+                           f"credential is for {msg.method} {msg.path}, request is {method.upper()} {path}")
+        return _Accepted(Verdict(uid, "ok"), msg)

@@ -8,7 +8,8 @@ import pwd
 import signal
 import threading
 
-from wattsched.errors import ConfigError
+from wattsched.cliargs import finite_float, int_in, positive_int
+from wattsched.errors import ConfigError, OptionError
 
 log = logging.getLogger("wattsched.agent")
 
@@ -47,8 +48,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
     if getattr(args, "verbose", 0) == 0:
         logging.getLogger("wattsched").setLevel(logging.INFO)
-    if args.min_power <= 0:
-        raise ConfigError(f"--min-power must be positive, got {args.min_power:g}")
+    if not args.min_power > 0 or args.min_power == float("inf"):
+        raise OptionError("--min-power", f"must be a positive number of watts, got {args.min_power:g}")
     sysfs = Sysfs(args.sysfs_root, min_power_w=args.min_power)
     packages, policies = sysfs.packages(), sysfs.cpufreq_policies()
     if not packages:
@@ -59,7 +60,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
     uids = allowed_uids(args.allow_uid, args.slurm_user)
     verifier = Verifier(uids, socket=args.munge_socket, ttl_s=args.ttl)
     try:
-        server = AgentServer(sysfs, verifier, address=args.address, port=args.port)
+        server = AgentServer(sysfs, verifier, address=args.address, port=args.port, timeout_s=args.timeout_s,
+                             max_connections=args.max_connections)
     except OSError as exc:
         raise ConfigError(f"cannot listen on {args.address}:{args.port}: {exc.strerror or exc} "
                           "(is another agent running? use --port)") from exc
@@ -95,8 +97,15 @@ def add_commands(sub) -> None:
         "maximum). Commands need a munge credential from root or the SlurmUser. Runs until SIGTERM.",
     )
     p.add_argument("--sysfs-root", default="/sys", metavar="DIR", help="sysfs mount point (default /sys)")
-    p.add_argument("--address", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
-    p.add_argument("--port", type=int, default=9818, help="port to listen on (default 9818)")
+    p.add_argument("--address", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1, this host only; give the node's management-network "
+                   "address, or 0.0.0.0 for every interface, so the daemon can reach the agent)")
+    p.add_argument("--port", type=int_in(0, 65535, "a port number"), default=9818,
+                   help="port to listen on (default 9818)")
+    p.add_argument("--timeout", type=finite_float(), default=10.0, metavar="S", dest="timeout_s",
+                   help="close a connection idle for S seconds (default 10)")
+    p.add_argument("--max-connections", type=positive_int, default=16, metavar="N",
+                   help="requests served at once; more are answered 503 (default 16)")
     p.add_argument("--munge-socket", metavar="PATH", help="munged's socket (default: munge's default)")
     p.add_argument("--allow-uid", type=_uid, action="append", default=[], metavar="UID",
                    help="also accept commands from this UID (repeatable; root is always allowed)")

@@ -25,12 +25,20 @@ write failure → 500. Every rejection is logged with the UID and reason and cou
 
 ``GET /v1/state`` and ``/metrics`` are not authenticated, like node_exporter. They expose package energy, which the
 kernel restricts to root since 5.10 (CVE-2020-8694); bind the agent to the management network only.
+
+Hardening: the agent listens on 127.0.0.1 unless told otherwise (``wattsched agent --address ADDR``, the node's
+management-network address, or ``0.0.0.0`` for every interface); a POST is authenticated from its headers before
+its body is read (a request without a credential is answered 401 at once, its body never read); a socket idle for
+``timeout_s`` (default 10 s) is closed, a half-sent body answered 408; at most ``max_connections`` (default 16)
+requests are served at once, others get 503 at once; ``Content-Length`` must be a number in [0, 65536] (400, 413).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import math
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -47,6 +55,9 @@ __all__ = ["AgentServer", "SysfsCollector"]
 log = logging.getLogger("wattsched.agent")
 
 MAX_BODY = 64 * 1024
+TIMEOUT_S = 10.0
+MAX_CONNECTIONS = 16
+MAX_DIGITS = 24  # a JSON integer longer than this is not a power or a frequency
 COMMANDS = ("cap", "freq")
 OUTCOMES = ("ok", "invalid", "bad_request", "error")
 
@@ -117,6 +128,7 @@ class _Reply(Exception):
 class _Handler(BaseHTTPRequestHandler):
     server_version = "wattsched-agent"
     agent: AgentServer  # set on the per-server subclass
+    timeout = TIMEOUT_S  # socket timeout: StreamRequestHandler applies it to the connection (set per server)
 
     def log_message(self, format, *args):  # the stdlib's signature
         log.debug("%s %s", self.address_string(), format % args)
@@ -147,10 +159,44 @@ class _Handler(BaseHTTPRequestHandler):
             status, body = self.agent.handle_post(self)
         except _Reply as reply:
             status, body = reply.status, reply.body
+            self.close_connection = True  # the body may be unread: never parse it as the next request
         except Exception as exc:  # a bug must not cost the client its answer
             log.exception("POST %s failed", self.path)
             status, body = HTTPStatus.INTERNAL_SERVER_ERROR, {"ok": False, "error": f"internal error: {exc}"}
         self._json(status, body)
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """A ``ThreadingHTTPServer`` serving at most ``max_connections`` connections at once; others get 503."""
+
+    daemon_threads = True
+
+    def __init__(self, address, handler, max_connections: int):
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self.max_connections = max_connections
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address):
+        if not self._slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):
+                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                                b"Connection: close\r\nContent-Length: 47\r\n\r\n"
+                                b'{"ok": false, "error": "too many connections"}\n')
+            log.warning("refused a connection from %s: %d connections open", client_address[0],
+                        self.max_connections)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
 class AgentServer:
@@ -164,12 +210,18 @@ class AgentServer:
     sysfs : Sysfs
     verifier : Verifier
     address, port : str, int
+        Where to listen; loopback by default (give the management-network address to serve the daemon).
     registry : CollectorRegistry, optional
         Where the agent's metrics go; a fresh registry by default (never the global one).
+    timeout_s : float
+        A connection idle this long is closed (a half-sent request answered 408).
+    max_connections : int
+        Requests served at once; more get 503 without being read.
     """
 
     def __init__(self, sysfs: Sysfs, verifier: Verifier, address: str = "127.0.0.1", port: int = 9818,
-                 registry: CollectorRegistry | None = None):
+                 registry: CollectorRegistry | None = None, *, timeout_s: float = TIMEOUT_S,
+                 max_connections: int = MAX_CONNECTIONS):
         self.sysfs = sysfs
         self.verifier = verifier
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -187,9 +239,8 @@ class AgentServer:
         self.registry.register(SysfsCollector(sysfs, self.sysfs_errors))
         self._lock = threading.Lock()
         self._serving = False
-        handler = type("AgentHandler", (_Handler,), {"agent": self})
-        self.httpd = ThreadingHTTPServer((address, port), handler)
-        self.httpd.daemon_threads = True
+        handler = type("AgentHandler", (_Handler,), {"agent": self, "timeout": timeout_s})
+        self.httpd = _BoundedServer((address, port), handler, max_connections)
 
     @property
     def address(self) -> str:
@@ -273,23 +324,29 @@ class AgentServer:
         command = {"/v1/cap": "cap", "/v1/freq": "freq"}.get(path)
         if command is None:
             return HTTPStatus.NOT_FOUND, {"ok": False, "error": f"no such endpoint: POST {path}"}
-        body = self._read_body(req)
+        length = self._content_length(req)
         peer = req.client_address[0]
         credential = req.headers.get(HEADER)
         if not credential:
             self._reject(peer, path, None, "missing_credential", f"no {HEADER} header")
-            return HTTPStatus.UNAUTHORIZED, {"ok": False, "error": f"authentication required: send a munge "
-                                             f"credential in the {HEADER} header (wattsched.agent.client does)"}
-        verdict = self.verifier.verify(credential, "POST", path, body)
+            raise _Reply(HTTPStatus.UNAUTHORIZED, {"ok": False, "error": f"authentication required: send a munge "
+                                                   f"credential in the {HEADER} header (wattsched.agent.client does)"})
+        verdict, message = self.verifier.verify_head(credential, "POST", path)
+        if verdict.ok:
+            body = self._read_body(req, length)
+            verdict = self.verifier.check_body(verdict, message, body)
         if not verdict.ok:
             self._reject(peer, path, verdict.uid, verdict.reason, verdict.detail)
             status = HTTPStatus.SERVICE_UNAVAILABLE if verdict.reason == "munge_unavailable" else HTTPStatus.FORBIDDEN
-            return status, {"ok": False, "error": f"credential refused: {verdict.reason}"}
-        try:
-            data = json.loads(body or b"null")
-        except (ValueError, UnicodeDecodeError) as exc:
-            data = exc
+            raise _Reply(status, {"ok": False, "error": f"credential refused: {verdict.reason}"})
         key = "watts" if command == "cap" else "hz"
+        try:
+            data = json.loads(body or b"null", parse_constant=_refuse_constant, parse_int=_bounded_int)
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            self.commands.labels(command, "bad_request").inc()
+            log.warning("%s from uid %s: body is not JSON: %s", command, verdict.uid, exc)
+            return HTTPStatus.BAD_REQUEST, {"ok": False, "command": command,
+                                            "error": f"body is not valid JSON: {str(exc)[:200]}"}
         if not isinstance(data, dict) or key not in data:
             self.commands.labels(command, "bad_request").inc()
             log.warning("%s from uid %s: bad request body %r", command, verdict.uid, body[:200])
@@ -317,14 +374,29 @@ class AgentServer:
         result["state"] = self.state()  # what sysfs holds now, whatever happened
         return status, result
 
-    def _read_body(self, req: _Handler) -> bytes:
-        try:
-            length = int(req.headers.get("Content-Length") or 0)
-        except ValueError:
-            raise _Reply(HTTPStatus.BAD_REQUEST, {"ok": False, "error": "bad Content-Length"}) from None
-        if length < 0 or length > MAX_BODY:
+    @staticmethod
+    def _content_length(req: _Handler) -> int:
+        text = (req.headers.get("Content-Length") or "0").strip()
+        if not text.isdigit() or len(text) > 12:
+            raise _Reply(HTTPStatus.BAD_REQUEST, {"ok": False, "error": f"Content-Length must be a number of bytes "
+                                                  f"from 0 to {MAX_BODY}, got {text[:40]!r}"})
+        length = int(text)
+        if length > MAX_BODY:
             raise _Reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"ok": False, "error": f"body over {MAX_BODY} bytes"})
-        return req.rfile.read(length) if length else b""
+        return length
+
+    @staticmethod
+    def _read_body(req: _Handler, length: int) -> bytes:
+        if not length:
+            return b""
+        try:
+            body = req.rfile.read(length)
+        except TimeoutError:
+            raise _Reply(HTTPStatus.REQUEST_TIMEOUT, {"ok": False, "error": "timed out reading the body"}) from None
+        if len(body) < length:
+            raise _Reply(HTTPStatus.BAD_REQUEST, {"ok": False, "error": f"body ended after {len(body)} of {length} "
+                                                  "bytes"})
+        return body
 
     def _reject(self, peer: str, path: str, uid: int | None, reason: str, detail: str) -> None:
         self.rejected.labels(reason).inc()
@@ -332,7 +404,7 @@ class AgentServer:
                     "unknown" if uid is None else uid, reason, detail)
 
     def _cap(self, data: dict, uid: int | None, request_id) -> dict:
-        watts, which = data["watts"], data.get("package")
+        watts, which = _finite(data["watts"], "watts"), data.get("package")
         packages = self.sysfs.packages()
         if not packages:
             raise ValueError(f"no RAPL packages under {self.sysfs.root / 'class/powercap'}: this node cannot be capped")
@@ -365,7 +437,7 @@ class AgentServer:
         return {"requested_w": watts, "package": which, "applied_w": applied}
 
     def _freq(self, data: dict, uid: int | None, request_id) -> dict:
-        hz = data["hz"]
+        hz = _finite(data["hz"], "hz")
         if not self.sysfs.cpufreq_policies():
             raise ValueError(f"no cpufreq policies under {self.sysfs.root / 'devices/system/cpu/cpufreq'}: "
                              "this node's frequency cannot be set")
@@ -373,3 +445,28 @@ class AgentServer:
         log.info("freq by uid %s (request %s): scaling_max_freq %g Hz", uid, request_id, applied)
         return {"requested_hz": hz, "scaling_max_freq_hz": applied,
                 "policies": self.sysfs.policy_scaling_max_freq_hz()}
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a number")
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise ValueError(f"an integer of {len(text.lstrip('-'))} digits is out of range")
+    return int(text)
+
+
+def _finite(value, key: str):
+    """``value`` if it is null or a finite number (as a float), else a ``ValueError`` naming ``key``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value  # sysfs's checks name what is expected
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(f'"{key}" must be a finite number, got {str(value)[:40]}')
+    return value

@@ -227,10 +227,15 @@ class DryRunActuator:
         return self.inner.observe(node)
 
 
-def make_actuator(cfg: ActuatorConfig, telemetry: TelemetryConfig, dry_run: bool = False) -> NodeActuator:
-    """The actuator ``cfg`` names, wrapped for dry-run if asked."""
+def make_actuator(cfg: ActuatorConfig, telemetry: TelemetryConfig, dry_run: bool = False,
+                  backend=None) -> NodeActuator:
+    """The actuator ``cfg`` names, wrapped for dry-run if asked (``sim`` is the simulated cluster ``backend``'s)."""
     actuator: NodeActuator
     match cfg.kind:
+        case "sim":
+            if not hasattr(backend, "node_actuator"):
+                raise WattschedError("actuator.kind: sim needs slurm.backend: sim (the simulated cluster)")
+            actuator = backend.node_actuator()
         case "agent":
             actuator = AgentActuator(telemetry.agent_url, cfg.munge_socket, cfg.timeout_s)
         case "ipmi":

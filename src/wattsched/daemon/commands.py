@@ -9,7 +9,12 @@ import os
 import time
 from pathlib import Path
 
-from wattsched.errors import ConfigError
+from wattsched.cliargs import positive_int
+from wattsched.errors import ConfigError, OptionError
+
+AUDIT_ACTIONS = ("hold", "start", "started", "release", "requeue", "cancel", "power_down", "power_up", "set_cap",
+                 "set_freq", "plan")
+"""Actions the daemon writes into its audit log (``wattsched audit --action``)."""
 
 log = logging.getLogger("wattsched.daemon")
 
@@ -79,6 +84,12 @@ def make_backend(config):
         from wattsched.daemon.slurm.pyslurm_backend import PyslurmBackend
 
         return PyslurmBackend(conf=config.slurm.conf)
+    if kind == "rest":
+        from wattsched.daemon.slurm.rest import SlurmREST
+
+        s = config.slurm
+        return SlurmREST(s.url, s.token_file, user=s.user, api_version=s.api_version, timeout_s=s.timeout_s,
+                         retries=s.retries, retry_backoff_s=s.retry_backoff_s)
     from wattsched.daemon.simcluster import SimCluster
 
     return SimCluster.from_config(config.sim)
@@ -122,20 +133,20 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         daemon.store.close()
 
 
-def _store(args):
+def _store(args, *, read_only: bool = False):
     from wattsched.daemon.store import Store
 
     config, _ = load_daemon_config(args)
     path = Path(config.state_dir) / "state.db"
     if not path.exists():
         raise ConfigError(f"{path}: no state store (has the daemon run with state_dir {config.state_dir}?)")
-    return config, Store(path)
+    return config, Store(path, read_only=read_only)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from wattsched.daemon.loop import Daemon
 
-    config, store = _store(args)
+    config, store = _store(args, read_only=True)
     daemon = Daemon(config, make_backend(config), store=store)
     view_state = daemon.backend.read_state()
     from wattsched.daemon.view import build_view
@@ -217,9 +228,14 @@ def _parse_since(text: str) -> float:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    _config, store = _store(args)
+    _config, store = _store(args, read_only=True)
     entries = store.audit_since(_parse_since(args.since))
     if args.action:
+        known = {e.action for e in entries} | set(AUDIT_ACTIONS)
+        unknown = [a for a in args.action if a not in known]
+        if unknown:
+            store.close()
+            raise OptionError("--action", f"unknown action {unknown[0]!r}; actions are {', '.join(AUDIT_ACTIONS)}")
         entries = [e for e in entries if e.action in args.action]
     for e in entries[-args.limit:] if args.limit else entries:
         when = dt.datetime.fromtimestamp(e.time).isoformat(timespec="seconds")
@@ -278,7 +294,8 @@ def add_commands(sub) -> None:
         p.add_argument("--config", "-c", metavar="FILE", required=config_required,
                        help="daemon config (YAML); see docs/config.md")
         p.add_argument("--state-dir", metavar="DIR", help="state directory (overrides the config)")
-        p.add_argument("--backend", choices=("cli", "pyslurm", "sim"), help="Slurm backend (overrides the config)")
+        p.add_argument("--backend", choices=("cli", "pyslurm", "rest", "sim"),
+                       help="Slurm backend (overrides the config)")
 
     p = sub.add_parser(
         "daemon", help="run the power-aware dispatcher against Slurm (or the built-in simulated cluster)",
@@ -298,7 +315,7 @@ def add_commands(sub) -> None:
     p = sub.add_parser("status", help="jobs by state, the jobs wattsched holds and why, cap and power",
                        description="Read Slurm and the daemon's state store and print what wattsched is doing.")
     common(p)
-    p.add_argument("--limit", type=int, default=20, help="held jobs listed (default 20)")
+    p.add_argument("--limit", type=positive_int, default=20, metavar="N", help="held jobs listed (default 20)")
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("audit", help="list the daemon's decisions",
@@ -306,7 +323,7 @@ def add_commands(sub) -> None:
     common(p)
     p.add_argument("--since", default="1h", help="a duration (30m, 2h, 7d) or a date (default 1h)")
     p.add_argument("--action", action="append", help="only this action (start, hold, requeue, ...); repeatable")
-    p.add_argument("--limit", type=int, default=0, help="only the last N entries")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="only the last N entries (default all)")
     p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("history", help="the job power history the predictors learn from")

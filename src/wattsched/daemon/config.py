@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from wattsched.config import (
     CapEntryConfig,
@@ -34,12 +35,14 @@ class SlurmConfig(StrictModel):
 
     doc_name: ClassVar[str] = "slurm block"
 
-    backend: Literal["cli", "pyslurm", "sim"] = Field(
+    backend: Literal["cli", "pyslurm", "rest", "sim"] = Field(
         default="cli",
         description=(
             "`cli`: run `squeue`, `sinfo` and `scontrol` (every Slurm version; JSON where the version "
             "has it, plain text otherwise). `pyslurm`: the pyslurm library (extra `[pyslurm]`, Slurm "
-            "25.11 only). `sim`: the built-in simulated cluster (see `sim`), no Slurm needed. "
+            "25.11 only). `rest`: slurmrestd's REST API with a JWT (`url`, `token_file`), for a daemon "
+            "off the head node (reads on Slurm 22.05+; pins and hold markers need 23.02+). "
+            "`sim`: the built-in simulated cluster (see `sim`), no Slurm needed. "
             "Default: `cli`."
         ),
     )
@@ -77,6 +80,50 @@ class SlurmConfig(StrictModel):
     retry_backoff_s: float = Field(
         default=1.0, ge=0, description="First retry delay in seconds; doubles at each retry. Default: `1`."
     )
+    url: str | None = Field(
+        default=None,
+        description="With `backend: rest`: slurmrestd's base URL. Required for `rest`. Example: `http://slurmrestd:6820`.",
+    )
+    token_file: Path | None = Field(
+        default=None,
+        description=(
+            "With `backend: rest`: file holding the JWT from `scontrol token` (the token alone or its "
+            "`SLURM_JWT=` line), mode 0600, owned by the user running wattsched; re-read when it changes. "
+            "Required for `rest`. Example: `/etc/wattsched/slurm-token`."
+        ),
+    )
+    user: str = Field(
+        default="root", min_length=1,
+        description="With `backend: rest`: the user the token belongs to (`X-SLURM-USER-NAME`). Default: `root`.",
+    )
+    api_version: Literal[
+        "auto", "0.0.38", "0.0.39", "0.0.40", "0.0.41", "0.0.42", "0.0.43", "0.0.44", "0.0.45"
+    ] = Field(
+        default="auto",
+        description=(
+            "With `backend: rest`: REST API version, or `auto` (the newest the server answers). Default: `auto`."
+        ),
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        import urllib.parse
+
+        if value is not None:
+            parts = urllib.parse.urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError("must be an http:// or https:// URL, e.g. http://slurmrestd:6820")
+        return value
+
+    @model_validator(mode="after")
+    def _rest_needs_url_and_token(self):
+        if self.backend == "rest":
+            missing = [((k,), "required with backend: rest") for k in ("url", "token_file")
+                       if getattr(self, k) is None]
+            if missing:
+                raise field_problems(missing)
+        return self
 
 
 class SimBackendConfig(StrictModel):
@@ -150,6 +197,18 @@ class TelemetryConfig(StrictModel):
         description="From label values to Slurm node names: a regular expression with a named group `node` "
         "(e.g. `^(?P<node>[^.:]+)` drops domain and port) or a mapping. Default: none (the value is the name).",
     )
+    @field_validator("node_map")
+    @classmethod
+    def _node_map(cls, value):
+        if isinstance(value, str):
+            try:
+                pattern = re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+            if "node" not in pattern.groupindex:
+                raise ValueError("the regular expression needs a named group (?P<node>...)")
+        return value
+
     max_age_s: float = Field(
         default=120.0, gt=0,
         description="Telemetry older than this is stale: the daemon falls back to predictions. Default: `120`.",
@@ -173,10 +232,11 @@ class ActuatorConfig(StrictModel):
 
     doc_name: ClassVar[str] = "actuator block"
 
-    kind: Literal["none", "agent", "ipmi"] = Field(
+    kind: Literal["none", "agent", "ipmi", "sim"] = Field(
         default="none",
         description="`agent`: the wattsched node agent (RAPL and cpufreq, munge-authenticated, URL from "
         "`telemetry.agent_url`); `ipmi`: `ipmitool dcmi power set_limit` against each node's BMC (caps only); "
+        "`sim`: the nodes of the simulated cluster (`slurm.backend: sim`); "
         "`none`: caps and frequencies are audited as skipped. Default: `none`.",
     )
     munge_socket: Path | None = Field(
@@ -474,6 +534,17 @@ class DaemonConfig(StrictModel):
         default_factory=ForecastConfig,
         description="The rolling-horizon forecast of platform power (see *Forecast block*).",
     )
+
+    _source: str | None = PrivateAttr(default=None)  # where it was read from, for error lines
+    _origins: dict[str, str] = PrivateAttr(default_factory=dict)
+    _lines: dict = PrivateAttr(default_factory=dict)
+
+    @field_validator("heartbeat_file")
+    @classmethod
+    def _heartbeat_file(cls, value: Path | None) -> Path | None:
+        if value is not None and value.is_dir():
+            raise ValueError(f"{str(value)!r} is a directory; name a file (the daemon writes the time into it)")
+        return value
 
     @field_validator("cap_w", mode="before")
     @classmethod

@@ -29,13 +29,13 @@ def parse_sacct(text: str, source: str = "sacct") -> list[dict]:
     import datetime as dt
 
     from wattsched.daemon.slurm.hostlist import expand
-    from wattsched.errors import WattschedError
+    from wattsched.errors import TraceError
 
     def when(value: str, line: int, key: str) -> float:
         try:
             return dt.datetime.fromisoformat(value).astimezone().timestamp()
         except ValueError:
-            raise WattschedError(f"{source}: line {line}: {key}: not a time: {value!r}") from None
+            raise TraceError(source, line, f"not a time: {value!r}", key) from None
 
     names = SACCT_FIELDS.split(",")
     jobs = []
@@ -44,8 +44,7 @@ def parse_sacct(text: str, source: str = "sacct") -> list[dict]:
             continue
         parts = line.split("|")
         if len(parts) != len(names):
-            raise WattschedError(f"{source}: line {no}: expected {len(names)} fields ({SACCT_FIELDS}), "
-                                 f"got {len(parts)}")
+            raise TraceError(source, no, f"expected {len(names)} fields ({SACCT_FIELDS}), got {len(parts)}")
         rec = dict(zip(names, parts, strict=True))
         if rec["Start"] in ("Unknown", "None", "") or rec["End"] in ("Unknown", "None", ""):
             continue  # never ran
@@ -55,7 +54,7 @@ def parse_sacct(text: str, source: str = "sacct") -> list[dict]:
             limit_min = rec["TimelimitRaw"]
             walltime = float(limit_min) * 60 if limit_min.isdigit() else 0.0
         except ValueError as exc:
-            raise WattschedError(f"{source}: line {no}: {exc}") from None
+            raise TraceError(source, no, str(exc)) from None
         jobs.append({
             "job_id": job_id, "user": rec["User"], "partition": rec["Partition"], "nodes": nnodes,
             "node_names": list(expand(rec["NodeList"])), "submit_s": when(rec["Submit"], no, "Submit"),

@@ -353,7 +353,9 @@ class IpmiCredentials:
             if ok and not bad_defaults:
                 endpoints[node] = BmcEndpoint(node=node, **values)
         if problems:
-            lines = [f"{source}: {p}" for p in dict.fromkeys(problems)]
+            # "line N: message" problems become FILE:N: message, the one error shape
+            lines = [re.sub(r"^line (\d+): ", lambda m: f"{source}:{m.group(1)}: ", p) if p.startswith("line ")
+                     else f"{source}: {p}" for p in dict.fromkeys(problems)]
             exc = ConfigError("\n".join(lines))
             exc.problems = lines
             raise exc
@@ -437,8 +439,9 @@ def _parse_yaml(text: str, label: str) -> tuple[Any, dict[tuple, int]]:
     except yaml.MarkedYAMLError as exc:
         # exc's own text quotes the offending line, which may hold a password: give the position only
         mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise ConfigError(f"{label}: {where}invalid YAML: {exc.problem or exc.context}") from None
+        where = (f"{label}:{mark.line + 1}: invalid YAML (column {mark.column + 1})" if mark
+                 else f"{label}: invalid YAML")
+        raise ConfigError(f"{where}: {exc.problem or exc.context}") from None
     except yaml.YAMLError:
         raise ConfigError(f"{label}: invalid YAML") from None
     finally:
@@ -485,7 +488,7 @@ def _parse_key_value(text: str) -> tuple[dict[str, Any], list[str]]:
             problems.append(f"line {n}: unknown per-node key (valid keys: NODE.{', NODE.'.join(_NODE_KEYS)})")
             continue
         if key in seen:
-            problems.append(f"{key}: duplicate key (line {n}; first at line {seen[key]})")
+            problems.append(f"line {n}: {key}: duplicate key (first at line {seen[key]})")
             continue
         seen[key] = n
         if dot:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import assert_never
 
 from wattsched import __version__
+from wattsched.config import key_locator
 from wattsched.daemon import policystate
 from wattsched.daemon.actuators import NodeSetting, Outcome, make_actuator, same_cap, same_freq
 from wattsched.daemon.config import DaemonConfig
@@ -49,10 +50,14 @@ from wattsched.model.constraints import BudgetState, CapSchedule, EnergyBudget
 from wattsched.model.guard import plan_problems
 from wattsched.model.plan import Evict, PowerDown, PowerUp, Reason, Reshape, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodePowerModel, NodeState
+from wattsched.model.response import LinearResponse
 from wattsched.policies import make_policy
 from wattsched.predictors import make_predictor
 
 NODE_ACTIONS = {"cap": "set_cap", "freq": "set_freq"}
+
+_CPU_BOUND = LinearResponse(f=1.0, floor=0.3)
+"""Response of a job whose class the platform does not know: CPU-bound, as the simulator takes it."""
 
 log = logging.getLogger("wattsched.daemon")
 
@@ -130,10 +135,13 @@ class Daemon:
 
     def apply_config(self, config: DaemonConfig) -> None:
         """Build policy and predictor from ``config`` (raises ConfigError/PolicyError without changing anything)."""
-        policy = make_policy(config.policy, config.params, source="params")
+        policy = make_policy(config.policy, config.params, source=key_locator(config, "params"),
+                             name_source=key_locator(config, "policy")())
         predictor = None
         if config.predictor:
-            predictor = make_predictor(config.predictor, config.predictor_params, source="predictor_params")
+            predictor = make_predictor(config.predictor, config.predictor_params,
+                                       source=key_locator(config, "predictor_params"),
+                                       name_source=key_locator(config, "predictor")())
         if config.platform is not None:
             from wattsched.sim.platforms import load_platform_config
 
@@ -142,7 +150,7 @@ class Daemon:
             power = PowerModels.uniform(config.node_power.to_model() if config.node_power else NodePowerModel())
         from wattsched.daemon.power import Telemetry
 
-        actuator = make_actuator(config.actuator, config.telemetry, dry_run=config.dry_run)
+        actuator = make_actuator(config.actuator, config.telemetry, dry_run=config.dry_run, backend=self.backend)
         previous = getattr(self, "config", None)
         same_policy = previous is not None and previous.policy == config.policy and previous.params == config.params
         self.config = config
@@ -504,12 +512,25 @@ class Daemon:
         view.snapshot.node_freq_hz = freqs
         # a running job's cap and frequency: the lowest in force on its nodes
         running = dict(view.snapshot.running)
+        measured = getattr(self, "_measured", None) or {}
+        snap = view.snapshot
         for jid, r in running.items():
             job_caps = [caps[i] for i in r.nodes if i in caps]
             job_freqs = [freqs[i] for i in r.nodes if i in freqs]
             if job_caps or job_freqs:
+                power_w = r.power_w
+                fmax = snap.platform.nodes[r.nodes[0]].power.max_freq_hz
+                resp = snap.response_for(r.job) or _CPU_BOUND
+                if job_freqs and fmax and not any(view.node_names[i] in measured
+                                                                       for i in r.nodes):
+                    # predicted, not measured: the job's power at the frequency in force (its response model)
+                    power_w = r.power_w * resp.at_frequency_ratio(min(job_freqs) / fmax)[0]
+                    snap.platform_power_w += power_w - r.power_w
+                    view.predicted_power_w += power_w - r.power_w
+                    if snap.jobs_power_w is not None:
+                        snap.jobs_power_w += power_w - r.power_w
                 running[jid] = dataclasses.replace(r, cap_w=min(job_caps) if job_caps else None,
-                                                   freq_hz=min(job_freqs) if job_freqs else None)
+                                                   freq_hz=min(job_freqs) if job_freqs else None, power_w=power_w)
         view.snapshot.running = running
         index = {name: i for i, name in enumerate(view.node_names)}
         wanted = {kind: {index[n]: w.value for (n, k), w in desired.items() if k == kind and n in index
@@ -629,8 +650,16 @@ class Daemon:
                     act = "requeue" if requeue else "cancel"
                     fn = (lambda j=action.job_id: self.backend.requeue(j)) if requeue else (
                         lambda j=action.job_id: self.backend.cancel(j))
-                    if self._act(act, action.job_id, "evicted by the policy", audit, now, fn):
+                    why = plan.reasons.get(action.job_id)
+                    why = "evicted by the policy" + (f": {why}" if why else "")
+                    if self._act(act, action.job_id, why[:2000], audit, now, fn):
                         report.evicted.append(action.job_id)
+                        if requeue and job is not None:
+                            # requeued, the job is pending again: held, so that the policy decides its restart
+                            reason = "evicted; waits for the policy"
+                            if self._act("hold", action.job_id, reason, audit, now,
+                                         lambda j=job: self.backend.hold(j.job_id, with_marker(j.admin_comment))):
+                                self.store.add_hold(action.job_id, "daemon", reason, now)
                 case PowerDown(node=i):
                     node = names[i]
                     if self._act("power_down", node, "decided by the policy", audit, now,

@@ -17,6 +17,7 @@ decides, this only plays Slurm's part (holding, starting released jobs).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from wattsched.daemon.slurm.backend import MARKER, with_marker
 from wattsched.daemon.slurm.records import ClusterState, SlurmJob, SlurmNode
 from wattsched.errors import SlurmCommandError
 from wattsched.model.constraints import CapSchedule, DemandResponseEvent
-from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Start
+from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodeState, Platform
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
@@ -44,6 +45,11 @@ _SLURM_STATE = {
 }
 
 
+REQUEUE_DELAY_S = 121.0
+"""A requeued job is not started again before this delay: Slurm sets its ``begin_time`` to now + ``cred_expire``
+(120 s by default) + 1."""
+
+
 @dataclass(slots=True)
 class _Job:
     """What Slurm keeps of a job besides what the engine simulates: hold, comment, pinned nodes."""
@@ -55,6 +61,8 @@ class _Job:
     required: tuple[str, ...] = ()
     nodes: tuple[str, ...] = ()
     start_s: float | None = None
+    begin_s: float = -math.inf
+    """Not started before this trace time (a requeued job waits, as Slurm's ``begin_time``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +140,10 @@ class SimCluster:
         from wattsched.sim.swf import read_swf
 
         platform = load_platform(sim.platform)
+        if sim.nodes is not None and sim.nodes > len(platform):
+            from wattsched.errors import ConfigError
+
+            raise ConfigError(f"sim.nodes: {sim.nodes} nodes, but platform {sim.platform!r} has only {len(platform)}")
         if sim.nodes is not None and sim.nodes < len(platform):
             platform = Platform(platform.nodes[: sim.nodes], name=platform.name,
                                 response_classes=platform.response_classes, source=platform.source)
@@ -177,6 +189,7 @@ class SimCluster:
             elif jid in eng.pending:
                 if job.state == "RUNNING":  # evicted and requeued: pending again, unpinned, not held
                     job.state, job.nodes, job.start_s, job.required, job.held = "PENDING", (), None, (), False
+                    job.begin_s = eng.now + REQUEUE_DELAY_S
             else:
                 del self.jobs[jid]
                 self.finished += 1
@@ -197,7 +210,7 @@ class SimCluster:
         state = self.engine.state
         pending = self.engine.pending
         for jid, job in sorted(self.jobs.items(), key=lambda kv: (kv[1].trace.submit_s, kv[0])):
-            if job.held or job.state != "PENDING" or jid not in pending:
+            if job.held or job.state != "PENDING" or jid not in pending or job.begin_s > self.engine.now:
                 continue
             want = max(job.trace.nodes, 1)
             usable = [i for i in range(len(state)) if i not in taken
@@ -301,6 +314,59 @@ class SimCluster:
         if problems:
             raise SlurmCommandError(["sim", "power_up", node], 1, "", "; ".join(problems))
 
+    def node_actuator(self) -> SimNodeActuator:
+        """The actuator of ``actuator.kind: sim``: caps and frequencies set on the simulated nodes."""
+        return SimNodeActuator(self)
+
     def result(self):
         """Stop the engine where it stands and return its result (jobs, power timeline)."""
         return self.engine.finish()
+
+
+class SimNodeActuator:
+    """Node caps and CPU frequency ceilings of the simulated cluster (``actuator.kind: sim``).
+
+    A setting takes effect at once on the node, and a running job slows by its
+    response model, as the node agent's would on real nodes; :meth:`observe`
+    reads back what the node holds.
+    """
+
+    name = "sim"
+
+    def __init__(self, cluster: SimCluster):
+        self.cluster = cluster
+
+    def _set(self, node: SlurmNode, action, value: float | None):
+        from wattsched.daemon.actuators import Outcome
+
+        problems = self.cluster.engine.apply(Plan([action]))
+        if problems:
+            return Outcome.failed("; ".join(problems))
+        return Outcome(True, "set on the simulated node", value)
+
+    def set_cap(self, node: SlurmNode, cap_w: float | None, request_id: str):
+        from wattsched.daemon.actuators import Outcome
+
+        try:
+            return self._set(node, SetNodeCap(self.cluster._node(node.name), cap_w), cap_w)
+        except SlurmCommandError as exc:
+            return Outcome.failed(str(exc))
+
+    def set_freq(self, node: SlurmNode, freq_hz: float | None, request_id: str):
+        from wattsched.daemon.actuators import Outcome
+
+        try:
+            return self._set(node, SetNodeFreq(self.cluster._node(node.name), freq_hz), freq_hz)
+        except SlurmCommandError as exc:
+            return Outcome.failed(str(exc))
+
+    def observe(self, node: SlurmNode):
+        from wattsched.daemon.actuators import NodeSetting
+
+        try:
+            i = self.cluster._node(node.name)
+        except SlurmCommandError as exc:
+            return NodeSetting(error=str(exc))
+        eng = self.cluster.engine
+        return NodeSetting(cap_w=eng.node_cap_w.get(i), freq_hz=eng.node_freq_hz.get(i), has_cap=True,
+                           has_freq=True)

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wattsched.errors import WattschedError
+from wattsched.errors import StateError
 
 SCHEMA_VERSION = 2
 
@@ -66,7 +66,7 @@ CREATE TABLE IF NOT EXISTS node_desired (
 """
 
 
-class StoreError(WattschedError):
+class StoreError(StateError):
     """The state store cannot be opened or has an unknown schema."""
 
 
@@ -112,10 +112,18 @@ class Desired:
 
 
 class Store:
-    """The state store at ``path`` (created with its directory if missing)."""
+    """The state store at ``path`` (created with its directory if missing).
 
-    def __init__(self, path: str | Path):
+    With ``read_only`` (``status``, ``audit``) the file must already be a state
+    store: it is opened read-only, never created, initialised or migrated, and
+    an empty or foreign file is refused.
+    """
+
+    def __init__(self, path: str | Path, *, read_only: bool = False):
         self.path = Path(path)
+        if read_only:
+            self._open_read_only()
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=10.0)
@@ -127,14 +135,36 @@ class Store:
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:
             self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        elif int(row[0]) > SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.path}: schema version {row[0]} is newer than this wattsched's ({SCHEMA_VERSION}); "
-                "upgrade wattsched or move the file away"
-            )
-        elif int(row[0]) < SCHEMA_VERSION:  # version 1 lacked the audit link of intents
+        elif self._check_version(row[0]) < SCHEMA_VERSION:  # version 1 lacked the audit link of intents
             self.db.execute("ALTER TABLE intents ADD COLUMN audit_id INTEGER")
             self.db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+
+    def _check_version(self, value) -> int:
+        try:
+            version = int(value)
+        except (TypeError, ValueError):
+            raise StoreError(f"{self.path}: meta.schema_version: {str(value)[:40]!r} is not a schema version; "
+                             "the file is damaged or not a wattsched state store") from None
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: schema version {version} is newer than this wattsched's ({SCHEMA_VERSION}); "
+                "upgrade wattsched or move the file away"
+            )
+        return version
+
+    def _open_read_only(self) -> None:
+        if not self.path.is_file():
+            raise StoreError(f"{self.path}: no state store")
+        try:
+            self.db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
+                                      timeout=10.0)
+            row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: not a wattsched state store ({exc}); has the daemon run with this "
+                             "state_dir?") from None
+        if row is None:
+            raise StoreError(f"{self.path}: meta.schema_version: missing; the file is not a wattsched state store")
+        self._check_version(row[0])
 
     def close(self) -> None:
         self.db.close()

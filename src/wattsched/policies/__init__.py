@@ -21,6 +21,10 @@ _BUILTIN: dict[str, str] = {
     "easy-pc": "wattsched.policies.easy_pc:EasyPcPolicy",
     "easy-saf": "wattsched.policies.easy_pc:EasySafPolicy",
     "knapsack": "wattsched.policies.knapsack:KnapsackPolicy",
+    "dr": "wattsched.policies.dr:DrPolicy",
+    "dr-easy-pc": "wattsched.policies.dr:DrEasyPcPolicy",
+    "performance": "wattsched.policies.dr:PerformancePolicy",
+    "powersave": "wattsched.policies.dr:PowersavePolicy",
 }
 
 ENTRY_POINT_GROUP = "wattsched.policies"
@@ -43,12 +47,13 @@ def policy_class(name: str) -> type[Policy]:
     return REGISTRY.load(name)
 
 
-def make_policy(name: str, params: dict[str, Any] | None = None, *, source: str = "params") -> Policy:
+def make_policy(name: str, params: dict[str, Any] | None = None, *, source="params",
+                name_source: str | None = None) -> Policy:
     """Build policy ``name`` with ``params`` validated against its params model.
 
     Errors name the offending key as ``{source}.{key}``.
     """
-    return REGISTRY.make(name, params, source=source)
+    return REGISTRY.make(name, params, source=source, name_source=name_source)
 
 
 __all__ = ["BasePolicy", "Policy", "UnavailablePolicy", "available", "make_policy", "policy_class"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wattsched.errors import WattschedError
+from wattsched.errors import PredictorError
 from wattsched.plugins import Registry
 from wattsched.predictors.base import BasePredictor, CompletedJob, Predictor
 
@@ -19,7 +19,7 @@ _BUILTIN: dict[str, str] = {
 ENTRY_POINT_GROUP = "wattsched.predictors"
 
 
-class UnavailablePredictor(WattschedError):
+class UnavailablePredictor(PredictorError):
     """A known predictor whose module cannot be imported (an optional dependency is missing)."""
 
 
@@ -35,8 +35,9 @@ def predictor_class(name: str) -> type[Predictor]:
     return REGISTRY.load(name)
 
 
-def make_predictor(name: str, params: dict[str, Any] | None = None, *, source: str = "predictor_params"):
-    return REGISTRY.make(name, params, source=source)
+def make_predictor(name: str, params: dict[str, Any] | None = None, *, source="predictor_params",
+                   name_source: str | None = None):
+    return REGISTRY.make(name, params, source=source, name_source=name_source)
 
 
 __all__ = ["BasePredictor", "CompletedJob", "Predictor", "UnavailablePredictor", "available", "make_predictor",

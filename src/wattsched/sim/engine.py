@@ -34,7 +34,7 @@ from typing import Any, assert_never
 
 import numpy as np
 
-from wattsched.errors import PlanViolation, WattschedError
+from wattsched.errors import ConfigError, PlanViolation, TraceError
 from wattsched.model.constraints import BudgetState, CapSchedule, DemandResponseEvent, EnergyBudget, NoticedEvent
 from wattsched.model.end_table import EndTable
 from wattsched.model.forecast import forecast
@@ -52,6 +52,8 @@ from wattsched.sim.workload import TraceJob, Workload, true_power
 
 # Event kinds, in the order they are processed at equal times.
 _END, _SWITCH, _STEP, _CAP, _BUDGET, _TICK, _DR = range(7)
+CONTROL_LOG_MAX = 1_000_000
+"""Most entries :attr:`Engine.control_log` keeps."""
 
 _IDLE = int(NodeState.IDLE)
 _BUSY = int(NodeState.BUSY)
@@ -82,6 +84,9 @@ class EngineOptions:
         Stop the run at this simulated time.
     progress
         Show a progress bar when the run takes more than two seconds.
+    max_ticks
+        Stop with a :class:`~wattsched.errors.ConfigError` when a run reaches
+        this many ticks (a bound on time and timeline rows), or ``None``.
     """
 
     kill_at_walltime: bool = True
@@ -97,6 +102,7 @@ class EngineOptions:
     reshape_overhead: Callable[[Job, int, int], float] | None = None
     response_classes: Mapping[str, ResponseModel] | None = None
     """Response model per application class; default: the platform's (:attr:`Platform.response_classes`)."""
+    max_ticks: int | None = None
 
 
 class _Run:
@@ -240,6 +246,13 @@ class Engine:
         self._timeline = {k: array("d") for k in TIMELINE_COLUMNS}
         self.stats = {"policy_calls": 0, "events": 0, "plans_rejected": 0, "actions": 0, "submitted": 0}
         self.rejections: list[str] = []
+        self.control_log: list[tuple[float, str, int, float, int]] = []
+        """Evictions and node frequency/cap changes applied: ``(t_s, kind, node, value, job_id)`` (-1: none).
+
+        ``kind`` is ``evict``, ``cancel``, ``freq`` or ``cap``; ``value`` is the frequency (Hz) or cap (W) set,
+        NaN for nominal; ``job_id`` is the job evicted or running on the node. At most
+        :data:`CONTROL_LOG_MAX` entries.
+        """
         self._snapshot = Snapshot(
             now_s=0.0,
             platform=platform,
@@ -457,6 +470,7 @@ class Engine:
             if opts.tick_s:
                 self._push(start + opts.tick_s, _TICK)
         limit = opts.time_limit_s if opts.time_limit_s is not None else math.inf
+        ticks = 0
         bar = self._progress_bar()
         heap = self._heap
         heappop = heapq.heappop
@@ -532,6 +546,12 @@ class Engine:
                     cap_now = cap_at(t)
                 elif kind == _TICK:
                     control = True
+                    ticks += 1
+                    if opts.max_ticks is not None and ticks > opts.max_ticks:
+                        raise ConfigError(
+                            f"tick_s: the run reached {opts.max_ticks:,} ticks of {opts.tick_s:g} s at "
+                            f"t = {t:,.0f} s; use a longer tick or raise the limit (--max-ticks, config "
+                            "key max_ticks)")
                     if nxt is not None or pending or self.running:
                         self._push(t + opts.tick_s, _TICK)
             # submissions at t
@@ -539,7 +559,8 @@ class Engine:
             while nxt is not None and nxt.submit_s <= t:
                 job = self._make_job(nxt)
                 if job.id in truth:
-                    raise WattschedError(f"job id {job.id} appears twice in the workload")
+                    raise TraceError(self.workload.name if self.workload else "workload", None,
+                                     f"job id {job.id} appears twice in the workload")
                 truth[job.id] = nxt
                 pending[job.id] = job
                 qappend(job)
@@ -859,9 +880,18 @@ class Engine:
                 case Start():
                     self._start(action)
                 case Evict():
+                    if len(self.control_log) < CONTROL_LOG_MAX:
+                        self.control_log.append((self.now, "evict" if action.requeue else "cancel", -1, math.nan,
+                                                 action.job_id))
                     self._evict(action)
                 case SetNodeCap() | SetNodeFreq():
                     self._set_node(action)
+                    if len(self.control_log) < CONTROL_LOG_MAX:
+                        run = self._run_on(action.node)
+                        value = action.cap_w if type(action) is SetNodeCap else action.freq_hz
+                        self.control_log.append((self.now, "cap" if type(action) is SetNodeCap else "freq",
+                                                 action.node, math.nan if value is None else value,
+                                                 -1 if run is None else run.job.id))
                 case PowerDown():
                     self._power_down(action.node)
                 case PowerUp():

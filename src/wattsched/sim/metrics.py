@@ -345,12 +345,14 @@ def summarize(
 def _num(x: float) -> str:
     """A number rounded for reading: three significant figures or so, thousands separated.
 
-    >>> _num(1234.5), _num(12.345), _num(1.2345), _num(0.000123), _num(0.0)
-    ('1,234', '12.3', '1.23', '0.000123', '0')
+    >>> _num(1234.5), _num(12.345), _num(1.2345), _num(0.000123), _num(0.0), _num(3e300)
+    ('1,234', '12.3', '1.23', '0.000123', '0', '3e+300')
     """
     a = abs(x)
-    if a == 0:
-        return "0"
+    if a == 0 or a != a:
+        return "0" if a == 0 else "nan"
+    if a >= 1e9:  # past a billion the digits stop meaning anything to a reader (and may not fit the table)
+        return f"{x:.3g}"
     if a >= 100:
         return f"{x:,.0f}"
     if a >= 10:
@@ -412,7 +414,9 @@ def format_power(watts: float | None) -> str:
 
 
 def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.1f} %"
+    if x is None:
+        return "—"
+    return f"{100 * x:.1f} %" if abs(x) < 1e4 else f"{100 * x:.3g} %"
 
 
 def _count(x: int | None) -> str:

@@ -41,11 +41,11 @@ import os
 import re
 import warnings
 from importlib import resources
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from wattsched.config import StrictModel, field_problems, load_yaml_model
+from wattsched.config import StrictModel, field_problems, load_yaml_model, register_config_kind
 from wattsched.errors import ConfigError
 from wattsched.model.platform import Node, NodePowerModel, Platform
 from wattsched.model.response import (
@@ -63,6 +63,26 @@ __all__ = [
 ]
 
 _D = NodePowerModel()
+
+DEFAULT_MAX_NODES = 200_000
+"""Largest machine built without being asked: the largest machines of the TOP500 have about 160,000
+nodes, and a bigger count is usually a typo or an SWF ``MaxProcs`` in the wrong unit. Raise it with
+``--max-nodes N`` (config key ``max_nodes``)."""
+
+
+def too_many_nodes(count: int, limit: int | None) -> str | None:
+    """The problem with a machine of ``count`` nodes, or ``None`` when it is within ``limit``.
+
+    >>> too_many_nodes(10, 100) is None
+    True
+    >>> too_many_nodes(10**9, None)[:40]
+    'a machine of 1,000,000,000 nodes is more'
+    """
+    limit = DEFAULT_MAX_NODES if limit is None else limit
+    if count <= limit:
+        return None
+    return (f"a machine of {count:,} nodes is more than the sanity limit of {limit:,}; if it is meant, "
+            f"raise the limit with --max-nodes {count} (config key max_nodes)")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -320,6 +340,11 @@ def _check_response_spec(spec: dict[str, Any]) -> str | None:
 class PlatformConfig(StrictModel):
     """A platform file."""
 
+    kind: Literal["platform"] = Field(
+        default="platform",
+        description="What this file configures. Optional: `wattsched check-config` recognises a platform file "
+        "by its `node_groups` key. Default: `platform`.",
+    )
     name: str = Field(
         min_length=1,
         description="Name of the platform, used in reports. Required. Example: `marconi100`.",
@@ -360,7 +385,13 @@ class PlatformConfig(StrictModel):
         return v
 
     @model_validator(mode="after")
-    def _unique(self):
+    def _unique(self, info: ValidationInfo):
+        total = 0
+        for gi, group in enumerate(self.node_groups):
+            total += group.count
+            why = too_many_nodes(total, (info.context or {}).get("max_nodes"))
+            if why:
+                raise field_problems([(("node_groups", gi, "count"), why)])
         problems = []
         groups: dict[str, int] = {}
         owner: dict[str, int] = {}
@@ -422,11 +453,13 @@ def _is_bare_name(source: str) -> bool:
     return "/" not in source and os.sep not in source and not source.endswith((".yaml", ".yml"))
 
 
-def load_platform_config(source: str | os.PathLike) -> tuple[PlatformConfig, str]:
+def load_platform_config(source: str | os.PathLike, *, max_nodes: int | None = None) -> tuple[PlatformConfig, str]:
     """Validate a platform file (a path, or the bare name of a packaged platform).
 
-    Returns the model and the label of the file it came from.
+    Returns the model and the label of the file it came from. A file of more
+    than ``max_nodes`` nodes (default :data:`DEFAULT_MAX_NODES`) is refused.
     """
+    context = {"max_nodes": max_nodes}
     text = os.fspath(source)
     if isinstance(source, str) and _is_bare_name(text):
         resource = resources.files("wattsched").joinpath("data", "platforms", f"{text}.yaml")
@@ -436,11 +469,11 @@ def load_platform_config(source: str | os.PathLike) -> tuple[PlatformConfig, str
                 f"{', '.join(packaged_platforms())} (give a path ending in .yaml for your own file)"
             )
         with resources.as_file(resource) as path:
-            return load_yaml_model(path, PlatformConfig, label=os.fspath(path)), os.fspath(path)
-    return load_yaml_model(source, PlatformConfig), text
+            return load_yaml_model(path, PlatformConfig, label=os.fspath(path), context=context), os.fspath(path)
+    return load_yaml_model(source, PlatformConfig, context=context), text
 
 
-def load_platform(source: str | os.PathLike) -> Platform:
+def load_platform(source: str | os.PathLike, *, max_nodes: int | None = None) -> Platform:
     """Read a platform file, or a packaged platform by name (``"default"``, ``"marconi100"``).
 
     The result carries ``response_classes`` (``DEFAULT_CLASSES`` updated with the
@@ -450,7 +483,7 @@ def load_platform(source: str | os.PathLike) -> Platform:
     ------
     ConfigError
         Naming the file and key of every problem, e.g.
-        ``platform.yaml: node_groups[1].power.idle_w: must be ≤ busy_w (190.738 W), got 300 (line 9)``.
+        ``platform.yaml:9: node_groups[1].power.idle_w: must be ≤ busy_w (190.738 W), got 300``.
 
     Examples
     --------
@@ -458,7 +491,7 @@ def load_platform(source: str | os.PathLike) -> Platform:
     >>> len(p), p.nodes[0].name, p.nodes[0].gpus, p.max_power_w / len(p)
     (980, 'm100n0000', 4, 2100.0)
     """
-    config, label = load_platform_config(source)
+    config, label = load_platform_config(source, max_nodes=max_nodes)
     return config.build(source=label)
 
 
@@ -471,6 +504,8 @@ def platform_from_procs(
     cores_per_node: int = 1,
     power: NodePowerModel | None = None,
     name: str | None = None,
+    *,
+    max_nodes: int | None = None,
 ) -> Platform:
     """A homogeneous cluster big enough for ``max_procs`` processors (e.g. an SWF ``MaxProcs``).
 
@@ -487,6 +522,9 @@ def platform_from_procs(
     max_procs = _positive_int(max_procs, "procs", "a positive whole number of processors")
     cores_per_node = _positive_int(cores_per_node, "cores_per_node", "a positive whole number")
     count = -(-max_procs // cores_per_node)
+    why = too_many_nodes(count, max_nodes)
+    if why:
+        raise ConfigError(f"procs: {why}")
     if max_procs % cores_per_node:
         warnings.warn(
             f"procs={max_procs} is not a multiple of cores_per_node={cores_per_node}: using {count} nodes "
@@ -516,3 +554,6 @@ def _positive_int(value: Any, key: str, what: str) -> int:
 def response_classes_of(platform: Platform) -> dict[str, ResponseModel]:
     """The platform's response classes: those of its file, or ``DEFAULT_CLASSES``."""
     return dict(platform.response_classes)
+
+
+register_config_kind("platform", PlatformConfig, ("node_groups",))

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from wattsched.errors import ConfigError
+from wattsched.errors import ConfigError, OptionError
 from wattsched.model.job import PowerEstimate
 from wattsched.model.platform import Platform
 from wattsched.predictors import make_predictor, predictor_class
@@ -245,7 +245,7 @@ def build_predictors(
         fields = getattr(getattr(cls, "Params", None), "model_fields", {})
         if "time_origin_s" in fields and "time_origin_s" not in params and time_origin_s is not None:
             params["time_origin_s"] = time_origin_s
-        pred = make_predictor(name, params, source=f"--param ({name})")
+        pred = make_predictor(name, params, source=lambda loc, n=name: "--param: " + ".".join([n, *map(str, loc)]))
         out.append((label_of(name, bool(getattr(cls, "is_oracle", False))), pred))
     return out
 
@@ -262,12 +262,13 @@ def split_params(names: Sequence[str], params: Sequence[tuple[str, Any]]) -> lis
         if dot and target in out:
             out[target][rest] = value
             continue
+        if dot:
+            raise OptionError("--param", f"{key}={value!r}: {target!r} is not a predictor being evaluated "
+                                         f"({', '.join(names)}); write NAME.KEY=VALUE with NAME one of them, or "
+                                         "KEY=VALUE for every predictor that has KEY")
         takers = [n for n in names if key in getattr(predictor_class(n).Params, "model_fields", {})]
         if not takers:
-            raise ConfigError(
-                f"--param {key}: no predictor among {', '.join(names)} has a parameter {key!r} "
-                f"(use NAME.{key}=VALUE to aim at one)"
-            )
+            raise OptionError("--param", f"{key}: no predictor among {', '.join(names)} has a parameter {key!r}")
         for n in takers:
             out[n][key] = value
     return [(n, out[n]) for n in names]
@@ -300,7 +301,9 @@ def run_evaluation(
         try:
             params = AugmentParams(**spec)
         except Exception as exc:  # pydantic ValidationError
-            raise ConfigError(f"{config.source}: augment: {exc}") from None
+            from wattsched.sim.checks import augment_error
+
+            raise augment_error(config, exc) from None
         workload = augment_workload(workload, platform.reference_power, params, config.seed)
     stream = iter(workload.jobs)
     first = next(stream, None)  # the reader learns the time origin from the first job

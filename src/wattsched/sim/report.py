@@ -25,6 +25,7 @@ form, so the CSV files read back bit for bit too.
 from __future__ import annotations
 
 import base64
+import csv
 import html
 import json
 import math
@@ -298,6 +299,7 @@ def write_html_report(run_dir: str | Path, run: Any = None, summary: dict | None
     rows = "".join(rows)
     fact_rows = "".join(f"<tr><td>{esc(k)}</td><td>{esc(str(v))}</td></tr>" for k, v in facts)
     images = "".join(f"<figure>{_embed(run_dir / p)}</figure>" for p in PLOTS if (run_dir / p).exists())
+    images += _dr_section(run_dir)
     title = f"wattsched run: {info.get('trace', '')} / {info.get('policy', '')}"
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
@@ -338,3 +340,28 @@ def _cap_text(cap) -> str:
         s = float(start)
         parts.append(value if not math.isfinite(s) else f"from t={s:,.0f} s: {value}")
     return "; ".join(parts)
+
+
+def _dr_section(run_dir: Path) -> str:
+    """Demand-response events and the actions taken (``wattsched.sim.drlog``), when the run had any."""
+    if not (run_dir / "dr_events.csv").exists():
+        return ""
+    esc = html.escape
+    parts = ["<h2>Demand response</h2>"]
+    if (run_dir / "dr.png").exists():
+        parts.append(f"<figure>{_embed(run_dir / 'dr.png')}</figure>")
+    for name, title, limit in (("dr_events.csv", "Events", 1000), ("dr_actions.csv", "Frequencies and evictions",
+                                                                      500)):
+        path = run_dir / name
+        if not path.exists():
+            continue
+        with path.open(newline="") as fh:
+            rows = list(csv.reader(fh))
+        if not rows:
+            continue
+        head = "".join(f"<th>{esc(c)}</th>" for c in rows[0])
+        body = "".join("<tr>" + "".join(f"<td class=num>{esc(c)}</td>" for c in r) + "</tr>"
+                       for r in rows[1:limit + 1])
+        more = f"<p>{len(rows) - 1 - limit} more rows in {name}</p>" if len(rows) - 1 > limit else ""
+        parts.append(f"<h3>{title}</h3><table><tr>{head}</tr>{body}</table>{more}")
+    return "".join(parts)

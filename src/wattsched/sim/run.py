@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from wattsched.config import SimConfig
+from wattsched.config import SimConfig, key_locator, locate
 from wattsched.errors import ConfigError
 from wattsched.model.platform import Platform
 from wattsched.sim.workload import Workload
@@ -35,13 +35,24 @@ def is_swf(path: str | os.PathLike) -> bool:
 
 
 def open_workload(config: SimConfig, platform: Platform | None) -> Workload:
-    """Open the config's trace (SWF or job table), cleaned against ``platform`` if given."""
+    """Open the config's trace (SWF or job table), cleaned against ``platform`` if given.
+
+    The checks of :mod:`wattsched.sim.checks` run first (tick count, caps below idle
+    power, warned about and noted), and the stream refuses to end without a job.
+    """
+    from wattsched.sim.checks import checked_workload, preflight
+
+    notes = preflight(config, platform)
+    return checked_workload(config, _open_workload(config, platform), notes)
+
+
+def _open_workload(config: SimConfig, platform: Platform | None) -> Workload:
     from wattsched.sim.swf import read_swf
     from wattsched.sim.tables import read_job_table
 
     trace = config.trace
     if not Path(trace).exists():
-        raise ConfigError(f"{config.source}: trace: no such file {str(trace)!r}")
+        raise ConfigError(locate(config, "trace", f"no such file {str(trace)!r}"))
     cores = config.cores_per_node if platform is None else max(1, platform.nodes[0].cores)
     if is_swf(trace):
         machine = platform.total_cores if platform is not None else None
@@ -53,7 +64,8 @@ def open_workload(config: SimConfig, platform: Platform | None) -> Workload:
             skip_bad_lines=config.skip_bad_lines,
         )
     default = None if config.default_walltime == "runtime" else float(config.default_walltime)
-    return read_job_table(trace, cores_per_node=cores, default_walltime_s=default)
+    return read_job_table(trace, cores_per_node=cores, default_walltime_s=default,
+                          machine_nodes=len(platform) if platform is not None else None)
 
 
 def build_platform(config: SimConfig) -> Platform:
@@ -64,15 +76,31 @@ def build_platform(config: SimConfig) -> Platform:
     from wattsched.sim.swf import read_header
 
     if not is_swf(config.trace):
-        raise ConfigError(f"{config.source}: platform: required for a job table (only SWF headers give a machine size)")
+        raise ConfigError(locate(config, "trace", "a job table gives no machine size; give the machine with "
+                                 "--platform FILE|NAME or --procs N (config keys platform, procs)"))
     header = read_header(config.trace)
     raw = header.get("MaxProcs", "").split()
-    if not raw or not raw[0].lstrip("-").isdigit() or int(raw[0]) <= 0:
+    if not raw:
         raise ConfigError(
-            f"{config.trace}: the header has no MaxProcs; give the machine with --procs N or --platform FILE"
+            f"{config.trace}: MaxProcs: the header gives no machine size; give the machine with --procs N or "
+            "--platform FILE|NAME"
         )
+    try:
+        procs = int(raw[0])
+    except ValueError:
+        procs = 0
+    if procs <= 0:
+        raise ConfigError(
+            f"{config.trace}: MaxProcs: {raw[0]!r} is not a positive number of processors; give the machine "
+            "with --procs N or --platform FILE|NAME"
+        )
+    from wattsched.sim.platforms import too_many_nodes
+
+    why = too_many_nodes(-(-procs // config.cores_per_node), config.max_nodes)
+    if why:
+        raise ConfigError(f"{config.trace}: MaxProcs: {why}")
     name = Path(config.trace).name.split(".swf")[0]
-    return platform_from_procs(int(raw[0]), config.cores_per_node, name=name)
+    return platform_from_procs(procs, config.cores_per_node, name=name, max_nodes=config.max_nodes)
 
 
 def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = True, report: bool = True) -> RunOutcome:
@@ -86,7 +114,8 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
     from wattsched.policies import make_policy
 
     platform = build_platform(config)
-    policy = make_policy(config.policy, config.params, source=f"{config.source}: params")
+    policy = make_policy(config.policy, config.params, source=key_locator(config, "params"),
+                         name_source=key_locator(config, "policy")())
     validate_plugins(config)
     cap = config.build_cap_schedule(platform)
     budgets = config.build_energy_budgets()
@@ -196,6 +225,12 @@ def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: 
     augment_spec = dict(config.augment)
     augment_on = augment_spec.pop("enabled", True)
     if not workload.has_power and augment_on:
+        if "class_probs" not in augment_spec:  # a platform with application models: jobs get one of them
+            from wattsched.appmodels import app_class_probs
+
+            probs = app_class_probs(platform.response_classes)
+            if probs:
+                augment_spec["class_probs"] = probs
         try:
             params = AugmentParams(**augment_spec)
         except Exception as exc:  # pydantic ValidationError
@@ -213,13 +248,14 @@ def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: 
         time_limit_s=config.time_limit_s,
         progress=progress,
         response_classes=response_classes_of(platform),
+        max_ticks=config.max_ticks,
     )
     predictor = None
     if config.predictor is not None:
         from wattsched.predictors import make_predictor
 
         predictor = make_predictor(config.predictor, config.predictor_params,
-                                   source=f"{config.source}: predictor_params")
+                                   source=key_locator(config, "predictor_params"))
         if hasattr(predictor, "clock"):  # lets retraining predictors report their cost per retraining
             import time
 
@@ -274,6 +310,10 @@ def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: 
                 from wattsched.sim.tables import write_job_table
 
                 write_job_table(tape, out_dir / "workload.csv.gz")
+            if engine.noticed or engine.control_log:
+                from wattsched.sim.drlog import write_dr_outputs
+
+                write_dr_outputs(out_dir, engine.noticed, engine.control_log, result.timeline, len(platform))
             if plotter is not None and not plotter.wait():
                 write_plots(result, out_dir, bsld_s)  # drawn here, so that a real error surfaces as itself
             if report:
@@ -378,9 +418,15 @@ def validate_plugins(config: SimConfig) -> None:
     from wattsched.predictors import make_predictor
 
     if config.predictor is not None:
-        make_predictor(config.predictor, config.predictor_params, source=f"{config.source}: predictor_params")
+        make_predictor(config.predictor, config.predictor_params, source=key_locator(config, "predictor_params"),
+                       name_source=key_locator(config, "predictor")())
     if config.baseline is not None:
-        make_policy(config.baseline, source=f"{config.source}: baseline")
+        make_policy(config.baseline, source=key_locator(config, "baseline"),
+                    name_source=key_locator(config, "baseline")())
+    if config.augment:
+        from wattsched.sim.checks import augment_params
+
+        augment_params(config)
 
 
 def baseline_comparison(summary: dict, base: dict, policy: str) -> dict:

@@ -25,11 +25,13 @@ Conventions (also in ``docs/simulator.md``):
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import math
 import os
 import re
+import zlib
 from collections.abc import Iterator
 
 from wattsched.errors import TraceError
@@ -53,9 +55,31 @@ def _open_text(path: str | os.PathLike) -> io.TextIOBase:
         raise TraceError(path, None, "no such file") from None
     except OSError as exc:
         raise TraceError(path, None, f"cannot read: {exc.strerror}") from None
+    # utf-8-sig: a byte-order mark some editors write is not part of the first line
     if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
-    return open(path, encoding="utf-8", errors="replace")
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", errors="replace")
+    return open(path, encoding="utf-8-sig", errors="replace")
+
+
+GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
+"""What reading a truncated or corrupt ``.gz`` file raises."""
+
+
+@contextlib.contextmanager
+def gzip_errors(path: str, where: list[int] | None = None):
+    """Turn a truncated or corrupt gzip stream into a :class:`TraceError` naming the file (and line).
+
+    ``where`` holds the number of the last line read, if the caller keeps one.
+    """
+    try:
+        yield
+    except GZIP_ERRORS as exc:
+        line = where[0] + 1 if where else None
+        what = "truncated" if isinstance(exc, EOFError) else "corrupt"
+        raise TraceError(path, line, f"{what} gzip data ({exc}); the file is damaged, download or "
+                                     "compress it again") from None
+    except OSError as exc:
+        raise TraceError(path, None, f"cannot read: {exc.strerror or exc}") from None
 
 
 _HEADER_KEY = re.compile(r"([A-Za-z][A-Za-z0-9_]*)\s*:(?!//)\s*(.*)")
@@ -73,7 +97,7 @@ def read_header(path: str | os.PathLike) -> dict[str, str]:
     """
     header: dict[str, str] = {}
     last: str | None = None
-    with _open_text(path) as fh:
+    with gzip_errors(os.fspath(path)), _open_text(path) as fh:
         for line in fh:
             s = line.strip()
             if not s:
@@ -101,7 +125,7 @@ def _header_int(header: dict[str, str], key: str) -> int | None:
         return None
     try:
         return int(float(raw.split()[0]))
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, OverflowError):  # not a number, empty, inf
         return None
 
 
@@ -143,7 +167,7 @@ def read_swf(
     max_procs = _header_int(header, "MaxProcs")
     max_nodes = _header_int(header, "MaxNodes")
     unix_start = _header_int(header, "UnixStartTime")
-    limit = machine_procs or max_procs
+    limit = machine_procs or (max_procs if max_procs is not None and max_procs > 0 else None)
     report = CleaningReport()
     notes: list[str] = []
     note = header.get("Note", "") + header.get("Information", "")
@@ -152,6 +176,9 @@ def read_swf(
             "the header says submit times are start times: this trace has no real waits, "
             "so simulated waits measure the policy against a zero-wait baseline"
         )
+    if "MaxProcs" in header and not (max_procs is not None and max_procs > 0):
+        notes.append(f"the header's MaxProcs ({header['MaxProcs'][:40]!r}) is not a positive number of "
+                     "processors: no job is checked against the machine size")
     name = os.path.basename(path)
     for suffix in (".gz", ".swf"):
         if name.endswith(suffix):
@@ -170,8 +197,15 @@ def read_swf(
 
 
 def _bad(path: str, lineno: int, field_index: int | None, message: str) -> TraceError:
-    field = None if field_index is None else f"{field_index + 1} ({FIELDS[field_index]})"
-    return TraceError(path, lineno, message, field)
+    if field_index is None:
+        return TraceError(path, lineno, message)
+    return TraceError(path, lineno, f"{message} (field {field_index + 1})", FIELDS[field_index])
+
+
+# fields read as numbers, and which of them must be whole numbers (-1 where missing)
+_NUMERIC = (0, 1, 3, 4, 7, 8, 10, 11, 12, 14, 15)
+_INTEGRAL = frozenset({0, 4, 7, 10, 11, 12, 14, 15})
+_CODES = frozenset({10, 11, 12, 14, 15})  # ids and codes: -1 (missing) or >= 0
 
 
 def _stream(
@@ -190,8 +224,11 @@ def _stream(
     last_submit = -math.inf
     ceil = math.ceil
     isfinite = math.isfinite
-    with _open_text(path) as fh:
+    seen: dict[int, int] = {}
+    where = [0]
+    with gzip_errors(path, where), _open_text(path) as fh:
         for lineno, line in enumerate(fh, 1):
+            where[0] = lineno
             if not line or line[0] == ";" or line.isspace():
                 continue
             parts = line.split()
@@ -202,16 +239,29 @@ def _stream(
                 if len(parts) != 18:
                     raise _bad(path, lineno, None, f"expected 18 fields, found {len(parts)}")
                 values = []
-                for i in (0, 1, 3, 4, 7, 8, 10, 11, 12, 14, 15):
+                for i in _NUMERIC:
                     try:
                         values.append(float(parts[i]))
                     except ValueError:
-                        raise _bad(path, lineno, i, f"not a number: {parts[i]!r}") from None
-                if not isfinite(sum(values)):  # nan or inf somewhere (float() accepts them)
-                    for i, v in zip((0, 1, 3, 4, 7, 8, 10, 11, 12, 14, 15), values):
+                        raise _bad(path, lineno, i, f"not a number: {parts[i][:40]!r}") from None
+                if not isfinite(sum(values)) or max(values) > 1e15:  # nan, inf or absurd values somewhere
+                    for i, v in zip(_NUMERIC, values):
                         if not isfinite(v):
-                            raise _bad(path, lineno, i, f"not a finite number: {parts[i]!r}")
+                            raise _bad(path, lineno, i, f"not a finite number: {parts[i][:40]!r}")
+                        if v > 1e15:
+                            raise _bad(path, lineno, i, f"{parts[i][:40]} is out of range (at most 1e15)")
+                for i, v in zip(_NUMERIC, values):
+                    if i in _INTEGRAL and v != int(v):
+                        raise _bad(path, lineno, i, f"expected a whole number, got {parts[i]}")
+                    if i in _CODES and v < -1:
+                        raise _bad(path, lineno, i, f"expected -1 (missing) or a number >= 0, got {parts[i]}")
                 job_id, submit, runtime, alloc, req_procs, req_time, status, user, group, queue, part = values
+                if job_id < 0:
+                    raise _bad(path, lineno, 0, f"a job number must be >= 0, got {parts[0]}")
+                first = seen.get(int(job_id))
+                if first is not None:
+                    raise _bad(path, lineno, 0, f"job number {int(job_id)} already appears on line {first}")
+                seen[int(job_id)] = lineno
                 if submit < 0:
                     raise _bad(path, lineno, 1, f"negative submit time {parts[1]}")
                 if submit < last_submit:
@@ -261,6 +311,46 @@ def _stream(
                 str(int(part)) if part != -1 else (str(int(queue)) if queue != -1 else ""),
                 int(status),
             )
+
+
+def submit_span_s(path: str | os.PathLike) -> float:
+    """Seconds between the first and the last submission of an SWF file, read cheaply (no parsing of jobs).
+
+    A plain file is read from both ends; a ``.gz`` file is decompressed once. Lines that are
+    not jobs are ignored, so the span may be a little off on a malformed file (the reader
+    reports those).
+    """
+    path = os.fspath(path)
+
+    def submit(line: str) -> float | None:
+        parts = line.split()
+        if len(parts) < 2 or parts[0].startswith(";"):
+            return None
+        try:
+            value = float(parts[1])
+        except ValueError:
+            return None
+        return value if math.isfinite(value) else None
+
+    first = last = None
+    with gzip_errors(path), _open_text(path) as fh:
+        for line in fh:
+            first = submit(line)
+            if first is not None:
+                break
+        if first is None:
+            return 0.0
+        if isinstance(fh, io.TextIOWrapper) and isinstance(fh.buffer, gzip.GzipFile):
+            for line in fh:
+                value = submit(line)
+                last = value if value is not None else last
+        else:
+            with open(path, "rb") as raw:
+                raw.seek(max(0, os.path.getsize(path) - 65536))
+                for line in raw.read().decode("utf-8", "replace").splitlines()[1:]:
+                    value = submit(line)
+                    last = value if value is not None else last
+    return max(0.0, (last if last is not None else first) - first)
 
 
 def trace_info(workload: Workload) -> dict:

@@ -106,6 +106,7 @@ import gzip
 import io
 import math
 import os
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from itertools import pairwise
@@ -479,8 +480,15 @@ class _Remap:
         return self.values[self.pos[i]]
 
 
+MAX_NODE_W = 1e6
+"""Largest per-node power a table may give (watts): a megawatt node is a unit mistake."""
+MAX_SECONDS = 1e15
+"""Largest time a table may give (seconds, about 30 million years): more is a unit mistake or damage."""
+
+
 def read_job_table(
-    path: str | os.PathLike[str], *, cores_per_node: int = 1, default_walltime_s: float | None = None
+    path: str | os.PathLike[str], *, cores_per_node: int = 1, default_walltime_s: float | None = None,
+    machine_nodes: int | None = None,
 ) -> Workload:
     """Read a CSV or Parquet job table (see the module documentation for the columns).
 
@@ -492,7 +500,10 @@ def read_job_table(
         Cores of one node, to derive ``nodes`` from ``procs`` (rounded up) or
         ``procs`` from ``nodes`` when the table gives only one of them.
     default_walltime_s
-        Requested time of jobs without one; ``None`` uses the job's run time.
+        Requested time of jobs without one (or with 0); ``None`` uses the job's run time.
+    machine_nodes
+        Size of the machine: larger jobs are dropped and counted as ``larger_than_machine``
+        (the SWF reader's rule); ``None`` keeps every job.
 
     Returns
     -------
@@ -525,14 +536,22 @@ def read_job_table(
                 positions, sources, notes = _resolve_columns(spath, header, 1)
                 jobs, origin, more = _parse_rows(spath, rows, positions, sources, cores_per_node,
                                                  default_walltime_s)
-        except (OSError, UnicodeDecodeError, EOFError) as exc:
-            raise TraceError(spath, None, f"cannot read CSV: {exc}") from exc
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            what = "truncated" if isinstance(exc, EOFError) else "corrupt"
+            raise TraceError(spath, None, f"{what} gzip data ({exc}); the file is damaged, write or download it "
+                                          "again") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TraceError(spath, None, f"cannot read CSV: {exc}") from None
     else:
         names, make_rows = _parquet_rows(spath)
         positions, sources, notes = _resolve_columns(spath, names, None)
         rows = make_rows(sorted(set(positions.values())))
         jobs, origin, more = _parse_rows(spath, rows, positions, sources, cores_per_node, default_walltime_s)
     notes.extend(more)
+    dropped = 0
+    if machine_nodes is not None:
+        kept = [j for j in jobs if j.nodes <= machine_nodes]
+        dropped, jobs = len(jobs) - len(kept), kept
 
     unsorted = sum(1 for a, b in pairwise(jobs) if b.submit_s < a.submit_s)
     if unsorted:
@@ -551,7 +570,10 @@ def read_job_table(
         has_power=bool(jobs) and with_power == len(jobs),
         header={"format": fmt},
     )
-    workload.report.read = workload.report.kept = len(jobs)
+    workload.report.read = len(jobs) + dropped
+    workload.report.kept = len(jobs)
+    if dropped:
+        workload.report.dropped["larger_than_machine"] = dropped
     return workload
 
 
@@ -596,6 +618,8 @@ def _parse_rows(
             job_id = _int(row[i_id])
             if job_id is None:
                 raise _Invalid("missing job id")
+            if job_id < 0:
+                raise _Invalid(f"job id {job_id} is negative")
             if job_id in seen:
                 raise _Invalid(f"duplicate job id {job_id} (first on line {seen[job_id]})")
             seen[job_id] = line
@@ -611,6 +635,10 @@ def _parse_rows(
                 raise _Invalid("mixes timestamps and plain seconds; use one kind for the whole column")
             if is_epoch:
                 submit = submit[1]
+            elif submit < 0:
+                raise _Invalid(f"submit time {submit!r} is negative (seconds from the trace's origin)")
+            elif submit > MAX_SECONDS:
+                raise _Invalid(f"submit time {submit!r} is out of range (at most {MAX_SECONDS:g} s)")
 
             col = sources["runtime_s"]
             runtime = _float(row[i_run])
@@ -618,6 +646,8 @@ def _parse_rows(
                 raise _Invalid("missing run time")
             if runtime < 0:
                 raise _Invalid(f"run time {runtime!r} is negative")
+            if runtime > MAX_SECONDS:
+                raise _Invalid(f"run time {runtime!r} is out of range (at most {MAX_SECONDS:g} s)")
 
             walltime = None
             if i_wall is not None:
@@ -625,6 +655,10 @@ def _parse_rows(
                 walltime = wall_fn(row[i_wall])
                 if walltime is not None and walltime < 0:
                     raise _Invalid(f"requested time {walltime!r} is negative")
+                if walltime is not None and walltime > MAX_SECONDS:
+                    raise _Invalid(f"requested time {walltime!r} is out of range (at most {MAX_SECONDS:g} s)")
+                if walltime == 0:  # as in SWF, 0 means "not given"
+                    walltime = None
             if walltime is None:
                 defaulted_wall += 1
                 walltime = runtime if default_walltime_s is None else float(default_walltime_s)
@@ -665,7 +699,17 @@ def _parse_rows(
                     field = field_of[name]
                     if field in non_negative and v < 0:
                         raise _Invalid(f"{v!r} is negative")
+                    if field in ("mean_w", "max_w", "std_w") and v > MAX_NODE_W:
+                        raise _Invalid(f"{v!r} W per node is out of range (at most {MAX_NODE_W:g} W)")
                     values[field] = v
+            mean_w, max_w = values.get("mean_w"), values.get("max_w")
+            if mean_w is not None and max_w is not None and mean_w > max_w:
+                col = sources.get("mean_w", "mean_w")
+                raise _Invalid(f"mean power {mean_w!r} W is above max_w {max_w!r} W")
+            lo, hi = values.get("min_nodes", 0), values.get("max_nodes", 0)
+            if lo and hi and lo > hi:
+                col = sources.get("min_nodes", "min_nodes")
+                raise _Invalid(f"min_nodes {lo} is above max_nodes {hi}")
             jobs.append(TraceJob(job_id, submit, runtime, walltime, procs, nodes, gpus_per_node=gpus, **values))
     except _Invalid as exc:
         raise TraceError(path, line, str(exc), field=col) from None

@@ -34,6 +34,7 @@ Normalisations every version shares (so the same cluster gives equal records):
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterator
 from datetime import datetime, tzinfo
@@ -139,6 +140,35 @@ _SENTINELS = frozenset({0xFFFFFFFE, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFF
 
 _NULL_STRINGS = frozenset({"(null)"})
 
+# Plausibility bounds: Slurm's counters and ids fit in 64 bits and its sentinels are handled above, so a
+# value beyond 2**53 (the integers a float holds exactly), a long run of digits or a node drawing more
+# than a megawatt is damaged output, not data.
+MAX_NUMBER = 2**53
+MAX_DIGITS = 24
+MAX_NODE_WATTS = 1e6
+_JOB_STATES = BASE_JOB_STATES | {COMPLETING}
+
+
+class _BadNumber(ValueError):
+    """A JSON number Slurm never prints (NaN, Infinity, a huge integer)."""
+
+
+def _json_constant(name: str):
+    raise _BadNumber(f"{name} is not a number Slurm prints")
+
+
+def _json_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise _BadNumber(f"an integer of {len(text.lstrip('-'))} digits is out of range")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _BadNumber(f"{text[:40]} is out of range")
+    return value
+
 
 # --------------------------------------------------------------------------- JSON
 
@@ -211,11 +241,16 @@ def parse_nodes_json(text: str, source: str = "sinfo --json") -> tuple[list[Slur
     if not isinstance(nodes, list):
         raise SlurmOutputError(source, "nodes", f"expected a list, got {type(nodes).__name__}")
     out = []
+    seen: dict[str, int] = {}
     for i, raw in enumerate(nodes):
         path = f"nodes[{i}]"
         if not isinstance(raw, dict):
             raise SlurmOutputError(source, path, f"expected an object, got {type(raw).__name__}")
-        out.append(_node_from_json(raw, _Fields(raw, path, source)))
+        node = _node_from_json(raw, _Fields(raw, path, source))
+        if node.name in seen:
+            raise SlurmOutputError(source, f"{path}.name", f"node {node.name!r} already at nodes[{seen[node.name]}]")
+        seen[node.name] = i
+        out.append(node)
     return out, _envelope_version(doc)
 
 
@@ -223,7 +258,11 @@ def _load_json(text: str, source: str) -> dict[str, Any]:
     if not text or not text.strip():
         raise SlurmOutputError(source, None, "no output (expected JSON)")
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_constant=_json_constant, parse_int=_json_int, parse_float=_json_float)
+    except _BadNumber as exc:
+        raise SlurmOutputError(source, None, f"invalid number in the JSON: {exc}") from None
+    except RecursionError:
+        raise SlurmOutputError(source, None, "the JSON is nested too deeply") from None
     except json.JSONDecodeError as exc:
         # An error at the very end, or an unterminated string, usually means the output was cut off.
         truncated = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated")
@@ -324,11 +363,19 @@ class _Fields:
             raise self.error(key, f"expected a number, got {_describe(value)}")
         if value in _SENTINELS:
             return None
+        if not math.isfinite(value) or abs(value) > MAX_NUMBER:
+            raise self.error(key, f"{value!r:.40} is out of range")
+        if value < 0:
+            raise self.error(key, f"expected a number >= 0, got {value!r}")
         return value
 
     def integer(self, key: str, default: int) -> int:
         value = self.number(key)
-        return default if value is None else int(value)
+        if value is None:
+            return default
+        if isinstance(value, float) and not value.is_integer():
+            raise self.error(key, f"expected a whole number, got {value!r}")
+        return int(value)
 
     def time(self, key: str) -> float | None:
         value = self.number(key)
@@ -378,12 +425,14 @@ def _csv(text: str) -> tuple[str, ...]:
 def _job_from_json(raw: dict[str, Any], f: _Fields) -> SlurmJob:
     if raw.get("job_id") is None:
         raise f.error("job_id", "missing")
-    job_id = f.number("job_id")
-    if job_id is None:
-        raise f.error("job_id", f"not set: {raw['job_id']!r}")
+    job_id = f.integer("job_id", 0)
+    if job_id < 1:
+        raise f.error("job_id", f"not a job id: {raw['job_id']!r}")
     if "job_state" not in raw or raw["job_state"] is None:
         raise f.error("job_state", "missing")
     state, flags = _job_state(raw["job_state"], f)
+    if state not in _JOB_STATES:
+        raise f.error("job_state", f"unknown job state {state!r:.60}")
     limit = f.number("time_limit")
     priority = f.number("priority")
     gpus = _gpus_per_node(f.string("tres_per_node") or f.string("gres"))
@@ -481,8 +530,11 @@ def _node_from_json(raw: dict[str, Any], f: _Fields) -> SlurmNode:
     energy = raw.get("energy")
     watts: float | None = None
     if isinstance(energy, dict):
-        value = _Fields(energy, f"{f.path}.energy", f.source).number("current_watts")
+        ef = _Fields(energy, f"{f.path}.energy", f.source)
+        value = ef.number("current_watts")
         watts = float(value) if value else None
+        if watts is not None and watts > MAX_NODE_WATTS:
+            raise ef.error("current_watts", f"{watts:g} W is not a node's power")
     elif energy is not None:
         raise f.error("energy", f"expected an object, got {_describe(energy)}")
     return SlurmNode(
@@ -603,7 +655,16 @@ def parse_scontrol_nodes_text(text: str, source: str = "scontrol -o show nodes")
     SlurmOutputError
         As :func:`parse_scontrol_jobs_text`; a node needs ``NodeName`` and ``State``.
     """
-    return [_node_from_text(_TextRecord(fields, lineno, source, None)) for lineno, fields in _records(text, source)]
+    nodes: list[SlurmNode] = []
+    seen: dict[str, int] = {}
+    for lineno, fields in _records(text, source):
+        node = _node_from_text(_TextRecord(fields, lineno, source, None))
+        if node.name in seen:
+            raise SlurmOutputError(f"{source}:{lineno}", "NodeName",
+                                   f"node {node.name!r} already on line {seen[node.name]}")
+        seen[node.name] = lineno
+        nodes.append(node)
+    return nodes
 
 
 def _records(text: str, source: str) -> Iterator[tuple[int, dict[str, str]]]:
@@ -627,7 +688,7 @@ def _split_record(line: str, lineno: int, source: str) -> dict[str, str]:
     for part in _KEY_START.split(line):
         match = _KEY_VALUE.fullmatch(part)
         if match is None:
-            raise SlurmOutputError(source, f"line {lineno}", f"expected Key=Value, got {part[:60]!r}")
+            raise SlurmOutputError(f"{source}:{lineno}", None, f"expected Key=Value, got {part[:60]!r}")
         key, value = match.groups()
         if previous in _FREE_TEXT_KEYS and key not in _KNOWN_KEYS:
             fields[previous] += " " + part
@@ -647,7 +708,7 @@ class _TextRecord:
         self.tz = tz
 
     def error(self, key: str, message: str) -> SlurmOutputError:
-        return SlurmOutputError(self.source, f"line {self.lineno}, {key}", message)
+        return SlurmOutputError(f"{self.source}:{self.lineno}", key, message)
 
     def required(self, key: str) -> str:
         value = self.fields.get(key)
@@ -669,10 +730,11 @@ class _TextRecord:
             return default
         # NumNodes=2-2 / NumCPUs=4-8: Slurm prints min-max for pending jobs; the JSON has the minimum.
         head = value.split("-", 1)[0] if re.fullmatch(r"\d+-\d+", value) else value
-        try:
-            return int(head)
-        except ValueError:
-            raise self.error(key, f"expected a number, got {value!r}") from None
+        if not head.isdigit():
+            raise self.error(key, f"expected a number >= 0, got {value[:40]!r}")
+        if len(head) > MAX_DIGITS or int(head) > MAX_NUMBER:
+            raise self.error(key, f"{value[:40]} is out of range")
+        return int(head)
 
     def flag(self, key: str, default: bool) -> bool:
         value = self.integer(key, None)
@@ -701,7 +763,11 @@ class _TextRecord:
 def _job_from_text(r: _TextRecord) -> SlurmJob:
     r.required("JobId")
     job_id = r.integer("JobId", None)
+    if not job_id:
+        raise r.error("JobId", f"not a job id: {r.string('JobId')!r}")
     state, flags = _job_state_from_names(r.required("JobState").split("+"))
+    if state not in _JOB_STATES:
+        raise r.error("JobState", f"unknown job state {state!r:.60}")
     user = r.string("UserId")
     user = re.sub(r"\(\d+\)$", "", user)  # "alice(1001)" -> "alice"
     return SlurmJob(
@@ -765,7 +831,9 @@ def _watts(value: str) -> float | None:
     try:
         watts = float(value)
     except ValueError:
-        raise ValueError(f"expected watts, got {value!r}") from None
+        raise ValueError(f"expected watts, got {value[:40]!r}") from None
+    if not 0 <= watts <= MAX_NODE_WATTS:  # also refuses nan
+        raise ValueError(f"{value[:40]} W is not a node's power")
     return watts or None
 
 
@@ -791,7 +859,7 @@ def parse_time_limit(value: str) -> float | None:
     text = value.strip()
     if text.upper() in ("", "UNLIMITED", "INFINITE", "NONE", "N/A", "PARTITION_LIMIT", "(NULL)"):
         return None
-    match = _DURATION.fullmatch(text)
+    match = _DURATION.fullmatch(text) if len(text) <= 32 else None
     if match is None:
         raise ValueError(f"expected a time limit like 1-02:03:04, 01:00:00 or UNLIMITED, got {value!r}")
     days, first, second, third = match.groups()

@@ -1,0 +1,79 @@
+"""The dr policy in the daemon on the simulated cluster: an event with notice lowers frequencies through the
+``sim`` actuator, evicts (requeue, then hold) when frequencies cannot meet the limit, and keeps power under it."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("scipy", reason="the dr policy needs scipy (extra [dr])")
+
+from wattsched.daemon.config import DaemonConfig
+from wattsched.daemon.loop import Daemon
+from wattsched.daemon.metrics import DaemonMetrics
+from wattsched.daemon.notify import Notifier
+from wattsched.daemon.simcluster import SimCluster
+from wattsched.sim.platforms import load_platform
+from wattsched.sim.workload import TraceJob
+
+EPOCH = 1_800_000_000.0
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def run(tmp_path, cap_w: float, cycles: int = 12):
+    platform = load_platform("ahmed2017")
+    # two long jobs of 4 processors each, at 215 W per processor at 2.7 GHz
+    jobs = [TraceJob(id=i, submit_s=float(i), runtime_s=20_000.0, walltime_s=30_000.0, procs=4, nodes=4, user="u",
+                     mean_w=215.0, max_w=220.0, app_class="qe") for i in (1, 2)]
+    clock = FakeClock()
+    sim = SimCluster(jobs, platform, speedup=1.0, clock=clock, epoch_s=EPOCH)
+    event = {"label": "grid peak", "notice_s": EPOCH + 300, "start_s": EPOCH + 600, "end_s": EPOCH + 5000,
+             "cap_w": cap_w}
+    cfg = DaemonConfig(state_dir=tmp_path / "state", policy="dr", platform="ahmed2017", poll_interval_s=0.01,
+                       actuator={"kind": "sim"}, slurm={"backend": "sim"},
+                       demand_response={"events": [event]})
+    d = Daemon(cfg, sim, metrics=DaemonMetrics(), notifier=Notifier(environ={}))
+    powers = []
+    for _ in range(cycles):
+        d.cycle()
+        powers.append((sim.engine.now, sim.engine.power_w))
+        clock.t += 100.0
+    audit = d.store.audit_since(0.0)
+    metrics = d.metrics
+    d.store.close()
+    return sim, audit, powers, metrics
+
+
+def test_frequencies_lowered_on_the_simulated_nodes_under_the_event(tmp_path):
+    idle = 128 * 60.0
+    # the two jobs draw 8 x 215 W = 1720 W at 2.7 GHz (1080 W above their idle 480 W); at 1.2 GHz 840 W
+    sim, audit, powers, metrics = run(tmp_path, cap_w=idle - 480 + 1300)
+    freqs = [e for e in audit if e.action == "set_freq" and e.outcome == "applied"]
+    assert freqs and all(e.cycle >= 7 for e in freqs)  # not before the event's start (t = 600 s)
+    assert not any(e.action == "requeue" for e in audit)
+    lowered = {n for n, f in sim.engine.node_freq_hz.items() if f < 2.7e9}
+    assert lowered == set(range(8))  # every node of both jobs, through the sim actuator
+    inside = [p for t, p in powers if t >= 700]
+    assert inside and max(inside) <= idle - 480 + 1300 + 1e-6
+    assert metrics.registry.get_sample_value("wattsched_demand_response_active") == 1.0
+
+
+def test_a_job_is_evicted_requeued_and_held_when_frequencies_cannot_meet_the_limit(tmp_path):
+    idle = 128 * 60.0
+    # room for one job at 1.2 GHz (4 x 105 W - 240 W idle = 180 W above idle) but not two
+    sim, audit, powers, _ = run(tmp_path, cap_w=idle + 300)
+    requeues = [e for e in audit if e.action == "requeue" and e.outcome == "applied"]
+    assert len(requeues) == 1
+    assert "knapsack" in requeues[0].reason and "6700 W" not in requeues[0].reason
+    victim = int(requeues[0].target)
+    assert victim == 2  # started later: less energy spent (Eq. 9)
+    assert any(e.action == "hold" and e.target == str(victim) for e in audit)
+    assert sim.jobs[victim].state == "PENDING" and sim.jobs[victim].held  # not restarted behind the policy
+    inside = [p for t, p in powers if t >= 700]
+    assert inside and max(inside) <= idle + 300 + 1e-6
