@@ -1,7 +1,11 @@
 """One daemon cycle at scale: 10,000 pending jobs and 1,000 nodes, Slurm 22.05 JSON through the real parsers.
 
 Usage: python benchmarks/daemon_cycle.py [--pending 10000] [--nodes 1000] [--running 600] [--cycles 5]
-                                         [--policy easy]
+                                         [--policy easy] [--param KEY=VALUE ...] [--cap-w W] [--target-s 1.0]
+
+``dec`` with a wall-clock solver limit on 2,000 pending jobs and 64 nodes:
+``--policy dec --pending 2000 --nodes 64 --running 32 --cap-w 60%
+--param wall_clock=true --param time_limit_s=1 --param max_time_limit_s=1 --target-s 2``.
 
 The Slurm outputs are generated from the job and node records captured on the
 test cluster (tests/fixtures/slurm/v0.0.38-live), scaled up: every pending job
@@ -84,13 +88,28 @@ def main() -> int:
     ap.add_argument("--running", type=int, default=600)
     ap.add_argument("--cycles", type=int, default=5)
     ap.add_argument("--policy", default="easy")
+    ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                    help="policy parameter (value read as JSON, else as a string), repeatable")
+    ap.add_argument("--cap-w", default=None, help="platform cap (watts or a percentage)")
+    ap.add_argument("--target-s", type=float, default=1.0, help="target for the worst cycle (s)")
     args = ap.parse_args()
+    params = {}
+    for item in args.param:
+        key, _, value = item.partition("=")
+        try:
+            params[key] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key] = value
     now = int(time.time())
     squeue, sinfo = slurm_outputs(args.pending, args.nodes, args.running, now)
     print(f"squeue --json {len(squeue) / 1e6:.1f} MB ({args.running + args.pending:,} jobs), "
           f"sinfo --json {len(sinfo) / 1e6:.1f} MB ({args.nodes:,} nodes)")
     with tempfile.TemporaryDirectory() as tmp:
-        config = DaemonConfig(policy=args.policy, state_dir=Path(tmp), partitions=["batch"], metrics={"port": 0})
+        extra = {"params": params} if params else {}
+        if args.cap_w is not None:
+            extra["cap_w"] = args.cap_w
+        config = DaemonConfig(policy=args.policy, state_dir=Path(tmp), partitions=["batch"], metrics={"port": 0},
+                              **extra)
         backend = CannedSlurm(squeue, sinfo)
         daemon = Daemon(config, backend)
         times, reports = [], []
@@ -107,8 +126,10 @@ def main() -> int:
         print(f"{i:>5}  {t:7.3f}")
     med = statistics.median(times)
     worst = max(times)
-    print(f"median {med:.3f} s, worst {worst:.3f} s; target one cycle <= 1.0 s: {'met' if worst <= 1.0 else 'NOT met'}")
-    return 0 if worst <= 1.0 else 1
+    target = args.target_s
+    print(f"median {med:.3f} s, worst {worst:.3f} s; target one cycle <= {target:g} s: "
+          f"{'met' if worst <= target else 'NOT met'}")
+    return 0 if worst <= target else 1
 
 
 if __name__ == "__main__":

@@ -40,7 +40,8 @@ def _add_sim_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("workload and machine")
     g.add_argument("--config", metavar="FILE", help="simulation config (YAML, see docs/config.md); options override it")
     g.add_argument("--trace", metavar="FILE", help="SWF trace (.swf, .swf.gz) or job table (.csv, .csv.gz, .parquet)")
-    g.add_argument("--platform", metavar="FILE|NAME", help="platform YAML or a packaged name (default, marconi100)")
+    g.add_argument("--platform", metavar="FILE|NAME",
+                   help="platform YAML or a packaged name (default, marconi100, eurora)")
     g.add_argument("--procs", type=_positive_int, metavar="N",
                    help="homogeneous machine of N processors instead of --platform")
     g.add_argument("--cores-per-node", type=_positive_int, metavar="C", help="processors per node (default 1)")

@@ -359,7 +359,7 @@ class SimConfig(StrictModel):
         description=(
             "The cluster: a platform YAML file (see *Platform files* below; a value containing `/` or "
             "ending in `.yaml` is a path, relative to the config file) or the name of a packaged "
-            "platform: `default` (Grid'5000 taurus power model, 128 nodes) or `marconi100`. "
+            "platform: `default` (Grid'5000 taurus power model, 128 nodes), `marconi100` or `eurora`. "
             "Give either `platform` or `procs`, not both; with neither, the machine is derived from "
             "the trace's header (`MaxProcs` processors, `cores_per_node` per node). Default: none. "
             "Example: `marconi100`."
@@ -1461,7 +1461,8 @@ out: results/kth-easy-saf
 _PLATFORM_INTRO = """\
 A platform file describes the cluster: groups of identical nodes and their power
 model. `wattsched` ships `default` (128 nodes with the power model measured on
-Grid'5000's *taurus* nodes) and `marconi100` (980 nodes of CINECA's Marconi100);
+Grid'5000's *taurus* nodes), `marconi100` (980 nodes of CINECA's Marconi100) and
+`eurora` (64 nodes of CINECA's Eurora, half with GPUs, half with Xeon Phi);
 name them in `platform:` or copy them from `src/wattsched/data/platforms/` as a
 starting point.
 

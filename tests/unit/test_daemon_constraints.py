@@ -207,6 +207,34 @@ def test_energy_consumed_is_integrated_and_kept_across_a_restart(make_daemon, cl
     assert d2.last_view.snapshot.budgets[0].consumed_j == pytest.approx(150 * power)
 
 
+def test_energy_bud_keeps_c_ea_across_a_restart_and_powers_idle_nodes_down(make_daemon, clock):
+    t = MONDAY_1650
+    budget = [{"start_s": t - 3600, "end_s": t + 86400, "energy_j": 1e8, "label": "week"}]
+    rate = 1e8 / (3600 + 86400)
+    params = {"shutdown": "window"}
+    d = make_daemon(energy_budgets=budget, policy="energy-bud", params=params)
+    d.cycle()
+    # The first call in the window is a monitoring stage: R * 3600 s made available, nothing counted yet.
+    assert d.policy_state.c_ea_j == pytest.approx(rate * 3600)
+    assert sample(d, "wattsched_energy_budget_available_joules", {"budget": "week"}) == pytest.approx(rate * 3600)
+    assert sample(d, "wattsched_energy_budget_joules", {"budget": "week"}) == 1e8
+    assert sample(d, "wattsched_energy_budget_projected_joules", {"budget": "week"}) == pytest.approx(400.0 * 86400)
+    # No job: the idle nodes are powered down (4 * (switching off 101 W - idle 100 W) in the estimate).
+    for _ in range(3):
+        clock.advance(10)
+        d.cycle()
+    assert sample(d, "wattsched_nodes", {"state": "off"}) == 4
+    saved = d.policy_state.model_copy()
+    d.store.close()  # the daemon dies; its state was saved at the end of its last cycle
+    clock.advance(50)
+    d2 = make_daemon(energy_budgets=budget, policy="energy-bud", params=params, epoch=MONDAY_1650 + clock.t)
+    assert d2.policy_state.c_ea_j == pytest.approx(saved.c_ea_j)
+    d2.cycle()
+    # No monitoring stage yet (600 s): C_ea goes on from the saved counter, neither reset nor granted twice.
+    assert d2.policy_state.monitoring_stages == saved.monitoring_stages
+    assert d2.policy_state.c_ea_j == pytest.approx(saved.c_ea_j + (rate - saved.last_power_w) * 50)
+
+
 # --- policy state -----------------------------------------------------------------------------------------------------
 def test_policy_state_is_kept_across_restart_and_sighup_and_reset_when_the_policy_changes(
         make_daemon, clock, tmp_path, caplog, monkeypatch):

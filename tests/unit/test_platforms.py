@@ -330,3 +330,14 @@ def test_platform_from_procs_custom_power():
 def test_platform_from_procs_rejects_bad_sizes(procs, cores, key):
     with pytest.raises(ConfigError, match=rf"^{key}: must be a positive whole number"):
         platform_from_procs(procs, cores)
+
+
+def test_eurora():
+    p = load_platform("eurora")
+    assert len(p) == 64
+    gpu = [n for n in p.nodes if n.gpus]
+    mic = [n for n in p.nodes if "mic" in n.features]
+    assert len(gpu) == 32 and len(mic) == 32 and all(n.gpus == 2 for n in gpu)
+    assert {(n.cores, n.mem_mb) for n in p.nodes} == {(16, 16384)}
+    assert p.max_power_w == pytest.approx(30_700.0, rel=0.01)  # the paper's 30.7 kW Linpack peak
+    assert len({n.name for n in p.nodes}) == 64

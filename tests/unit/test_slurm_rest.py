@@ -262,7 +262,7 @@ def test_daemon_config_makes_a_rest_backend_and_requires_url_and_token(tmp_path,
                                                                                    "url": "slurmrestd:6820"}}))
     from wattsched.config import load_config
 
-    with pytest.raises(ConfigError, match=r"d.yaml: slurm.url: must be an http:// or https:// URL"):
+    with pytest.raises(ConfigError, match=r"d.yaml:\d+: slurm.url: must be an http:// or https:// URL"):
         load_config(path, DaemonConfig)
     path.write_text(yaml.safe_dump({"kind": "daemon", "policy": "easy", "slurm": {"backend": "rest"}}))
     with pytest.raises(ConfigError, match=r"slurm.url: required with backend: rest"):

@@ -758,12 +758,17 @@ class Daemon:
         m.cap_next_change.set(nxt if math.isfinite(nxt) else 0.0)
         m.dr_active.set(sum(1 for e in getattr(self, "_dr_events", ()) if e.event.start_s <= now < e.event.end_s))
         m.dr_announced.set(len(getattr(self, "_dr_events", ())))
-        m.budget_consumed.clear()
-        m.budget_remaining.clear()
+        for g in (m.budget_consumed, m.budget_remaining, m.budget_total, m.budget_available, m.budget_projected):
+            g.clear()
+        c_ea = getattr(self.policy_state, "c_ea_j", None)
         for w, b in zip(getattr(self, "_budget_windows", ()), snap.budgets, strict=False):
             if w.start_s <= now < w.end_s:
                 m.budget_consumed.labels(w.label).set(b.consumed_j)
                 m.budget_remaining.labels(w.label).set(b.remaining_j)
+                m.budget_total.labels(w.label).set(b.budget.energy_j)
+                m.budget_projected.labels(w.label).set(b.consumed_j + snap.platform_power_w * (w.end_s - now))
+                if c_ea is not None and getattr(self.policy_state, "window", None) is not None:
+                    m.budget_available.labels(w.label).set(c_ea)
         measured = getattr(self, "_measured", {})
         if measured:
             m.power.labels("measured").set(snap.platform_power_w)

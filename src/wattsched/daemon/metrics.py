@@ -79,6 +79,19 @@ class DaemonMetrics:
             "wattsched_energy_budget_remaining_joules", "Energy left in an energy budget window in force",
             ["budget"], registry=r,
         )
+        self.budget_total = Gauge(
+            "wattsched_energy_budget_joules", "Energy allowed in an energy budget window in force", ["budget"],
+            registry=r,
+        )
+        self.budget_available = Gauge(
+            "wattsched_energy_budget_available_joules",
+            "Energy the budget policy may spend now (C_ea: made available so far minus consumed)", ["budget"],
+            registry=r,
+        )
+        self.budget_projected = Gauge(
+            "wattsched_energy_budget_projected_joules",
+            "Energy the window would use by its end at the current platform power", ["budget"], registry=r,
+        )
         self.budget_source = Enum(
             "wattsched_energy_budget_source",
             "Where the last cycle's energy for the budgets came from: the nodes' RAPL counters, or power × time",

@@ -21,10 +21,21 @@ _BUILTIN: dict[str, str] = {
     "easy-pc": "wattsched.policies.easy_pc:EasyPcPolicy",
     "easy-saf": "wattsched.policies.easy_pc:EasySafPolicy",
     "knapsack": "wattsched.policies.knapsack:KnapsackPolicy",
+    "energy-bud": "wattsched.policies.budget:BudgetPolicy",
+    "reduce-pc": "wattsched.policies.budget:ReducePcPolicy",
+    "powercap-easy": "wattsched.policies.budget:PowercapEasyPolicy",
+    "easy-shutdown": "wattsched.policies.budget:EasyShutdownPolicy",
     "dr": "wattsched.policies.dr:DrPolicy",
     "dr-easy-pc": "wattsched.policies.dr:DrEasyPcPolicy",
     "performance": "wattsched.policies.dr:PerformancePolicy",
     "powersave": "wattsched.policies.dr:PowersavePolicy",
+    "ls": "wattsched.policies.prb:LsPolicy",
+    "dec": "wattsched.policies.cp:DecPolicy",
+    "bf": "wattsched.policies.bf:BfPolicy",
+    "simple": "wattsched.policies.rapl:SimplePolicy",
+    "dvfs": "wattsched.policies.dvfs:DvfsPolicy",
+    "dynshare": "wattsched.policies.rapl:DynSharePolicy",
+    "dec+rapl": "wattsched.policies.cp:DecRaplPolicy",
 }
 
 ENTRY_POINT_GROUP = "wattsched.policies"

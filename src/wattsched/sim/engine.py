@@ -76,7 +76,9 @@ class EngineOptions:
         Kill a job at its requested time, as Slurm does (default); otherwise
         let it run to its real end.
     tick_s
-        Period of monitoring ticks (the policy is called at each), or ``None``.
+        Period of monitoring ticks (the policy is called at each), or ``None``:
+        then the policy's own ``tick_period_s`` if it has one (the energy-budget
+        policies' monitoring stages).
     strict
         A plan the guard rejects raises :class:`~wattsched.errors.PlanViolation`
         (tests, default); otherwise it is dropped and counted.
@@ -452,6 +454,9 @@ class Engine:
     def _loop(self) -> Iterator[None]:
         wall0 = _time.perf_counter()
         opts = self.options
+        # A policy with monitoring stages (``tick_period_s``) is called at that period too.
+        tick_s = opts.tick_s or getattr(self.policy, "tick_period_s", None)
+        tick_until = max((b.end_s for b in self.budgets), default=-math.inf)
         for t in self.cap.change_times():
             self._push(t, _CAP)
         for i, e in enumerate(self.dr_events):
@@ -467,8 +472,8 @@ class Engine:
         if math.isfinite(start):
             self.now = start
             self._state_t = [start] * len(self._state_t)
-            if opts.tick_s:
-                self._push(start + opts.tick_s, _TICK)
+            if tick_s:
+                self._push(start + tick_s, _TICK)
         limit = opts.time_limit_s if opts.time_limit_s is not None else math.inf
         ticks = 0
         bar = self._progress_bar()
@@ -549,11 +554,13 @@ class Engine:
                     ticks += 1
                     if opts.max_ticks is not None and ticks > opts.max_ticks:
                         raise ConfigError(
-                            f"tick_s: the run reached {opts.max_ticks:,} ticks of {opts.tick_s:g} s at "
+                            f"tick_s: the run reached {opts.max_ticks:,} ticks of {tick_s:g} s at "
                             f"t = {t:,.0f} s; use a longer tick or raise the limit (--max-ticks, config "
                             "key max_ticks)")
-                    if nxt is not None or pending or self.running:
-                        self._push(t + opts.tick_s, _TICK)
+                    # A policy's own monitoring stages go on for a waiting queue only while a budget window
+                    # lasts: a job that can never start would otherwise keep the run going for ever.
+                    if nxt is not None or self.running or (pending and (opts.tick_s or t < tick_until)):
+                        self._push(t + tick_s, _TICK)
             # submissions at t
             first_new = submitted
             while nxt is not None and nxt.submit_s <= t:

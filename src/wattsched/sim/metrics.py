@@ -555,3 +555,65 @@ def format_summary_table(summary: dict[str, Any]) -> str:
             current = section
         lines.append(f"  {label:<{label_w}}  {value:>{value_w}}")
     return "\n".join(lines)
+
+
+def budget_metrics(result: Any, start_s: float, end_s: float, energy_j: float | None = None,
+                   bsld_threshold_s: float = 10.0) -> dict[str, Any]:
+    """The measures of Dutot et al. 2017 (§V-D) over a period such as a replayed week.
+
+    Utilization and energy count ``[start_s, end_s)`` only (work after it is
+    excluded); ``relative_energy`` is the energy over ``energy_j`` (the budget,
+    when given). AVEbsld (``mean_bsld``, bounded slowdown with
+    ``bsld_threshold_s``) and ``jobs_started`` count every job that started
+    before ``end_s``, whenever it was submitted.
+    """
+    tl = result.timeline
+    t = np.asarray(tl["t_s"], dtype=float)
+    p = np.asarray(tl["power_w"], dtype=float)
+    busy = np.asarray(tl["busy_nodes"], dtype=float)
+    lo = np.clip(t[:-1], start_s, end_s)
+    hi = np.clip(t[1:], start_s, end_s)
+    dt = hi - lo
+    energy = float(np.sum(p[:-1] * dt))
+    span = max(end_s - start_s, 0.0)
+    nodes = _node_count(result)
+    jobs = result.jobs
+    start = np.asarray(jobs["start_s"], dtype=float)
+    ok = np.isfinite(start) & (start < end_s)
+    wait = start[ok] - np.asarray(jobs["submit_s"], dtype=float)[ok]
+    end = np.asarray(jobs["end_s"], dtype=float)[ok]
+    run = np.where(np.isfinite(end), end - start[ok], np.nan)
+    bsld = bounded_slowdown(wait, run, bsld_threshold_s) if ok.any() else np.array([])
+    return {
+        "utilization": float(np.sum(busy[:-1] * dt) / (nodes * span)) if span and nodes else None,
+        "energy_j": energy,
+        "relative_energy": energy / energy_j if energy_j else None,
+        "mean_bsld": float(np.nanmean(bsld)) if bsld.size and np.isfinite(bsld).any() else None,
+        "jobs_started": int(ok.sum()),
+    }
+
+
+def normalize_between_subjects(values: dict[tuple[str, str], float]) -> dict[tuple[str, str], float]:
+    """Between-subject normalization (§V-D): each ``(workload, condition)`` value over its workload's mean.
+
+    >>> normalize_between_subjects({("w1", "a"): 2.0, ("w1", "b"): 6.0, ("w2", "a"): 1.0, ("w2", "b"): 1.0})
+    {('w1', 'a'): 0.5, ('w1', 'b'): 1.5, ('w2', 'a'): 1.0, ('w2', 'b'): 1.0}
+    """
+    by: dict[str, list[float]] = {}
+    for (w, _), v in values.items():
+        by.setdefault(w, []).append(v)
+    means = {w: float(np.mean(v)) for w, v in by.items()}
+    return {k: (v / means[k[0]] if means[k[0]] else math.nan) for k, v in values.items()}
+
+
+def theoretical_baseline(easy_utilization: float, budget_fraction: float, budget_days: float = 3.0,
+                         period_days: float = 7.0) -> float:
+    """The "theoretical baseline" of Dutot et al. 2017 §V-G: performance cut as much as the budget.
+
+    ``u_EASY · (d/D · budget + (D − d)/D)`` for a budget over ``d`` of the ``D`` days.
+
+    >>> round(theoretical_baseline(1.0, 0.3), 4)
+    0.7
+    """
+    share = budget_days / period_days
+    return easy_utilization * (share * budget_fraction + (1.0 - share))

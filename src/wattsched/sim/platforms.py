@@ -11,10 +11,10 @@ A platform file looks like::
     response_classes:
       io: {model: cpi, cpi: 8, floor: 0.4}
 
-Every key is described in ``docs/config.md``. Two platforms are packaged in
+Every key is described in ``docs/config.md``. Three platforms are packaged in
 ``wattsched/data/platforms/``: ``default`` (the Grid'5000 *taurus* power model
-that :class:`~wattsched.model.platform.NodePowerModel` defaults to) and
-``marconi100``; :func:`load_platform` takes their bare name.
+that :class:`~wattsched.model.platform.NodePowerModel` defaults to),
+``marconi100`` and ``eurora``; :func:`load_platform` takes their bare name.
 
 Response classes
 ----------------

@@ -1,0 +1,166 @@
+"""Reproduce Dutot et al. 2017 (energy budgets) in one command: `python experiments/dutot2017/run.py [--quick]`.
+
+Writes the three sweep files (one per trace), runs them with `wattsched sweep`
+(resumable: a rerun does only the missing runs), then writes
+`results/tables.md`: the analogues of Figs. 2-5 and Table II, normalized
+between subjects (each week's value over the mean of that week's runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TRACES = [  # name, trace, nodes, cores per node: the three of our traces with requested times and enough load
+    ("kth", "KTH-SP2-1996-2.1-cln.swf", 100, 1),
+    ("atlas", "LLNL-Atlas-2006-2.1-cln.swf.gz", 1152, 8),
+    ("ricc", "RICC-2010-2.swf.gz", 1024, 8),
+]
+LEVELS = [100, 90, 80, 70, 60, 50, 49, 30]
+QUICK_LEVELS = [100, 60, 30]
+P_COMP_HAT_W = 203.12
+
+
+def sweep_text(name: str, trace: str, nodes: int, cpn: int, count: int, levels: list[int], out: str) -> str:
+    e100 = nodes * P_COMP_HAT_W * 3 * 86400
+    budgets = [f"      - [{{start_s: 172800, end_s: 432000, energy_j: {e100 * p / 100:.6g}}}]   # {p} %"
+               for p in levels]
+    policies = "\n".join(
+        f"      - {{name: {p}, params: {{p_comp_w: 203.12, p_idle_w: 100.0, shutdown: [never, window]}}}}"
+        for p in ("powercap-easy", "energy-bud", "reduce-pc"))
+    return f"""# Dutot et al. 2017 on {trace}: the {count} busiest disjoint weeks, a budget on the 3 middle days.
+# Written by run.py (edit TRACES or LEVELS there). 100 % = {nodes} nodes computing at 203.12 W for 3 days.
+kind: sweep
+name: dutot2017-{name}
+base:
+  procs: {nodes * cpn}
+  cores_per_node: {cpn}
+axes:
+  slices:
+    trace: ../../../shared/traces/{trace}
+    count: {count}
+    length_h: 168               # one week of submissions, measured
+    warmup_h: 0                 # the paper replays each week on an empty machine
+    t0: load                    # the busiest disjoint weeks
+    seed: 2017
+    cores_per_node: {cpn}
+grid:
+  - policies: [easy]            # EASY knows no budget: once, at 100 %
+    energy_budgets:
+{budgets[0]}
+  - policies:
+{policies}
+    energy_budgets:
+{chr(10).join(budgets)}
+metrics: [dutot_metrics.py:week_metrics]
+out: {out}
+"""
+
+
+def md(head: list[str], rows: list[list]) -> str:
+    """A Markdown table."""
+    fmt = lambda v: "" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)  # noqa: E731
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _num(v: str) -> float | None:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(x) else x
+
+
+def tables(rows: list[dict]) -> str:
+    from wattsched.sim.metrics import normalize_between_subjects, theoretical_baseline
+
+    runs = [r for r in rows if r.get("status") == "ok"]
+    for r in runs:
+        shut = r.get("policy.shutdown") == "window"
+        r["algo"] = "easy" if r["policy"] == "easy" else f"{r['policy']} {'SHUT' if shut else 'IDLE'}"
+        r["subject"] = f"{r['trace']}#{r['slice']}"
+        r["budget"] = int(float(r["budget_pct"]))
+    cols = {"week_utilization": "utilization", "week_mean_bsld": "AVEbsld", "week_jobs_started": "jobs started",
+            "week_energy_j": "energy"}
+    for col in cols:
+        vals = {(r["subject"], i): _num(r.get(col)) for i, r in enumerate(runs) if _num(r.get(col)) is not None}
+        norm = normalize_between_subjects(vals)
+        for i, r in enumerate(runs):
+            r[col + "_n"] = norm.get((r["subject"], i))
+    algos = ["easy"] + [f"{p} {m}" for p in ("powercap-easy", "reduce-pc", "energy-bud") for m in ("IDLE", "SHUT")]
+    budgets = sorted({r["budget"] for r in runs}, reverse=True)
+
+    def mean(vals):
+        vals = [v for v in vals if v is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    out = [f"{len(runs)} runs, {len({r['subject'] for r in runs})} weeks.", ""]
+    easy_u = mean(r["week_utilization_n"] for r in runs if r["algo"] == "easy") or 0.0
+    for col, label in cols.items():
+        head = ["budget %", *algos] + (["baseline (§V-G)"] if col == "week_utilization" else [])
+        table = []
+        for b in budgets:
+            line = [b] + [mean(r[col + "_n"] for r in runs if r["algo"] == a and r["budget"] == b) for a in algos]
+            if col == "week_utilization":
+                line.append(theoretical_baseline(easy_u, b / 100))
+            table.append(line)
+        out += [f"### Normalized mean {label}", "", md(head, table), ""]
+    # Table II: percent change of SHUT over IDLE, same algorithm, budget and week.
+    t2 = []
+    for p in ("powercap-easy", "reduce-pc", "energy-bud"):
+        line = [p]
+        for col in cols:
+            pairs = {}
+            for r in runs:
+                if r["policy"] == p:
+                    pairs.setdefault((r["subject"], r["budget"]), {})[r["algo"].endswith("SHUT")] = r[col + "_n"]
+            ch = [(v[True] - v[False]) / v[False] for v in pairs.values()
+                  if v.get(True) is not None and v.get(False)]
+            line.append(f"{100 * mean(ch):+.1f} %" if ch else "")
+        t2.append(line)
+    out += ["### Table II: SHUT over IDLE", "", md(["algorithm", *cols.values()], t2), ""]
+    rel = [[b] + [mean(_num(r.get("budget_window_relative_energy")) for r in runs
+                       if r["algo"] == a and r["budget"] == b) for a in algos] for b in budgets]
+    out += ["### Energy of the budget window / budget (not normalized)", "", md(["budget %", *algos], rel), ""]
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="2 weeks per trace, budgets 100, 60, 30 %%")
+    ap.add_argument("--traces", default=",".join(t[0] for t in TRACES), help="comma-separated: kth,atlas,ricc")
+    args = ap.parse_args(argv)
+    wattsched = Path(sys.executable).with_name("wattsched")
+    rows: list[dict] = []
+    wanted = set(args.traces.split(","))
+    for name, trace, nodes, cpn in TRACES:
+        if name not in wanted:
+            continue
+        tag = f"quick-{name}" if args.quick else name
+        path = HERE / f"{tag}.sweep.yaml"
+        path.write_text(sweep_text(name, trace, nodes, cpn, 2 if args.quick else 10,
+                                   QUICK_LEVELS if args.quick else LEVELS, f"results/{tag}"))
+        rc = subprocess.call([str(wattsched), "sweep", str(path)])
+        csv_path = HERE / "results" / tag / "runs.csv"
+        if rc not in (0, 1) or not csv_path.exists():
+            print(f"run.py: sweep {path.name} failed (exit {rc})", file=sys.stderr)
+            return rc or 1
+        with open(csv_path, newline="") as f:
+            rows += list(csv.DictReader(f))
+    text = tables(rows)
+    dest = HERE / "results" / ("tables-quick.md" if args.quick else "tables.md")
+    dest.write_text(text)
+    print(text)
+    print(f"written {dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,410 @@
+"""Scheduling under an energy budget (Dutot et al. 2017, *Towards energy budget control in HPC*).
+
+A budget window ``[t_s, t_e)`` allows ``B`` joules. Rule 1 makes ``R = B / (t_e - t_s)``
+joules available each second; rule 2 starts a job only if the energy balance
+stays positive over its whole requested time. The available-energy counter
+``C_ea`` (:attr:`BudgetPolicyState.c_ea_j`) holds the energy made available so
+far minus the energy consumed:
+
+- at every call it grows by ``(R - P̃) · dt`` since the previous call, ``P̃``
+  being the *estimated* platform power after the previous plan
+  (``p_comp_w`` per computing node, ``p_idle_w`` per idle one, ``p_off_w`` per
+  node that is off: overestimates by design);
+- at every monitoring stage (``monitoring_period_s``) it is set to
+  ``R · (now - t_s) - consumed``, with the energy the window has really
+  consumed (``BudgetState.consumed_j``: measured by the engine in replay,
+  from telemetry energy counters live).
+
+Policies:
+
+``energy-bud``
+    EASY backfilling (:mod:`wattsched.policies.easy`) plus the counter. A job
+    starts if the estimated platform power with it stays at or under ``R``,
+    or if the balance ``C_ea + ∫ (R - P̃(τ)) dτ`` stays non-negative over the
+    job's requested time (and the running jobs' remaining times). The head job
+    that cannot start gets an energy reservation ``J`` (its extra power over
+    its requested time inside the window) besides its node reservation:
+    backfilled jobs are checked against ``C_ea - J``.
+``reduce-pc``
+    The same, but the head's reservation lowers the rate until its start
+    ``q`` instead: a backfilled job must fit under ``R - J / (q - now)``.
+``powercap-easy``
+    EASY with the power limit ``R`` on the estimated platform power for the
+    whole window, no savings (the baseline of §V-C).
+``easy-shutdown``
+    EASY with opportunistic shutdown and no budget.
+
+Every one of them takes ``shutdown``: idle nodes that the queue does not need
+soon are powered down, and powered up again when the head job needs them
+(:func:`plan_shutdown`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from wattsched.model.constraints import BudgetState
+from wattsched.model.job import Job
+from wattsched.model.plan import Plan, PowerDown, PowerUp, Reason, Start
+from wattsched.model.platform import NodeState, Platform
+from wattsched.model.snapshot import Snapshot
+from wattsched.model.state import PolicyState
+from wattsched.policies.base import BasePolicy
+from wattsched.policies.easy import queue_order, shadow_time
+
+_EPS = 1e-9
+
+
+class BudgetParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    monitoring_period_s: float = Field(
+        600.0, gt=0, description="Period of the monitoring stages: C_ea is set from the measured energy, in seconds."
+    )
+    p_comp_w: float | None = Field(
+        None, gt=0, description="Estimated power of a computing node, W (default: each node's busy_w). Paper: 203.12."
+    )
+    p_idle_w: float | None = Field(
+        None, gt=0, description="Estimated power of an idle node, W (default: each node's idle_w). Paper: 100."
+    )
+    p_off_w: float | None = Field(
+        None, ge=0, description="Estimated power of a node that is off, W (default: each node's off_w)."
+    )
+    shutdown: Literal["never", "window", "always"] = Field(
+        "never",
+        description=(
+            "Opportunistic shutdown: 'never', 'window' (only while a budget window is in force, as in the "
+            "paper) or 'always'."
+        ),
+    )
+    min_idle_s: float = Field(
+        0.0, ge=0, description="A node is powered down only after being idle this long (avoids flapping), s."
+    )
+    order: Literal["fcfs", "saf"] = Field("fcfs", description="Queue order: 'fcfs' or 'saf'.")
+
+
+class ShutdownParams(BudgetParams):
+    shutdown: Literal["never", "window", "always"] = Field(
+        "always", description="Opportunistic shutdown: 'never', 'window' or 'always'."
+    )
+
+
+class BudgetPolicyState(PolicyState):
+    """The counter C_ea and what the budget policies remember between calls (persisted live)."""
+
+    window: tuple[float, float, float] | None = Field(None, description="(start_s, end_s, energy_j) of the window")
+    c_ea_j: float = 0.0
+    last_call_s: float | None = None
+    last_power_w: float = 0.0
+    last_monitor_s: float | None = None
+    monitoring_stages: int = 0
+    reserved_j: float = 0.0
+    reserved_job: int | None = None
+    reserved_start_s: float | None = None
+    idle_since_s: dict[int, float] = Field(default_factory=dict)
+
+
+class _Power:
+    """Estimated per-node powers (P̂_comp, P̂_idle, P̂_off) for the nodes of a platform."""
+
+    __slots__ = ("comp", "idle", "off", "sw_off", "sw_on")
+
+    def __init__(self, platform: Platform, params: BudgetParams):
+        nodes = platform.nodes
+        self.comp = [params.p_comp_w if params.p_comp_w is not None else n.power.busy_w for n in nodes]
+        self.idle = [params.p_idle_w if params.p_idle_w is not None else n.power.idle_w for n in nodes]
+        self.off = [params.p_off_w if params.p_off_w is not None else n.power.off_w for n in nodes]
+        self.sw_on = [n.power.switch_on_w for n in nodes]
+        self.sw_off = [n.power.switch_off_w for n in nodes]
+
+    def platform_w(self, node_state) -> float:
+        total = 0.0
+        for i, s in enumerate(node_state):
+            if s == NodeState.BUSY:
+                total += self.comp[i]
+            elif s == NodeState.IDLE or s == NodeState.DRAINED:
+                total += self.idle[i]
+            elif s == NodeState.SWITCHING_ON:
+                total += self.sw_on[i]
+            elif s == NodeState.SWITCHING_OFF:
+                total += self.sw_off[i]
+            else:
+                total += self.off[i]
+        return total
+
+    def extra_w(self, nodes) -> float:
+        """Extra estimated power when these idle nodes compute."""
+        return sum(self.comp[i] - self.idle[i] for i in nodes)
+
+
+def min_balance_j(c_ea_j: float, rate_w: float, now_s: float, end_s: float, power_w: float,
+                  drops: list[tuple[float, float]]) -> float:
+    """Lowest energy balance over ``[now, end]``: ``C_ea + ∫ (rate - P̃(τ)) dτ``.
+
+    ``P̃`` starts at ``power_w`` and falls by ``dw`` at each ``(t, dw)`` of
+    ``drops`` (running jobs ending). The balance is piecewise linear, so its
+    minimum is at ``now``, a drop or ``end``.
+
+    >>> min_balance_j(100.0, 10.0, 0.0, 20.0, 15.0, [(10.0, 10.0)])
+    50.0
+    """
+    bal = lowest = c_ea_j
+    t, p = now_s, power_w
+    for when, dw in sorted(drops):
+        if when >= end_s:
+            break
+        if when > t:
+            bal += (rate_w - p) * (when - t)
+            lowest = min(lowest, bal)
+            t = when
+        p -= dw
+    if end_s > t:
+        bal += (rate_w - p) * (end_s - t)
+        lowest = min(lowest, bal)
+    return lowest
+
+
+class BudgetPolicy(BasePolicy):
+    """EASY backfilling under an energy budget. Registered as ``energy-bud``."""
+
+    name = "energy-bud"
+    Params = BudgetParams
+    State = BudgetPolicyState
+    wants_empty_queue_calls = True
+    mode: ClassVar[str] = "energy-bud"
+
+    @property
+    def tick_period_s(self) -> float:
+        """The engine calls the policy at this period: the monitoring stages."""
+        return self.params.monitoring_period_s
+
+    # ------------------------------------------------------------ counter
+    def _update_counter(self, snapshot: Snapshot, state: BudgetPolicyState,
+                        budget: BudgetState | None) -> float:
+        """Apply rule 1 and the monitoring stage; return the rate R (inf without a budget)."""
+        now = snapshot.now_s
+        if budget is None:
+            state.window = None
+            state.last_call_s = now
+            return math.inf
+        b = budget.budget
+        rate = b.energy_j / (b.end_s - b.start_s)
+        key = (b.start_s, b.end_s, b.energy_j)
+        period = self.params.monitoring_period_s
+        if state.window != key or state.last_monitor_s is None or now - state.last_monitor_s >= period - _EPS:
+            # Monitoring stage: what was made available minus what was really consumed.
+            state.window = key
+            state.c_ea_j = rate * (now - b.start_s) - budget.consumed_j
+            state.last_monitor_s = now
+            state.monitoring_stages += 1
+        elif state.last_call_s is not None and now > state.last_call_s:
+            state.c_ea_j += (rate - state.last_power_w) * (now - state.last_call_s)
+        state.last_call_s = now
+        return rate
+
+    # ------------------------------------------------------------ decide
+    def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
+        if not isinstance(state, BudgetPolicyState):
+            state = self.init_state()
+        params = self.params
+        now = snapshot.now_s
+        budget = snapshot.budgets[0] if snapshot.budgets else None
+        rate = self._update_counter(snapshot, state, budget)
+        energy = self.mode != "easy" and math.isfinite(rate)
+        t_end = budget.budget.end_s if budget is not None else math.inf
+        pw = _Power(snapshot.platform, params)
+        power = pw.platform_w(snapshot.node_state) if energy or params.shutdown != "never" else 0.0
+        free = snapshot.free_nodes
+        end = len(free)
+        plan = Plan()
+        actions = plan.actions
+        # Running jobs' ends inside the window, with the power each gives back (computing -> idle).
+        drops: list[tuple[float, float]] = []
+        if energy:
+            for r in snapshot.running.values():
+                e = max(r.expected_end_s, now)
+                if e < t_end:
+                    drops.append((e, pw.extra_w(r.nodes)))
+        c_ea = state.c_ea_j
+        state.reserved_j, state.reserved_job, state.reserved_start_s = 0.0, None, None
+
+        def fits_energy(nodes, job: Job, available_j: float, rate_w: float) -> bool:
+            dw = pw.extra_w(nodes)
+            if power + dw <= rate_w + _EPS:
+                return True
+            if self.mode == "powercap-easy":
+                return False
+            job_end = min(now + job.walltime_s, t_end)
+            horizon = max([job_end, *(t for t, _ in drops)]) if drops else job_end
+            return min_balance_j(available_j, rate_w, now, horizon, power + dw, [*drops, (job_end, dw)]) >= -_EPS
+
+        started: list[tuple[float, int]] = []
+        head = None
+        head_energy_blocked = False
+        for job in queue_order(snapshot, params.order):
+            k = job.nodes
+            if k > end:
+                head = job
+                break
+            nodes = tuple(free[end - k : end])
+            if energy and not fits_energy(nodes, job, c_ea, rate):
+                head, head_energy_blocked = job, True
+                break
+            actions.append(Start(job.id, nodes))
+            started.append((now + job.walltime_s, k))
+            end -= k
+            if energy:
+                dw = pw.extra_w(nodes)
+                power += dw
+                if now + job.walltime_s < t_end:
+                    drops.append((now + job.walltime_s, dw))
+
+        if head is not None:
+            if head_energy_blocked:
+                shadow, extra = now, end - head.nodes
+            else:
+                shadow, extra = shadow_time(snapshot, head.nodes, end, started)
+            reserve_j = 0.0
+            if energy and shadow < t_end:
+                q = shadow
+                if head_energy_blocked:
+                    q = now + params.monitoring_period_s
+                # The head's extra power over its requested time inside the window, on typical nodes.
+                per_node = sum(pw.comp[i] - pw.idle[i] for i in free[:1] or [0])
+                reserve_j = head.nodes * per_node * max(0.0, min(q + head.walltime_s, t_end) - q)
+                state.reserved_j, state.reserved_job, state.reserved_start_s = reserve_j, head.id, q
+            if end:
+                self._backfill(snapshot, plan, head, free, end, shadow, extra, energy, fits_energy,
+                               c_ea, rate, reserve_j, state.reserved_start_s, pw, drops, t_end)
+                end = len(free) - sum(len(a.nodes) for a in actions if type(a) is Start)
+                power = pw.platform_w(snapshot.node_state) + sum(pw.extra_w(a.nodes) for a in plan.starts())
+            why = "energy" if head_energy_blocked else "nodes"
+            plan.reasons[head.id] = Reason(_HEAD_REASON, why, head.nodes, end, shadow, c_ea, state.reserved_j)
+            plan.default_reason = "does not fit before the head job's node or energy reservation"
+        elif actions:
+            power = pw.platform_w(snapshot.node_state) + sum(pw.extra_w(a.nodes) for a in plan.starts())
+
+        if params.shutdown != "never":
+            # Nodes are powered down only while shutdown applies, but woken whenever the queue needs them.
+            down = params.shutdown == "always" or budget is not None
+            power += plan_shutdown(snapshot, plan, state, head, head_energy_blocked, params.min_idle_s, pw, down)
+        state.last_power_w = power if math.isfinite(power) else 0.0
+        return plan
+
+    def _backfill(self, snapshot, plan, head, free, end, shadow, extra, energy, fits_energy,
+                  c_ea, rate, reserve_j, q, pw, drops, t_end) -> None:
+        now = snapshot.now_s
+        actions = plan.actions
+        power = pw.platform_w(snapshot.node_state) + sum(pw.extra_w(a.nodes) for a in plan.starts())
+        reduced = rate
+        if self.mode == "reduce-pc" and reserve_j > 0 and q is not None:
+            reduced = rate - reserve_j / max(q - now, _EPS)
+        for job in queue_order(snapshot, self.params.order):
+            if job.id == head.id or any(a.job_id == job.id for a in actions):
+                continue
+            k = job.nodes
+            if k > end:
+                continue
+            uses_extra = False
+            if now + job.walltime_s <= shadow:
+                pass
+            elif k <= extra:
+                uses_extra = True
+            else:
+                continue
+            nodes = tuple(free[end - k : end])
+            if energy:
+                dw = pw.extra_w(nodes)
+                if self.mode == "reduce-pc":
+                    ok = power + dw <= reduced + _EPS
+                else:
+                    ok = fits_energy(nodes, job, c_ea - reserve_j, rate)
+                if not ok:
+                    continue
+                power += dw
+                if now + job.walltime_s < t_end:
+                    drops.append((now + job.walltime_s, dw))
+            if uses_extra:
+                extra -= k
+            actions.append(Start(job.id, nodes))
+            end -= k
+            if end == 0:
+                break
+
+
+def plan_shutdown(snapshot: Snapshot, plan: Plan, state: BudgetPolicyState, head: Job | None,
+                  head_energy_blocked: bool, min_idle_s: float, pw: _Power, power_down: bool = True) -> float:
+    """Add opportunistic shutdown to ``plan``; return the change of estimated power.
+
+    Idle nodes left after the plan's starts are powered down once idle for
+    ``min_idle_s``, except those the head job will need before a node could be
+    switched off and on again (``switch_off_s + switch_on_s``). When the head
+    waits for nodes and nodes that are off (or switching on) would let it
+    start, the missing ones are powered up. Only idle, usable nodes are ever
+    powered down: never a drained or down node.
+    """
+    now = snapshot.now_s
+    used = {n for a in plan.starts() for n in a.nodes}
+    left = [n for n in snapshot.free_nodes if n not in used]
+    since = {n: state.idle_since_s.get(n, now) for n in left}
+    state.idle_since_s = since
+    delta = 0.0
+    states = snapshot.node_state
+    keep = 0
+    if head is not None:
+        if head_energy_blocked:
+            keep = head.nodes
+        else:
+            started = [(now + snapshot.pending[a.job_id].walltime_s, len(a.nodes)) for a in plan.starts()]
+            shadow, _ = shadow_time(snapshot, head.nodes, len(left), started)
+            models = snapshot.platform.nodes
+            turn_s = max((models[n].power.switch_off_s + models[n].power.switch_on_s for n in left), default=0.0)
+            if shadow - now <= turn_s:
+                keep = head.nodes
+            waking = sum(1 for s in states if s == NodeState.SWITCHING_ON)
+            off = [i for i, s in enumerate(states) if s == NodeState.OFF]
+            missing = head.nodes - len(left) - waking
+            wake_s = max((models[n].power.switch_on_s for n in off), default=0.0)
+            if missing <= len(off) and now + wake_s < shadow:
+                # Waking nodes starts the head sooner than waiting for running jobs: keep the idle ones too.
+                keep = head.nodes
+                for n in off[: max(0, missing)]:
+                    plan.actions.append(PowerUp(n))
+                    delta += pw.sw_on[n] - pw.off[n]
+    # Keep the highest-indexed idle nodes for the head (the policies take nodes from the end).
+    candidates = left[: max(0, len(left) - keep)] if power_down else []
+    for n in candidates:
+        if now - since[n] >= min_idle_s - _EPS:
+            plan.actions.append(PowerDown(n))
+            delta += pw.sw_off[n] - pw.idle[n]
+            since.pop(n, None)
+    return delta
+
+
+class ReducePcPolicy(BudgetPolicy):
+    """energyBud whose head reservation lowers the rate until the head starts. Registered as ``reduce-pc``."""
+
+    name = "reduce-pc"
+    mode = "reduce-pc"
+
+
+class PowercapEasyPolicy(BudgetPolicy):
+    """EASY with the power limit B/(t_e - t_s) on the estimated platform power. Registered as ``powercap-easy``."""
+
+    name = "powercap-easy"
+    mode = "powercap-easy"
+
+
+class EasyShutdownPolicy(BudgetPolicy):
+    """EASY backfilling with opportunistic shutdown and no budget. Registered as ``easy-shutdown``."""
+
+    name = "easy-shutdown"
+    Params = ShutdownParams
+    mode = "easy"
+
+
+_HEAD_REASON = ("head of queue, waiting for {}: needs {} nodes, {} free; reserved at t={:.0f}s; "
+                "C_ea {:.0f} J, energy reserved {:.0f} J")

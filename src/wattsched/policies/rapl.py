@@ -1,0 +1,160 @@
+"""Simple (Bodas et al. 2014, as Borghesi et al. 2018 implement it): the budget split evenly as static node caps.
+
+Reactive power capping: jobs start by EASY backfilling, ignoring power, and
+the platform budget is enforced on the nodes instead. While a finite cap is
+in force, every powered node gets the cap ``cap / nodes`` (the cap divided
+among all the platform's nodes, clamped to each node's hardware range
+``[cap_min_w, cap_max_w]``); when no cap is in force the node caps are
+removed. A node cap slows the job on that node through its response model
+(in replay; live the cap goes to the node's agent or BMC through the node
+actuators and is reconciled every cycle). Only nodes whose desired cap
+differs are set, so a plan never repeats a setting already asked for.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from wattsched.model.plan import Plan, SetNodeCap
+from wattsched.model.snapshot import Snapshot
+from wattsched.model.state import PolicyState
+from wattsched.policies.base import BasePolicy
+from wattsched.policies.easy import EasyPolicy
+
+
+class SimpleParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    order: Literal["fcfs", "saf"] = Field("fcfs", description="EASY queue order: fcfs or saf.")
+
+
+def even_node_caps(snapshot: Snapshot) -> dict[int, float | None]:
+    """The cap of every node: the cap in force now split evenly and clamped to each node's range (None: uncapped).
+
+    >>> from wattsched.model.constraints import CapSchedule
+    >>> from wattsched.model.platform import NodePowerModel, Platform
+    >>> plat = Platform.homogeneous_cluster(4, power=NodePowerModel(idle_w=100, busy_w=300, cap_min_w=120,
+    ...                                                                cap_max_w=300))
+    >>> snap = Snapshot(0.0, plat, {}, {}, [0, 1, 2, 3], [0] * 4, cap=CapSchedule.constant(800.0))
+    >>> even_node_caps(snap)
+    {0: 200.0, 1: 200.0, 2: 200.0, 3: 200.0}
+    """
+    cap = snapshot.cap_w
+    nodes = snapshot.platform.nodes
+    if cap == math.inf:
+        return {node.index: None for node in nodes}
+    share = cap / len(nodes)
+    return {node.index: min(node.power.cap_max_w, max(node.power.cap_min_w, share)) for node in nodes}
+
+
+class SimplePolicy(BasePolicy):
+    """EASY for the jobs, the budget split evenly as static node caps. Registered as ``simple``."""
+
+    name = "simple"
+    Params = SimpleParams
+    wants_empty_queue_calls = True
+
+    def __init__(self, params=None, **kwargs):
+        super().__init__(params, **kwargs)
+        self._easy = EasyPolicy(order=self.params.order)
+
+    def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
+        plan = self._easy.decide(snapshot, None)
+        desired = snapshot.desired_node_cap_w
+        caps = [SetNodeCap(node, cap) for node, cap in even_node_caps(snapshot).items() if desired.get(node) != cap]
+        if caps:
+            plan.actions[:0] = caps
+        return plan
+
+
+class DynShareParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    order: Literal["fcfs", "saf"] = Field("fcfs", description="EASY queue order: fcfs or saf.")
+    admission: bool = Field(False, description="Admit jobs by bf under admission_factor × the cap (§5.2 of Borghesi).")
+    admission_factor: float = Field(3.0, gt=0, description="Budget of the admission stage, as a multiple of the cap.")
+    headroom_w: float = Field(10.0, ge=0, description="A node below its cap keeps its draw plus this (W).")
+    at_cap_tolerance: float = Field(0.02, ge=0, lt=1, description="A node within this fraction of its cap is at it.")
+
+
+class DynSharePolicy(BasePolicy):
+    """EASY (or bf admission), the budget shared among nodes by their draw. Registered as ``dynshare``."""
+
+    name = "dynshare"
+    Params = DynShareParams
+    wants_empty_queue_calls = True
+
+    def __init__(self, params=None, **kwargs):
+        super().__init__(params, **kwargs)
+        self._easy = EasyPolicy(order=self.params.order)
+
+    def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
+        p = self.params
+        cap = snapshot.cap_w
+        if p.admission and cap != math.inf:
+            from wattsched.model.constraints import CapSchedule
+            from wattsched.policies.bf import BfPolicy
+
+            loose = replace(snapshot, cap=CapSchedule.constant(cap * p.admission_factor), end_table=None,
+                            queue_index=None)
+            plan = BfPolicy(order=p.order).decide(loose, None)
+            plan.power_estimate_w = None  # the node caps, not the admission budget, hold the platform to the cap
+        else:
+            plan = self._easy.decide(snapshot, None)
+        desired = snapshot.desired_node_cap_w
+        targets = shared_node_caps(snapshot, {n for a in plan.starts() for n in a.nodes}, p.headroom_w,
+                                   p.at_cap_tolerance)
+        caps = [SetNodeCap(node, c) for node, c in targets.items() if not _same_cap(desired.get(node), c)]
+        if caps:
+            plan.actions[:0] = caps
+        return plan
+
+
+def _same_cap(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return abs(a - b) < 1.0
+
+
+def shared_node_caps(snapshot: Snapshot, starting: set[int], headroom_w: float,
+                     tolerance: float) -> dict[int, float | None]:
+    """DynShare's node caps: nodes below their cap keep their draw plus ``headroom_w``; nodes at it share the rest.
+
+    A node's draw is its running job's measured power per node, else its idle
+    power. Nodes with no cap yet get the even split (:func:`even_node_caps`);
+    nodes a job is starting on count as at their cap. Caps are clamped to each
+    node's hardware range; the caps of the nodes at their cap are lowered
+    evenly if the budget is overdrawn.
+    """
+    even = even_node_caps(snapshot)
+    cap = snapshot.cap_w
+    if cap == math.inf:
+        return even
+    nodes = snapshot.platform.nodes
+    current = {i: snapshot.desired_node_cap_w.get(i, snapshot.node_cap_w.get(i)) for i in range(len(nodes))}
+    if all(c is None for c in current.values()):
+        return even
+    draw = {i: node.power.idle_w for i, node in enumerate(nodes)}
+    for r in snapshot.running.values():
+        per_node = r.power_w / len(r.nodes) if r.nodes else 0.0
+        for n in r.nodes:
+            draw[n] = per_node
+    out: dict[int, float] = {}
+    takers = []
+    for i, node in enumerate(nodes):
+        c = current[i] if current[i] is not None else even[i]
+        if i not in starting and draw[i] < c * (1 - tolerance):
+            out[i] = min(node.power.cap_max_w, max(node.power.cap_min_w, draw[i] + headroom_w))
+        else:
+            takers.append((i, c))
+    if takers:
+        left = cap - sum(out.values()) - sum(c for _, c in takers)
+        share = left / len(takers)
+        for i, c in takers:
+            pm = nodes[i].power
+            out[i] = min(pm.cap_max_w, max(pm.cap_min_w, c + share))
+    return out

@@ -1,0 +1,219 @@
+"""Energy-budget policies (Dutot et al. 2017) on small instances worked out by hand."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from builders import platform, snapshot, tj
+from wattsched.model.constraints import BudgetState, EnergyBudget
+from wattsched.model.job import Job
+from wattsched.model.plan import PowerDown, PowerUp, Start
+from wattsched.policies import make_policy
+from wattsched.policies.budget import BudgetPolicyState, min_balance_j
+from wattsched.sim.engine import Engine, EngineOptions
+
+# builders.SIMPLE_POWER: idle 100 W, busy 300 W, off 10 W; a computing node adds 200 W.
+
+
+def test_counter_rule_1_then_monitoring_stage():
+    pol = make_policy("energy-bud")
+    state = pol.init_state()
+    plat = platform(4)
+    b = EnergyBudget(0.0, 1000.0, 400_000.0)  # R = 400 W
+    run = [(Job(1, 0.0, 5000.0, 1), 0.0, (0,))]
+    # First call in the window is a monitoring stage: C_ea = R * 100 - consumed.
+    pol.decide(snapshot(plat, [], run, now=100.0, budgets=[BudgetState(b, 30_000.0)]), state)
+    assert state.c_ea_j == pytest.approx(400 * 100 - 30_000)
+    assert state.monitoring_stages == 1
+    # Estimated power: 1 computing node (300) + 3 idle (100) = 600 W.
+    assert state.last_power_w == pytest.approx(600.0)
+    # Between stages, rule 1 adds R per second and the estimate is taken off: (400 - 600) * 100.
+    pol.decide(snapshot(plat, [], run, now=200.0, budgets=[BudgetState(b, 99_999.0)]), state)
+    assert state.c_ea_j == pytest.approx(10_000 - 20_000)
+    assert state.monitoring_stages == 1
+    # At the next stage (600 s after the first), C_ea is set from the measured energy again.
+    pol.decide(snapshot(plat, [], run, now=700.0, budgets=[BudgetState(b, 240_000.0)]), state)
+    assert state.c_ea_j == pytest.approx(400 * 700 - 240_000)
+    assert state.monitoring_stages == 2
+    # The state round-trips through JSON (the daemon persists it).
+    assert BudgetPolicyState.from_json(state.to_json()) == state
+
+
+def test_min_balance_is_taken_at_breakpoints():
+    # Starts at 100 J, 15 W drawn against a 10 W rate until t=10, then 5 W: lowest at t=10.
+    assert min_balance_j(100.0, 10.0, 0.0, 20.0, 15.0, [(10.0, 10.0)]) == 50.0
+    assert min_balance_j(100.0, 10.0, 0.0, 5.0, 15.0, [(10.0, 10.0)]) == 75.0
+
+
+def _reservation_case(head_wall_s: float, wide: int):
+    """4 nodes, R = 500 W, C_ea = 50 kJ at t=200; job 1 runs on nodes 0-1 until 250.
+
+    Head job 2 needs 4 nodes: reserved at 250. Job 3 (``wide`` nodes, 50 s) ends by the shadow time.
+    """
+    plat = platform(4)
+    b = EnergyBudget(0.0, 10_000.0, 5_000_000.0)
+    run = [(Job(1, 0.0, 100.0, 2), 150.0, (0, 1))]
+    pending = [Job(2, 160.0, head_wall_s, 4), Job(3, 170.0, 50.0, wide)]
+    return snapshot(plat, pending, run, now=200.0, budgets=[BudgetState(b, 500 * 200 - 50_000.0)])
+
+
+def started(plan):
+    return {a.job_id for a in plan.actions if isinstance(a, Start)}
+
+
+def test_energy_reservation_stops_a_backfill():
+    # Job 3 on 2 nodes: P̃ = 600 + 200 + 400 = 1200 W against 500 W for 50 s: needs 35 kJ of C_ea.
+    # Head of 10 s: reserves 4 * 200 * 10 = 8 kJ, 50 - 8 >= 35: job 3 backfills.
+    pol = make_policy("energy-bud")
+    plan = pol.decide(_reservation_case(10.0, 2), pol.init_state())
+    assert started(plan) == {3}
+    # Head of 100 s: reserves 80 kJ > 50 kJ: job 3 would steal the head's energy and waits.
+    state = pol.init_state()
+    plan = pol.decide(_reservation_case(100.0, 2), state)
+    assert started(plan) == set()
+    assert state.reserved_job == 2 and state.reserved_j == pytest.approx(80_000.0)
+    assert "energy reserved 80000 J" in plan.reason_for(2)
+    # EASY, which knows no budget, backfills it either way.
+    assert started(make_policy("easy").decide(_reservation_case(100.0, 2))) == {3}
+
+
+def test_reduce_pc_refuses_the_short_wide_job_that_energy_bud_accepts():
+    # The head's 8 kJ reservation at q=250 lowers the rate to 500 - 8000 / 50 = 340 W until then.
+    # Job 3 takes every free node: 1200 W > 340 W, so reduce-pc refuses it; energy-bud has the energy.
+    assert started(make_policy("energy-bud").decide(_reservation_case(10.0, 2))) == {3}
+    assert started(make_policy("reduce-pc").decide(_reservation_case(10.0, 2))) == set()
+    # powercap-easy has no savings at all: 1200 W > 500 W.
+    assert started(make_policy("powercap-easy").decide(_reservation_case(10.0, 2))) == set()
+
+
+def _random_jobs(n=200, seed=3):
+    rng = random.Random(seed)
+    t = 0.0
+    out = []
+    for i in range(1, n + 1):
+        t += rng.expovariate(1 / 40)
+        run = rng.uniform(10, 600)
+        out.append(tj(i, round(t), round(run), nodes=rng.randint(1, 8), walltime=round(run * rng.uniform(1, 3))))
+    return out
+
+
+def _starts(policy, budgets=(), n=8, **params):
+    engine = Engine(platform(n), _random_jobs(), make_policy(policy, params), budgets=budgets,
+                    options=EngineOptions(strict=True))
+    r = engine.run()
+    return {int(i): float(s) for i, s in zip(r.jobs["id"], r.jobs["start_s"])}, r
+
+
+@pytest.mark.parametrize("policy", ["energy-bud", "reduce-pc", "powercap-easy"])
+def test_unlimited_budget_gives_easy_schedule(policy):
+    easy, _ = _starts("easy")
+    assert _starts(policy)[0] == easy  # no budget: B = inf
+    # A window whose rate exceeds any platform power changes nothing either.
+    huge = [EnergyBudget(0.0, 1e5, 1e15)]
+    assert _starts(policy, huge)[0] == easy
+
+
+def test_tight_budget_delays_jobs_and_saves_energy():
+    easy, r_easy = _starts("easy")
+    window = EnergyBudget(1000.0, 6000.0, 5000.0 * 8 * 160.0)  # R = 1280 W: 8 nodes at 160 W on average
+    bud, r_bud = _starts("energy-bud", [window])
+    pc, r_pc = _starts("powercap-easy", [window])
+    assert bud != easy and pc != easy
+    e_easy, e_bud, e_pc = (_window_energy(r, window) for r in (r_easy, r_bud, r_pc))
+    assert e_pc < e_easy and e_bud < e_easy
+    # The budget holds within what the monitoring period lets the estimate drift (600 s at most 8 * 200 W).
+    assert e_bud <= window.energy_j + 600 * 8 * 200
+    # energy-bud spends savings that powercap-easy leaves unused.
+    assert e_bud >= e_pc
+
+
+def _window_energy(result, window):
+    import numpy as np
+
+    t = np.asarray(result.timeline["t_s"], dtype=float)
+    p = np.asarray(result.timeline["power_w"], dtype=float)
+    lo, hi = window.start_s, window.end_s
+    e = 0.0
+    for i in range(len(t) - 1):
+        a, b = max(t[i], lo), min(t[i + 1], hi)
+        if b > a:
+            e += p[i] * (b - a)
+    return e
+
+
+def test_shutdown_saves_the_energy_the_platform_model_says():
+    # 2 nodes; one 1000-s job on one node. EASY: 300 * 1000 + 100 * 1000 = 400 kJ.
+    jobs = [tj(1, 0, 1000, nodes=1)]
+    r = Engine(platform(2), jobs, make_policy("easy")).run()
+    assert r.info["energy_j"] == pytest.approx(400_000.0)
+    # Shutdown: node 1 switches off at t=0 (5 s at 120 W), then 10 W; node 0 switches off at 1000.
+    # 300 * 1000 + 120 * 5 (node 0)  +  120 * 5 + 10 * 1000 (node 1, off from 5 to 1005).
+    # The run lasts until the last monitoring tick (T = 1200), both nodes off by then.
+    r = Engine(platform(2), jobs, make_policy("easy-shutdown")).run()
+    end = float(r.timeline["t_s"][-1])
+    assert end == 1200.0
+    assert r.info["energy_j"] == pytest.approx(300_000 + 600 + 600 + 10 * (end - 5) + 10 * (end - 1005))
+    assert r.info["node_seconds_by_state"]["switching_off"] == pytest.approx(10.0)
+
+
+def test_shutdown_wakes_nodes_for_the_head_job_and_counts_the_switch_on_time():
+    # Job 2 needs both nodes at t=100 while job 1 runs until 1000: waiting would start it at 1000,
+    # waking node 1 (20 s) does not help since job 1 holds node 0; the head waits with node 1 off.
+    # Job 3 needs 1 node at t=100 on an all-off platform: node woken, starts at 100 + 20.
+    jobs = [tj(1, 0, 1000, nodes=1), tj(3, 100, 50, nodes=1)]
+    eng = Engine(platform(2), jobs, make_policy("easy-shutdown"))
+    r = eng.run()
+    s = {int(i): float(t) for i, t in zip(r.jobs["id"], r.jobs["start_s"])}
+    assert s[1] == 0.0
+    # Node 1 went off at 0 (ready at 5), is woken at 100 and ready at 120.
+    assert s[3] == pytest.approx(120.0)
+
+
+def test_shutdown_never_touches_drained_nodes_and_keeps_nodes_for_a_close_reservation():
+    plat = platform(4)
+    snap = snapshot(plat, [Job(2, 0.0, 100.0, 3)], [(Job(1, 0.0, 10.0, 2), 0.0, (0, 1))], now=0.0)
+    snap.node_state[3] = 5  # drained
+    snap.free_nodes = [2]
+    plan = make_policy("easy-shutdown").decide(snap, None)
+    # The head (3 nodes) is reserved at t=10, sooner than off + on (25 s): node 2 stays on; node 3 is drained.
+    assert not [a for a in plan.actions if isinstance(a, PowerDown | PowerUp)]
+    snap.pending = {}
+    plan = make_policy("easy-shutdown").decide(snap, None)
+    assert plan.actions == [PowerDown(2)]
+
+
+def test_budget_metrics_by_hand():
+    from wattsched.sim.metrics import budget_metrics
+
+    # 2 nodes; job 1 computes on one node over [0, 1000): 400 W (300 + 100) throughout.
+    r = Engine(platform(2), [tj(1, 0, 1000, nodes=1), tj(2, 0, 2000, nodes=1)], make_policy("easy")).run()
+    m = budget_metrics(r, 500.0, 1500.0, energy_j=1_000_000.0)
+    # [500, 1000): both busy (600 W); [1000, 1500): one busy (400 W). Utilization (1 * 500 + 2 * 500... )
+    assert m["energy_j"] == pytest.approx(600 * 500 + 400 * 500)
+    assert m["relative_energy"] == pytest.approx(0.5)
+    assert m["utilization"] == pytest.approx((2 * 500 + 1 * 500) / (2 * 1000))
+    assert m["jobs_started"] == 2 and m["mean_bsld"] == pytest.approx(1.0)
+
+
+def test_nodes_switched_off_in_a_window_are_woken_after_it_and_an_impossible_job_ends_the_run():
+    # Shutdown only in the window [0, 100): node 1 goes off; job 2 (2 nodes) arrives after the window.
+    window = [EnergyBudget(0.0, 100.0, 1e9)]
+    jobs = [tj(1, 0, 50, nodes=1), tj(2, 200, 50, nodes=2), tj(3, 300, 50, nodes=5)]  # job 3: too big
+    eng = Engine(platform(2), jobs, make_policy("energy-bud", {"shutdown": "window"}), budgets=window,
+                 options=EngineOptions(strict=True))
+    r = eng.run()
+    s = {int(i): float(t) for i, t in zip(r.jobs["id"], r.jobs["start_s"])}
+    assert s[1] == 0.0
+    assert s[2] == pytest.approx(200.0 + 20.0)  # node(s) woken at 200, 20 s to switch on
+    assert math.isnan(s[3])  # never starts, and the run still ends
+
+
+def test_budget_metrics_count_only_jobs_started_before_the_end():
+    from wattsched.sim.metrics import budget_metrics
+
+    r = Engine(platform(1), [tj(1, 0, 1000, nodes=1), tj(2, 0, 100, nodes=1)], make_policy("easy")).run()
+    assert budget_metrics(r, 0.0, 500.0)["jobs_started"] == 1  # job 2 starts at 1000
+    assert budget_metrics(r, 0.0, 2000.0)["jobs_started"] == 2
