@@ -256,3 +256,27 @@ def test_clock_starts_at_the_first_event_even_a_cap_change_before_the_first_job(
     # 2 idle nodes from 500 to 1000, one busy from 1000 to 1010, both idle to 2000 (the window's end)
     assert r.info["node_seconds_by_state"]["idle"] == pytest.approx(2 * 500 + 10 + 2 * 990)
     assert r.info["energy_j"] == pytest.approx(200 * 500 + 400 * 10 + 200 * 990)
+
+
+def test_free_nodes_stay_in_decreasing_index_order_whatever_order_nodes_are_freed_in():
+    # Jobs on scattered nodes end at different times; a node powers down and comes back: the free list
+    # policies see is always the idle nodes by decreasing index (the daemon lists them the same way).
+    seen = []
+
+    class Watching(Scripted):
+        def decide(self, snapshot, state=None):
+            seen.append((snapshot.now_s, list(snapshot.free_nodes)))
+            idle = [i for i in range(len(snapshot.node_state) - 1, -1, -1) if snapshot.node_state[i] == 0]
+            assert list(snapshot.free_nodes) == idle
+            return super().decide(snapshot, state)
+
+    policy = Watching({0.0: [Start(1, (4, 1)), Start(2, (0,)), Start(3, (2, 5)), Start(4, (6,)), PowerDown(3)],
+                       10.0: [PowerUp(3)]}, auto=False)
+    jobs = [tj(1, 0.0, 10.0, nodes=2), tj(2, 0.0, 5.0), tj(3, 0.0, 7.0, nodes=2), tj(4, 0.0, 40.0)]
+    Engine(platform(7), jobs, policy, options=EngineOptions(tick_s=1.0, time_limit_s=35.0)).run()
+    at = dict(seen)
+    assert at[0.0] == [6, 5, 4, 3, 2, 1, 0]
+    assert at[5.0] == [0]
+    assert at[7.0] == [5, 2, 0]
+    assert at[10.0] == [5, 4, 2, 1, 0]
+    assert at[30.0] == [5, 4, 3, 2, 1, 0]  # node 3 back on (switching on takes 20 s)

@@ -5,10 +5,13 @@ control loop (observe Slurm records, build the snapshot, decide, guard,
 release with pinned nodes, audit in SQLite) against the simulated cluster,
 which is the same engine stepped against a clock; the clock is moved to each
 event the cluster has next, so the daemon decides at the same instants as the
-simulator. Both must start every job at the same time on as many nodes.
-(Which nodes differs: the engine keeps its free list in release order, the
-daemon lists idle nodes by index; the platform is homogeneous, so timing and
-power do not depend on it.)
+simulator. The daemon gets its cap schedule and demand-response events from a
+config file, as a site gives them; the simulator gets the same ones in trace
+time (the cluster's epoch is the first submission, so both clocks agree).
+Both sides must take the same decisions: every ``Start`` with the same job,
+time, node ids, frequency and cap, in the same order. That needs both
+snapshots to list free nodes in the same canonical order
+(:attr:`wattsched.model.snapshot.Snapshot.free_nodes`).
 """
 
 from __future__ import annotations
@@ -16,15 +19,17 @@ from __future__ import annotations
 import math
 from importlib.resources import as_file, files
 
-import numpy as np
 import pytest
+import yaml
 
+from wattsched.config import load_config
 from wattsched.config.daemon import DaemonConfig
 from wattsched.daemon.loop import Daemon
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier
 from wattsched.daemon.simcluster import SimCluster
 from wattsched.model.constraints import CapSchedule, DemandResponseEvent
+from wattsched.model.plan import Start
 from wattsched.model.platform import Platform
 from wattsched.model.snapshot import fraction_cap
 from wattsched.policies import make_policy
@@ -36,6 +41,23 @@ NODES = 100
 JOBS = 400
 
 
+class Recording:
+    """A policy that notes every ``Start`` it decides: (time, job id, node ids, frequency, cap)."""
+
+    def __init__(self, policy):
+        self._policy = policy
+        self.starts: list[tuple[float, int, tuple[int, ...], float | None, float | None]] = []
+
+    def __getattr__(self, name):
+        return getattr(self._policy, name)
+
+    def decide(self, snapshot, state=None):
+        plan = self._policy.decide(snapshot, state)
+        self.starts += [(snapshot.now_s, a.job_id, tuple(a.nodes), a.freq_hz, a.cap_w)
+                        for a in plan.actions if type(a) is Start]
+        return plan
+
+
 @pytest.fixture(scope="module")
 def workload():
     platform = Platform.homogeneous_cluster(NODES)
@@ -43,74 +65,96 @@ def workload():
     with as_file(ref) as path:
         swf = read_swf(path, cores_per_node=1, machine_procs=NODES)
         jobs = list(augment_workload(swf, platform.reference_power, AugmentParams(), 7).jobs)[:JOBS]
-    # A capped window at 60 % of the dynamic power over most of the slice, and a demand-response
-    # event (a 45 % cap) announced an hour before it starts.
+    # A capped window at 60 % of the dynamic power over most of the slice; a demand-response event
+    # with an absolute cap (45 %) announced an hour ahead inside it; one asking for a reduction of
+    # 20 % of the dynamic power below the power drawn when it is announced, half an hour ahead, after it.
     end = jobs[-1].submit_s
     cap = CapSchedule.window(0.2 * end, 0.7 * end, fraction_cap(platform, 0.6))
-    event = DemandResponseEvent(notice_s=0.4 * end - 3600.0, start_s=0.4 * end, end_s=0.5 * end,
-                                cap_w=fraction_cap(platform, 0.45))
-    return platform, jobs, cap, event
+    reduction_w = 0.2 * platform.max_dynamic_power_w
+    events = [
+        DemandResponseEvent(notice_s=0.4 * end - 3600.0, start_s=0.4 * end, end_s=0.5 * end,
+                            cap_w=fraction_cap(platform, 0.45), label="grid event"),
+        DemandResponseEvent(notice_s=0.8 * end - 1800.0, start_s=0.8 * end, end_s=0.9 * end,
+                            reduction_w=reduction_w, label="grid reduction"),
+    ]
+    site = {
+        "cap_schedule": [{"start_s": 0.2 * end, "end_s": 0.7 * end, "cap_w": "60%"}],
+        "demand_response": {"events": [
+            {"notice_s": 0.4 * end - 3600.0, "start_s": 0.4 * end, "end_s": 0.5 * end, "cap_w": "45%",
+             "label": "grid event"},
+            {"notice_s": 0.8 * end - 1800.0, "start_s": 0.8 * end, "end_s": 0.9 * end,
+             "reduction_w": reduction_w, "label": "grid reduction"},
+        ]},
+    }
+    return platform, jobs, cap, events, site
 
 
-def schedule_at(cap: CapSchedule, event: DemandResponseEvent, now_s: float) -> CapSchedule:
-    """The cap schedule a site's daemon knows at ``now_s``: the planned one, and the event once announced."""
-    if now_s < event.notice_s:
-        return cap
-    assert event.cap_w is not None
-    return cap.with_limit(event.start_s, event.end_s, event.cap_w, event.label)
-
-
-class ScheduledDaemon(Daemon):
-    """The daemon with the planned cap schedule and demand-response event of this workload."""
-
-    def __init__(self, *args, cap: CapSchedule, event: DemandResponseEvent, **kwargs):
-        self._schedule = (cap, event)
-        super().__init__(*args, **kwargs)
-
-    def _cap_w(self, platform):
-        return schedule_at(*self._schedule, self.backend.now_s)
-
-
-def starts(result) -> dict[int, float]:
-    return dict(zip(result.jobs["id"].tolist(), result.jobs["start_s"].tolist(), strict=True))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("policy", ["easy", "easy-pc", "knapsack"])
-def test_simulator_and_daemon_on_the_simulated_cluster_decide_alike(workload, policy, tmp_path):
-    platform, jobs, cap, event = workload
-    params = {"check": "max"} if policy != "easy" else {}
-
-    replay = Engine(platform, jobs, make_policy(policy, params), cap=cap, dr_events=[event]).run()
-
+def run_daemon(platform, jobs, cap, events, config: DaemonConfig):
+    """The daemon loop on the simulated cluster, its clock moved to each event; returns (daemon policy, cluster)."""
     clock = [0.0]
     sim = SimCluster(jobs, platform, speedup=1.0, clock=lambda: clock[0], epoch_s=jobs[0].submit_s, cap=cap,
-                     dr_events=[event])
-    cfg = DaemonConfig(policy=policy, params=params, state_dir=tmp_path / "state", poll_interval_s=0.01)
-    daemon = ScheduledDaemon(cfg, sim, metrics=DaemonMetrics(), notifier=Notifier(environ={}), cap=cap, event=event)
+                     dr_events=events)
+    daemon = Daemon(config, sim, metrics=DaemonMetrics(), notifier=Notifier(environ={}))
+    policy = daemon.policy = Recording(daemon.policy)
+    started = []
     try:
         cycles = 0
         while (t := sim.next_event_s()) < math.inf:
             clock[0] = sim.clock_time_of(t)
             report = daemon.cycle()
             assert not report.rejected, report.rejected
+            started += report.started
             cycles += 1
         live = sim.result()
+        baselines = dict(daemon.store.get("dr_baselines", {}))
     finally:
         daemon.store.close()
+    assert cycles >= len(jobs)
+    return policy, sim, live, started, baselines
 
-    expected, got = starts(replay), starts(live)
-    assert set(expected) == set(got) == {j.id for j in jobs}
-    differ = {j: (expected[j], got[j]) for j in expected
-              if not (expected[j] == got[j] or (math.isnan(expected[j]) and math.isnan(got[j])))}
-    assert differ == {}
-    assert sum(1 for v in expected.values() if not math.isnan(v)) > JOBS // 2
-    # every release was pinned to as many nodes as the job asked for
-    asked = {j.id: j.nodes for j in jobs}
-    assert sim.releases and all(len(nodes) == asked[jid] for _, jid, nodes in sim.releases)
-    # the cap shaped the schedule: it binds in the capped part (easy ignores it; the others respect it)
-    inside = (live.timeline["t_s"] >= cap.steps[0].start_s) & np.isfinite(live.timeline["cap_w"])
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["easy", "easy-pc", "knapsack"])
+def test_simulator_and_daemon_on_the_simulated_cluster_decide_alike(workload, policy, tmp_path):
+    platform, jobs, cap, events, site = workload
+    params = {"check": "max"} if policy != "easy" else {}
+
+    replay_policy = Recording(make_policy(policy, params))
+    engine = Engine(platform, jobs, replay_policy, cap=cap, dr_events=events)
+    replay = engine.run()
+
+    path = tmp_path / "wattsched.yaml"
+    # Node power as Slurm reports it (the simulated cluster's CurrentWatts), used at once: the platform
+    # power a reduction counts from is the one the simulator measures.
+    path.write_text(yaml.safe_dump({"policy": policy, "params": params, "state_dir": str(tmp_path / "state"),
+                                    "poll_interval_s": 0.01, "telemetry": {"source": "slurm", "settle_s": 0},
+                                    **site}))
+    config = load_config(path, DaemonConfig)
+    daemon_policy, sim, live, started, baselines = run_daemon(platform, jobs, cap, events, config)
+
+    # The same decisions, node for node, in the same order.
+    expected, got = replay_policy.starts, daemon_policy.starts
+    assert len(expected) > JOBS // 2
+    first = next((i for i, (a, b) in enumerate(zip(expected, got)) if a != b), min(len(expected), len(got)))
+    assert got == expected, f"first difference at decision {first}: simulator {expected[first:first + 1]}, " \
+                            f"daemon {got[first:first + 1]}"
+    # The daemon applied each of them: released the job pinned to those nodes at that time.
+    names = [n.name for n in platform.nodes]
+    assert sim.releases == [(t, jid, tuple(names[i] for i in nodes)) for t, jid, nodes, _, _ in expected]
+    assert started == [jid for _, jid, *_ in expected]
+    # And the jobs ran alike: same start times on both sides.
+    want = dict(zip(replay.jobs["id"].tolist(), replay.jobs["start_s"].tolist(), strict=True))
+    have = dict(zip(live.jobs["id"].tolist(), live.jobs["start_s"].tolist(), strict=True))
+    assert set(want) == set(have) == {j.id for j in jobs}
+    assert all(want[j] == have[j] or (math.isnan(want[j]) and math.isnan(have[j])) for j in want)
+    # The cap shaped the schedule: it binds in the planned window (easy ignores it; the others respect it;
+    # a reduction may ask for less than the running jobs draw, which no start can fix), and both events
+    # were announced to the daemon at the simulator's baseline power.
+    t_s = live.timeline["t_s"]
+    inside = (t_s >= cap.steps[0].start_s) & (t_s < cap.steps[1].start_s)
     assert inside.any()
     if policy != "easy":
         assert (live.timeline["power_w"][inside] <= live.timeline["cap_w"][inside] * (1 + 1e-6)).all()
-    assert cycles >= len(jobs)
+    assert [n.event.label for n in engine.noticed] == ["grid event", "grid reduction"]
+    seen = [baselines[k] for k in sorted(baselines, key=lambda k: int(k.split(":")[0]))]
+    assert seen == pytest.approx([n.baseline_w for n in engine.noticed], rel=1e-9)

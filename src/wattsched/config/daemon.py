@@ -169,10 +169,12 @@ class TelemetryConfig(StrictModel):
 
     doc_name: ClassVar[str] = "telemetry block"
 
-    source: Literal["none", "prometheus", "agents"] = Field(
+    source: Literal["none", "prometheus", "agents", "slurm"] = Field(
         default="none",
         description="`prometheus`: the Prometheus HTTP API at `url` with the PromQL `query`; `agents`: scrape the "
-        "wattsched agents' `/metrics` directly (`agent_url`); `none`: predictions only. Default: `none`.",
+        "wattsched agents' `/metrics` directly (`agent_url`); `slurm`: the nodes' `CurrentWatts` as Slurm reports "
+        "them (needs an `AcctGatherEnergyType` plugin; nodes reporting 0 have no data); `none`: predictions "
+        "only. Default: `none`.",
     )
     url: str = Field(
         default="http://127.0.0.1:9090",

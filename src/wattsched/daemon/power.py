@@ -43,6 +43,10 @@ class Telemetry:
         if self.cfg.source == "none":
             return {}
         names = [n.name for n in nodes]
+        if self.cfg.source == "slurm":  # read with the node records: as fresh as Slurm's energy polling
+            self.last_ok = self.clock()
+            return {n.name: n.current_watts for n in nodes
+                    if n.current_watts is not None and math.isfinite(n.current_watts)}
         try:
             if self.cfg.source == "agents":
                 if self.source is None or set(self.source.targets) != set(names):

@@ -312,6 +312,7 @@ def build_view(
             model = power.idle_w
         predicted += model
         other += measured.get(names[i], model)
+    # Decreasing index, the canonical order of Snapshot.free_nodes (the simulator's too).
     free = [i for i in range(len(states) - 1, -1, -1) if states[i] == NodeState.IDLE]
     snapshot = Snapshot(
         now_s=now,

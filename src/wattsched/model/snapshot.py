@@ -38,9 +38,11 @@ class Snapshot:
     running
         Running jobs by id.
     free_nodes
-        Indices of nodes that are idle, powered on and usable. The built-in
-        policies take nodes from the end of this list; the simulator keeps it
-        so that this gives the lowest-numbered nodes of an idle machine.
+        Indices of nodes that are idle, powered on and usable, in decreasing
+        index order. The order is canonical: the simulator and the daemon list
+        free nodes alike, so a policy given the same state picks the same
+        nodes on both. The built-in policies take nodes from the end of this
+        list, the lowest-numbered free nodes first.
     node_state
         State of every node, by index.
     cap

@@ -29,6 +29,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
+from operator import neg
 from typing import Any, assert_never
 
 import numpy as np
@@ -212,10 +213,9 @@ class Engine:
         self._heap: list = []
         self._seq = 0
         self.state = [_IDLE] * n
-        self.free: list[int] = list(range(n - 1, -1, -1))  # policies take from the end: lowest index first
-        self._pos = [0] * n
-        for i, node in enumerate(self.free):
-            self._pos[node] = i
+        # Idle nodes by decreasing index, the order the daemon lists them in too (see Snapshot.free_nodes):
+        # policies take from the end, the lowest-numbered first.
+        self.free: list[int] = list(range(n - 1, -1, -1))
         # In force on each node: the lower of the node's own setting (SetNodeCap/SetNodeFreq, kept in
         # _node_cap_set/_node_freq_set) and the one its running job was started with (Start's cap/freq).
         self.node_cap_w: dict[int, float] = {}
@@ -345,16 +345,20 @@ class Engine:
 
     # ------------------------------------------------------------ free nodes
     def _take(self, node: int) -> None:
-        free, pos = self.free, self._pos
-        i = pos[node]
-        last = free.pop()
-        if last != node:
-            free[i] = last
-            pos[last] = i
+        free = self.free
+        del free[bisect.bisect_left(free, -node, key=neg)]
 
     def _give(self, node: int) -> None:
-        self._pos[node] = len(self.free)
-        self.free.append(node)
+        bisect.insort_left(self.free, node, key=neg)
+
+    def _give_all(self, nodes: tuple[int, ...]) -> None:
+        free = self.free
+        if len(nodes) <= 8:
+            for n in nodes:
+                bisect.insort_left(free, n, key=neg)
+        else:
+            free.extend(nodes)
+            free.sort(reverse=True)
 
     # ------------------------------------------------------------ the run
     def run(self) -> SimResult:
@@ -734,21 +738,16 @@ class Engine:
         run.work_left_s = truth.runtime_s
         run.work_done_s = 0.0
         run.job_settings = action.cap_w is not None or action.freq_hz is not None
-        state, free, pos = self.state, self.free, self._pos
+        state, free = self.state, self.free
         k = len(nodes)
         if free[-k:] == list(nodes):
             # The usual case: the policy took the last free nodes, in order.
             del free[-k:]
-            for n in nodes:
-                state[n] = _BUSY
         else:
             for n in nodes:
-                i = pos[n]
-                last = free.pop()
-                if last != n:
-                    free[i] = last
-                    pos[last] = i
-                state[n] = _BUSY
+                del free[bisect.bisect_left(free, -n, key=neg)]
+        for n in nodes:
+            state[n] = _BUSY
         if self._homogeneous:
             idle = self._idle_w[0] * len(nodes)
         else:
@@ -788,12 +787,11 @@ class Engine:
     def _release(self, run: _Run) -> None:
         """Free the nodes of ``run`` and drop it from the running set."""
         jid = run.job.id
-        state, free, pos = self.state, self.free, self._pos
+        state = self.state
         nodes = run.nodes
-        for i, n in enumerate(nodes, len(free)):
-            pos[n] = i
+        for n in nodes:
             state[n] = _IDLE
-        free.extend(nodes)
+        self._give_all(nodes)
         if self._homogeneous:
             idle = self._idle_w[0] * len(run.nodes)
         else:
