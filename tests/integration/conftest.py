@@ -102,6 +102,21 @@ class Cluster:
         self.heartbeat.parent.mkdir(parents=True, exist_ok=True)
         self.heartbeat.write_text(f"{int(time.time()) - 3600}\n")
 
+    def power_up_all(self) -> bool:
+        """Ask Slurm to power up every node that is powered down (or on its way there); True when none is.
+
+        A POWER_UP sent while a node is still powering down is not remembered by
+        Slurm (22.05), so callers repeat this until it returns True.
+        """
+        settled = True
+        for name, node in self.node_states().items():
+            if node.powered_off or node.powering_down:
+                settled = False
+                self.run("scontrol", "update", f"nodename={name}", "state=power_up", check=False)
+            elif node.powering_up:
+                settled = False
+        return settled
+
     def reset(self) -> None:
         """No jobs, every node idle and up, heartbeat stale (gate open)."""
         self.stale_heartbeat()
@@ -110,8 +125,8 @@ class Cluster:
         for name, node in self.node_states().items():
             if node.drained or node.down:
                 self.run("scontrol", "update", f"nodename={name}", "state=resume", check=False)
-        wait_for(lambda: not self.active() and all(
-            n.state == "IDLE" and not n.flags for n in self.node_states().values()), 60, "cluster idle")
+        wait_for(lambda: self.power_up_all() and not self.active() and all(
+            n.state == "IDLE" and not n.flags for n in self.node_states().values()), 120, "cluster idle", interval_s=1)
 
 
 def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.25):

@@ -32,10 +32,9 @@ def policy_state(db: Path) -> dict:
 def powered_cluster(cluster):
     """The cluster, with every node powered up and idle again afterwards (other tests expect that)."""
     yield cluster
-    for name in cluster.nodes:
-        cluster.run("scontrol", "update", f"nodename={name}", "state=power_up", check=False)
-    wait_for(lambda: all(n.state == "IDLE" and not n.powered_off and not n.powering_up
-                         for n in cluster.node_states().values()), 120, "nodes powered up again")
+    wait_for(lambda: cluster.power_up_all() and all(n.state == "IDLE" and not n.powered_off and not n.powering_up
+                                                    for n in cluster.node_states().values()),
+             180, "nodes powered up again", interval_s=2)
 
 
 def test_budget_daemon_powers_idle_nodes_down_wakes_one_for_a_job_and_keeps_c_ea_across_kill_9(
