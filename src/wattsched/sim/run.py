@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -265,144 +264,53 @@ def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: 
         # the baseline replays the very same jobs (augmented power included)
         workload.jobs = list(workload.jobs)
         baseline_workload = list(workload.jobs)
-    # matplotlib is imported in a forked process while the engine runs; it draws once the result is known
-    plotter = _Plotter.start() if out_dir is not None else None
-    try:
-        engine = Engine(platform, workload, policy, cap=cap, budgets=budgets, options=options, seed=config.seed,
-                        predictor=predictor, dr_events=config.build_dr_events(platform))
-        result = engine.run()
+    engine = Engine(platform, workload, policy, cap=cap, budgets=budgets, options=options, seed=config.seed,
+                    predictor=predictor, dr_events=config.build_dr_events(platform))
+    result = engine.run()
+    if tape is not None:
+        for _ in workload.jobs:  # the rest of the trace, if the run stopped early
+            pass
+    window = _cap_window(cap)
+    if predictor is None and not cap.is_uncapped:
+        result.info.setdefault("notes", []).append(
+            "no predictor given: policies saw every job at the node maximum power (as the naive predictor)")
+    if getattr(predictor, "retrain_log_", None):
+        result.info["predictor_retrain_log"] = list(predictor.retrain_log_)
+    result.info.update(
+        {
+            "trace_path": str(config.trace),
+            "cap": [[s.start_s, s.cap_w, s.label] for s in cap.steps],
+            "config": json.loads(config.model_dump_json()),
+            "power_augmented": not had_power and augment_on,
+            "origin_unix_s": source.origin_unix_s,
+            "cores_per_node": platform.nodes[0].cores,
+        }
+    )
+    summary = summarize(result, bsld_threshold_s=config.bsld_threshold_s, window=window)
+    if baseline_workload is not None:
+        from wattsched.model.constraints import CapSchedule
+
+        base_policy = make_policy(config.baseline)
+        base = Engine(platform, baseline_workload, base_policy, cap=CapSchedule(), options=options,
+                      seed=config.seed).run()
+        base_summary = summarize(base, bsld_threshold_s=config.bsld_threshold_s, window=window)
+        summary.update(baseline_comparison(summary, base_summary, config.baseline))
+    if out_dir is not None:
+        from wattsched.sim.report import write_html_report, write_marker, write_run
+
+        rows = write_run(result, out_dir, summary, plots=True, marker=False)
         if tape is not None:
-            for _ in workload.jobs:  # the rest of the trace, if the run stopped early
-                pass
-        window = _cap_window(cap)
-        if predictor is None and not cap.is_uncapped:
-            result.info.setdefault("notes", []).append(
-                "no predictor given: policies saw every job at the node maximum power (as the naive predictor)")
-        if getattr(predictor, "retrain_log_", None):
-            result.info["predictor_retrain_log"] = list(predictor.retrain_log_)
-        result.info.update(
-            {
-                "trace_path": str(config.trace),
-                "cap": [[s.start_s, s.cap_w, s.label] for s in cap.steps],
-                "config": json.loads(config.model_dump_json()),
-                "power_augmented": not had_power and augment_on,
-                "origin_unix_s": source.origin_unix_s,
-                "cores_per_node": platform.nodes[0].cores,
-            }
-        )
-        summary = summarize(result, bsld_threshold_s=config.bsld_threshold_s, window=window)
-        if baseline_workload is not None:
-            from wattsched.model.constraints import CapSchedule
+            from wattsched.workload.tables import write_job_table
 
-            base_policy = make_policy(config.baseline)
-            base = Engine(platform, baseline_workload, base_policy, cap=CapSchedule(), options=options,
-                          seed=config.seed).run()
-            base_summary = summarize(base, bsld_threshold_s=config.bsld_threshold_s, window=window)
-            summary.update(baseline_comparison(summary, base_summary, config.baseline))
-        if out_dir is not None:
-            from wattsched.sim.report import write_html_report, write_marker, write_plots, write_run
+            write_job_table(tape, out_dir / "workload.csv.gz")
+        if engine.noticed or engine.control_log:
+            from wattsched.sim.drlog import write_dr_outputs
 
-            bsld_s = summary.get("bsld_threshold_s") or 10.0
-            if plotter is not None:
-                plotter.draw(result, out_dir, bsld_s)
-            rows = write_run(result, out_dir, summary, plots=plotter is None, marker=False)
-            if tape is not None:
-                from wattsched.workload.tables import write_job_table
-
-                write_job_table(tape, out_dir / "workload.csv.gz")
-            if engine.noticed or engine.control_log:
-                from wattsched.sim.drlog import write_dr_outputs
-
-                write_dr_outputs(out_dir, engine.noticed, engine.control_log, result.timeline, len(platform))
-            if plotter is not None and not plotter.wait():
-                write_plots(result, out_dir, bsld_s)  # drawn here, so that a real error surfaces as itself
-            if report:
-                write_html_report(out_dir, result, summary)
-            write_marker(out_dir, rows)
-    finally:
-        if plotter is not None:
-            plotter.close()
+            write_dr_outputs(out_dir, engine.noticed, engine.control_log, result.timeline, len(platform))
+        if report:
+            write_html_report(out_dir, result, summary)
+        write_marker(out_dir, rows)
     return RunOutcome(result, summary, out_dir)
-
-
-class _Plotter:
-    """A forked process that imports the plotting code while the engine runs, then draws the result it is sent.
-
-    On two cores the import and the drawing overlap the simulation and the
-    writing of the tables. Only the columns the plots use are sent (pickled
-    through a pipe). Where ``fork`` is not available :meth:`start` returns
-    ``None`` and the caller draws the plots itself.
-    """
-
-    _JOB_COLUMNS = ("submit_s", "start_s", "end_s", "wait_s", "runtime_s")
-
-    def __init__(self, proc, conn):
-        self.proc = proc
-        self.conn = conn
-
-    @classmethod
-    def start(cls) -> _Plotter | None:
-        import multiprocessing
-        import threading
-
-        # a daemonic process (a sweep worker) may not have children; a thread other than the main one
-        # (a threaded sweep) is no place to fork
-        if multiprocessing.current_process().daemon or threading.current_thread() is not threading.main_thread():
-            return None
-        try:
-            ctx = multiprocessing.get_context("fork")
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_plotter_main, args=(child, parent), daemon=True)
-            proc.start()
-        except (ValueError, OSError, AssertionError):
-            return None
-        child.close()
-        return cls(proc, parent)
-
-    def draw(self, result, out_dir: Path, bsld_threshold_s: float) -> None:
-        from wattsched.sim.report import LoadedRun
-
-        info = {k: result.info.get(k) for k in ("trace", "policy")}
-        info["nodes"] = len(result.platform)
-        run = LoadedRun({c: result.jobs[c] for c in self._JOB_COLUMNS}, dict(result.timeline), info)
-        with contextlib.suppress(OSError):  # the child is gone: wait() says so
-            self.conn.send((run, str(out_dir), bsld_threshold_s))
-
-    def wait(self) -> bool:
-        """True once the plots are drawn; False if the child failed (the caller draws them then)."""
-        try:
-            return self.conn.recv() is True
-        except (EOFError, OSError):
-            return False
-
-    def close(self) -> None:
-        self.conn.close()
-        if self.proc.is_alive():
-            self.proc.terminate()
-        self.proc.join()
-
-
-def _plotter_main(conn, parent_end) -> None:
-    import signal
-
-    # the parent ends this process with SIGTERM (a handler inherited from the CLI would only raise)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops this process
-    parent_end.close()  # so that recv() sees the end of the pipe when the parent closes its end
-    try:
-        import wattsched.sim.plots  # noqa: F401  (the slow import, done while the parent simulates)
-        from wattsched.sim.report import write_plots
-
-        try:
-            job = conn.recv()
-        except EOFError:
-            return
-        run, out_dir, bsld_threshold_s = job
-        write_plots(run, Path(out_dir), bsld_threshold_s)
-        conn.send(True)
-    except Exception as exc:
-        with contextlib.suppress(OSError):
-            conn.send(repr(exc))
 
 
 def _taped(jobs, keep):
