@@ -251,6 +251,13 @@ def test_dec_rapl_is_dec_while_jobs_arrive_fast_and_dynshare_otherwise():
     plan = make_policy("dec+rapl").decide(snap)
     assert plan.actions[0] == SetNodeCap(0, None)  # the caps of a dynshare period are lifted
     assert plan.starts() == make_policy("dec").decide(snap).starts()
+    # a job started under a node cap keeps it: lifting it would take the platform above the budget
+    capped = Job(99, 0.0, 3600.0, 1)
+    snap = _snap(4, fast, {**{j.id: 300.0 for j in fast}, 99: 300.0}, cap_w=800.0, now=3600.0,
+                 running=[(capped, 0.0, (1,))])
+    snap.desired_node_cap_w = {0: 200.0, 1: 200.0}
+    plan = make_policy("dec+rapl").decide(snap)
+    assert [a for a in plan.actions if type(a) is SetNodeCap] == [SetNodeCap(0, None)]
     slow = [Job(1, 0.0, 600.0, 1), Job(2, 3000.0, 600.0, 1)]  # 1 job in the last 30 min
     snap = _snap(4, slow, {1: 300.0, 2: 300.0}, cap_w=800.0, now=3600.0)
     plan = make_policy("dec+rapl").decide(snap)

@@ -267,7 +267,8 @@ class DecRaplPolicy(BasePolicy):
     queue up, node caps when the machine is lightly loaded. The arrival rate
     is the number of jobs (pending or running) submitted in the last
     ``arrival_window_s``; above one job per ``arrival_threshold_s`` the
-    decision is ``dec``'s and node caps set before are removed; below it,
+    decision is ``dec``'s and node caps set before are removed from the nodes
+    as their jobs end (a job started under a cap keeps it); below it,
     ``dynshare``'s.
     """
 
@@ -286,7 +287,11 @@ class DecRaplPolicy(BasePolicy):
         if arrived * p.arrival_threshold_s > p.arrival_window_s:
             dec_params = {k: v for k, v in p.model_dump().items() if k in DecParams.model_fields}
             plan = DecPolicy(**dec_params).decide(snapshot, None)
-            clear = [SetNodeCap(n, None) for n, c in snapshot.desired_node_cap_w.items() if c is not None]
+            # a node keeps its cap while a job started under it runs: lifting it would let that job's
+            # draw jump above the budget dec plans against
+            busy = {n for r in snapshot.running.values() for n in r.nodes}
+            clear = [SetNodeCap(n, None) for n, c in snapshot.desired_node_cap_w.items()
+                     if c is not None and n not in busy]
             plan.actions[:0] = clear
             return plan
         return DynSharePolicy(headroom_w=p.headroom_w).decide(snapshot, None)
