@@ -1,0 +1,442 @@
+"""Reproduction of Borghesi et al. 2018, §5 (Figs. 2-7) on wattsched's simulator and the ``eurora`` platform.
+
+The campaign is one wattsched sweep. This module holds what is specific to
+the paper:
+
+* the figures (:data:`FIGURES`): instance family, methods, budgets;
+* :func:`make_instance`, the one place that turns a figure's instance
+  description and a seed into a job table (synthetic §5 instances, or
+  consecutive jobs of a real trace for the Fig. 5 analogue);
+* :func:`reference_peak_dyn_w`, the uncapped peak a budget is a fraction of
+  (§5.2: "we run each dispatcher without power cap, to establish the uncapped
+  maximal power consumption"; here the uncapped EASY run of the instance);
+* :func:`sweep_file`, the sweep (one grid block per instance and method
+  group, caps in watts: idle power + budget × the instance's uncapped peak of
+  dynamic power, as the paper counts only dynamic power);
+* :func:`run_metrics`, the sweep's extra per-run metrics: the paper's BSLD
+  (Eq. 3, θ = 300 s, over the instance's own jobs, not the hot-start ones) and
+  whether the run kept to the budget;
+* :func:`collate`, the rows of ``runs.csv`` per figure, method and budget.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+TRACES = REPO.parent / "shared" / "traces"
+
+THETA_S = 300.0
+"""θ of Eq. 3: five minutes."""
+
+HOT_USER = "hotstart"
+"""User of the jobs that occupy the machine at t = 0 (hot start); not counted in the BSLD."""
+
+QUEUES = (("debug", 1800.0, 1800.0), ("parallel", 6 * 3600.0, 21600.0), ("longpar", math.inf, 86400.0))
+"""Queues as (name, longest requested time, expected waiting time), Eurora-like (ASSUMPTION: the paper
+gives no values): a job goes to the first queue whose limit its requested time does not exceed."""
+
+QUEUE_EWT_S = {name: ewt for name, _, ewt in QUEUES}
+
+VIOLATION_TOL = 0.01
+"""A run breaks its budget when the platform power is above cap × (1 + this) for any time."""
+
+# --- response models (§5.1.1) ---------------------------------------------------------------------------------
+
+FLOOR = 0.3
+"""Least share of a job's nominal node power a cap leaves (the default of wattsched's classes). A busy
+Eurora node draws 250-480 W of which 120 W idle, so 0.3 leaves about the idle power: the paper's
+1 W floor on the *dynamic* power."""
+
+CLASSES = ("cpu", "memory", "mixed")
+
+
+def _linear(f: float) -> dict[str, Any]:
+    return {"model": "linear", "f": f, "floor": FLOOR}
+
+
+def response_all(f: float) -> dict[str, dict[str, Any]]:
+    """The same ``D' = F · M^D · D`` for every class (DynShare_F)."""
+    return {c: _linear(f) for c in CLASSES}
+
+
+RESPONSE_MIXED = {"cpu": _linear(0.8), "mixed": _linear(0.5), "memory": _linear(0.25)}
+"""DynShare_mixed: a factor per application class, memory-bound lowest (ASSUMPTION: the paper draws it
+from one distribution per class and gives no values; its mixed results sit near F = 0.5-0.6)."""
+
+RESPONSE_CPI = {c: {"model": "cpi", "cpi": cpi, "floor": FLOOR}
+                for c, cpi in (("cpu", 1.0), ("mixed", 2.5), ("memory", 5.0))}
+"""DynShare_CPI (Eq. 4): CPI 1 for CPU-bound, 5 for memory-bound (the paper's bounds), 2.5 between."""
+
+
+# --- methods ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Method:
+    """One bar of the paper's figures: a policy with its parameters, predictor and response model."""
+
+    label: str
+    policy: str
+    params: dict = field(default_factory=dict)
+    predictor: dict = field(default_factory=lambda: {"name": "oracle"})
+    response: dict = field(default_factory=lambda: RESPONSE_MIXED)
+    proactive: bool = False
+
+
+UNDER = {"name": "oracle", "params": {"under_share": 0.1, "under_by": 0.4, "seed": 7}}
+"""§5.2.4: 10 % of the jobs predicted 40 % below their real power."""
+
+
+def methods(dec_params: dict) -> dict[str, Method]:
+    """Every method of the figures by label; ``dec_params`` are dec's solver limits for this campaign."""
+    ls = {"queue_ewt_s": QUEUE_EWT_S}
+    dec = {**ls, **dec_params}
+    out = [
+        Method("LS", "ls", ls, proactive=True),
+        Method("DEC", "dec", dec, proactive=True),
+        Method("BF", "bf"),
+        Method("DVFS", "dvfs"),
+        Method("Simple", "simple"),
+        *(Method(f"DynShare_{f:g}", "dynshare", response=response_all(f)) for f in (0, 0.25, 0.5, 0.75, 1)),
+        Method("DynShare_mixed", "dynshare"),
+        Method("DynShare_CPI", "dynshare", response=RESPONSE_CPI),
+        *(Method(f"DynShare_{f:g}+AC", "dynshare", {"admission": True}, response=response_all(f))
+          for f in (0, 0.25, 0.5, 0.75, 1)),
+        Method("DynShare_mixed+AC", "dynshare", {"admission": True}),
+        Method("DEC+RAPL", "dec+rapl", dec, proactive=True),
+        Method("LS_U", "ls", ls, UNDER, proactive=True),
+        Method("DEC_U", "dec", dec, UNDER, proactive=True),
+        Method("LS_vU99", "ls", {**ls, "cap_margin": 0.01}, UNDER, proactive=True),
+        Method("DEC_vU99", "dec", {**dec, "cap_margin": 0.01}, UNDER, proactive=True),
+    ]
+    return {m.label: m for m in out}
+
+
+# --- figures ---------------------------------------------------------------------------------------------------
+
+SYNTH_METHODS = ("LS", "DEC", "BF", "DVFS", "Simple", "DynShare_0", "DynShare_0.25", "DynShare_0.5",
+                 "DynShare_0.75", "DynShare_1", "DynShare_mixed")
+ALL_BUDGETS = (100, 90, 80, 70, 60, 50, 40, 30, 20, 10)
+
+
+@dataclass(frozen=True)
+class Family:
+    """An instance family: synthetic (n jobs in a window) or consecutive jobs of a real trace."""
+
+    key: str
+    n_jobs: int
+    window_s: float = 300.0
+    arrival: str = "uniform"
+    hot_start: float = 0.0
+    trace: str | None = None
+
+    def describe(self) -> str:
+        if self.trace:
+            return f"{self.n_jobs} consecutive jobs of {self.trace}"
+        hs = f", HS {self.hot_start:.0%}" if self.hot_start else ""
+        return f"{self.n_jobs} jobs in {self.window_s:g} s, {self.arrival}{hs}"
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str
+    title: str
+    families: tuple[Family, ...]
+    methods: tuple[str, ...]
+    budgets: tuple[int, ...] = ALL_BUDGETS
+
+
+F50 = Family("n50-w300-uniform", 50)
+F50HS = Family("n50-w300-uniform-hs70", 50, hot_start=0.7)
+F200 = Family("n200-w300-burst", 200, arrival="burst")
+F400 = Family("n400-w300-burst", 400, arrival="burst")
+F100U = Family("n100-w900-uniform", 100, 900.0)
+WINDOWS_S = (300.0, 1800.0, 7200.0, 21600.0)
+"""Fig. 6's arrival windows: 5 min (the synthetic figures) to 6 h (the paper's historical traces' average)."""
+FIG6 = tuple(Family(f"n100-w{w:g}-uniform", 100, w) for w in WINDOWS_S)
+KTH = "KTH-SP2-1996-2.1-cln.swf"
+
+FIGURES: tuple[Figure, ...] = (
+    Figure("fig2a", "Fig. 2a: 50 jobs in 300 s, uniform, HS 0 %", (F50,), SYNTH_METHODS),
+    Figure("fig2b", "Fig. 2b: 50 jobs in 300 s, uniform, HS 70 %", (F50HS,), SYNTH_METHODS),
+    Figure("fig3", "Fig. 3: 200 jobs in 300 s, burst", (F200,), SYNTH_METHODS, ALL_BUDGETS[:-1]),
+    Figure("fig4a", "Fig. 4a: 400 jobs in 300 s, burst, no admission control", (F400,), SYNTH_METHODS),
+    Figure("fig4b", "Fig. 4b: 400 jobs in 300 s, burst, DynShare with admission control", (F400,),
+           ("LS", "DEC", "BF", "DVFS", "DynShare_0+AC", "DynShare_0.25+AC", "DynShare_0.5+AC",
+            "DynShare_0.75+AC", "DynShare_1+AC", "DynShare_mixed+AC")),
+    Figure("fig5a", "Fig. 5a analogue: 100-job slices of KTH-SP2", (Family("kth-100", 100, trace=KTH),),
+           ("LS", "DEC", "BF", "DVFS", "DynShare_mixed", "DynShare_CPI", "DEC+RAPL")),
+    Figure("fig5b", "Fig. 5b analogue: 400-job slices of KTH-SP2", (Family("kth-400", 400, trace=KTH),),
+           ("LS", "DEC", "BF", "DVFS", "DynShare_mixed", "DynShare_CPI", "DEC+RAPL")),
+    Figure("fig6", "Fig. 6: DEC against DynShare_mixed as the arrival window widens (100 jobs, uniform)", FIG6,
+           ("DEC", "DynShare_mixed", "DEC+RAPL")),
+    Figure("fig7", "Fig. 7: 100 jobs in 900 s, 10 % of jobs under-predicted by 40 %", (F100U,),
+           ("LS", "DEC", "LS_U", "DEC_U", "LS_vU99", "DEC_vU99", "BF", "DVFS", "DynShare_mixed")),
+)
+FIGURE_BY_KEY = {f.key: f for f in FIGURES}
+
+
+# --- instances -------------------------------------------------------------------------------------------------
+
+def queue_of(walltime_s: float) -> str:
+    return next(name for name, limit, _ in QUEUES if walltime_s <= limit)
+
+
+def make_instance(family: Family, index: int, platform) -> list:
+    """The jobs of instance ``index`` of ``family`` on ``platform`` (seeded by family and index).
+
+    Synthetic families follow §5: ``n_jobs`` arrivals in ``window_s`` (uniform, left-skewed or burst),
+    one to four whole nodes (the paper's job units sharing nodes are not modelled), run times
+    lognormal (median 30 min, no job under 5 min as in the paper's synthetic sets), requested times
+    1-2x the run time, queues by requested time, per-job power and application class (CPU-bound,
+    memory-bound, mixed) drawn by :func:`wattsched.workload.augment.augment`. A hot start adds,
+    at t = 0 and one second ahead of the instance, one-node jobs of user ``hotstart`` on
+    ``hot_start`` of the nodes. Trace families take ``n_jobs`` consecutive jobs of the trace from a
+    seeded start (at most 64 nodes each), shifted to start at 0.
+    """
+    from wattsched.workload.augment import AugmentParams, augment
+    from wattsched.workload.synthetic import DurationDist, NodesDist, generate
+
+    seed = 1000 * (abs(hash_key(family.key)) % 100000) + index
+    node_power = platform.nodes[-1].power
+    if family.trace is not None:
+        jobs = _trace_jobs(family, seed, len(platform.nodes))
+    else:
+        wl = generate(family.n_jobs, window_s=family.window_s, arrival=family.arrival, seed=seed,
+                      nodes_dist=NodesDist(kind="log-uniform", min_nodes=1, max_nodes=4),
+                      duration_dist=DurationDist(median_s=1800.0, sigma=0.8, min_s=300.0, max_s=6 * 3600.0,
+                                                 overestimate_min=1.0, overestimate_max=2.0),
+                      max_nodes=len(platform.nodes), cores_per_node=16)
+        jobs = list(wl.jobs)
+        n_hot = round(family.hot_start * len(platform.nodes))
+        if n_hot:
+            rng = np.random.default_rng(seed + 1)
+            hot = []
+            for k in range(n_hot):
+                run_s = float(np.clip(rng.lognormal(math.log(1800.0), 0.8), 300.0, 6 * 3600.0))
+                hot.append(_job(jobs[0], id=len(jobs) + k + 1, submit_s=0.0, runtime_s=run_s,
+                                walltime_s=math.ceil(run_s / 60) * 60, procs=16, nodes=1, user=HOT_USER))
+            jobs = hot + [_job(j, submit_s=j.submit_s + 1.0) for j in jobs]
+    jobs = [_job(j, partition=queue_of(j.walltime_s)) for j in jobs]
+    return list(augment(jobs, node_power, AugmentParams(), seed=seed))
+
+
+def _job(j, **kw):
+    import dataclasses
+
+    return dataclasses.replace(j, **kw)
+
+
+def hash_key(text: str) -> int:
+    from wattsched.workload.augment import stable_hash
+
+    return stable_hash(text)
+
+
+@functools.lru_cache(maxsize=4)
+def _trace(path: str):
+    from wattsched.workload.swf import read_swf
+
+    return list(read_swf(path).jobs)
+
+
+def _trace_jobs(family: Family, seed: int, max_nodes: int) -> list:
+    path = TRACES / family.trace
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: trace not found (the Fig. 5 analogue reads the real traces from there)")
+    jobs = [j for j in _trace(str(path)) if j.runtime_s > 0]
+    rng = np.random.default_rng(seed)
+    start = int(rng.integers(0, len(jobs) - family.n_jobs))
+    part = jobs[start:start + family.n_jobs]
+    t0 = part[0].submit_s
+    return [_job(j, id=i + 1, submit_s=j.submit_s - t0, nodes=min(j.nodes, max_nodes),
+                 procs=min(j.nodes, max_nodes) * 16, walltime_s=max(j.walltime_s, j.runtime_s))
+            for i, j in enumerate(part)]
+
+
+def reference_peak_dyn_w(table: Path, platform) -> float:
+    """Peak dynamic power (W) of the uncapped EASY run of a job table."""
+    from wattsched.policies import make_policy
+    from wattsched.sim.engine import Engine
+    from wattsched.workload.tables import read_job_table
+
+    jobs = list(read_job_table(str(table)).jobs)
+    result = Engine(platform, jobs, make_policy("easy")).run()
+    return float(result.timeline["power_w"].max() - platform.idle_power_w)
+
+
+DEC_POLICIES = ("dec", "dec+rapl")
+
+# --- sweep file ------------------------------------------------------------------------------------------------
+
+def sweep_file(instances: list[dict], figures: list[Figure], budgets: tuple[int, ...] | None, dec_params: dict,
+               name: str, dec_max_jobs: int | None = None) -> dict:
+    """The sweep as a dict (written as YAML): one grid block per instance and method.
+
+    ``instances`` are ``{"family", "index", "path", "peak_dyn_w", "idle_w"}`` records; with
+    ``dec_max_jobs``, the dec-based methods are left out of instances with more jobs.
+    """
+    by_method = methods(dec_params)
+    grid = []
+    for inst in instances:
+        wanted: dict[str, set[int]] = {}
+        for fig in figures:
+            if inst["family"] not in {f.key for f in fig.families}:
+                continue
+            for m in fig.methods:
+                if dec_max_jobs is not None and inst["n_jobs"] > dec_max_jobs and by_method[m].policy in DEC_POLICIES:
+                    continue
+                wanted.setdefault(m, set()).update(b for b in fig.budgets if budgets is None or b in budgets)
+        for label, bs in sorted(wanted.items(), key=lambda kv: (by_method[kv[0]].policy in DEC_POLICIES, kv[0])):
+            m = by_method[label]
+            caps = [round(inst["idle_w"] + b / 100 * inst["peak_dyn_w"], 3) for b in sorted(bs, reverse=True)]
+            grid.append({
+                "traces": [inst["path"]],
+                "policies": [{"name": m.policy, "params": m.params} if m.params else m.policy],
+                "predictors": [m.predictor if m.predictor.get("params") else m.predictor["name"]],
+                "response": [m.response],
+                "caps": caps,
+            })
+    return {"kind": "sweep", "name": name, "base": {"platform": "eurora", "bsld_threshold_s": THETA_S},
+            "grid": grid, "metrics": [f"{HERE / 'b18.py'}:run_metrics"]}
+
+
+# --- metrics ---------------------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=8)
+def _instance_facts(path: str) -> tuple[dict[int, float], frozenset[int]]:
+    """Original run time per job id and the ids of hot-start jobs, from the job table."""
+    runtime, hot = {}, set()
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            i = int(row["id"])
+            runtime[i] = float(row["runtime_s"])
+            if row.get("user") == HOT_USER:
+                hot.add(i)
+    return runtime, frozenset(hot)
+
+
+def bsld_eq3(wait_s: np.ndarray, run_new_s: np.ndarray, run_orig_s: np.ndarray, theta_s: float = THETA_S):
+    """Eq. 3: ``max((wait + run') / max(θ, run), 1)``, ``run`` the original duration, ``run'`` the final one.
+
+    >>> float(bsld_eq3(np.array([0.0]), np.array([1200.0]), np.array([600.0]))[0])
+    2.0
+    >>> float(bsld_eq3(np.array([60.0]), np.array([60.0]), np.array([60.0]))[0])
+    1.0
+    """
+    return np.maximum((wait_s + run_new_s) / np.maximum(theta_s, run_orig_s), 1.0)
+
+
+def run_metrics(result, run: dict) -> dict:
+    """The paper's BSLD over the instance's jobs and whether the run kept to its budget."""
+    spec = run["spec"]
+    runtime, hot = _instance_facts(spec["trace"])
+    jobs = result.jobs
+    ids = jobs["id"].astype(int)
+    keep = np.array([i not in hot for i in ids], dtype=bool)
+    start, end, submit = jobs["start_s"], jobs["end_s"], jobs["submit_s"]
+    done = keep & np.isfinite(end)
+    orig = np.array([runtime[i] for i in ids[done]])
+    b = bsld_eq3(start[done] - submit[done], end[done] - start[done], orig)
+    tl = result.timeline
+    t, p, cap = tl["t_s"], tl["power_w"], tl["cap_w"]
+    dt = np.diff(t, append=t[-1]) if len(t) else np.array([])
+    capped = np.isfinite(cap)
+    over = capped & (p > cap * (1 + VIOLATION_TOL))
+    total = float(dt[capped].sum()) if capped.any() else 0.0
+    sim = spec["sim"]
+    return {
+        "method_key": method_key(sim.get("policy", "easy"), sim.get("params"), sim.get("predictor_params"),
+                                 spec.get("response")),
+        "bsld_eq3": float(b.mean()) if b.size else None,
+        "jobs_measured": int(keep.sum()),
+        "jobs_unended": int((keep & ~np.isfinite(end)).sum()),
+        "slowdown_factor": float(np.mean((end[done] - start[done]) / np.maximum(orig, 1e-9))) if b.size else None,
+        "peak_over_cap_pct": float(np.max((p[capped] - cap[capped]) / cap[capped]) * 100) if capped.any() else None,
+        "time_over_cap_frac": float(dt[over].sum() / total) if total > 0 else 0.0,
+        "budget_kept": bool(not over.any()),
+    }
+
+
+# --- collation -------------------------------------------------------------------------------------------------
+
+def method_key(policy: str, params: dict | None, predictor: dict | None, response: dict | None) -> str:
+    """A run's method identity: policy, its parameters, the predictor's parameters, the response models."""
+    return json.dumps([policy, _norm(params or {}), _norm(predictor or {}), _norm(response or {})], sort_keys=True)
+
+
+def _norm(v):
+    if isinstance(v, dict):
+        return {str(k): _norm(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_norm(x) for x in v]
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return v
+    return float(v)
+
+
+def collate(runs: list[dict], instances: list[dict], dec_params: dict, figures=FIGURES) -> list[dict]:
+    """One row per (figure, family, method, budget, instance) from the sweep's ``runs.csv`` rows.
+
+    A run belongs to every figure whose family and method it matches (Figs. 4a and 4b share LS, DEC,
+    BF and DVFS runs).
+    """
+    by_path = {Path(i["path"]).name: i for i in instances}
+    index: dict[tuple, dict] = {}
+    for r in runs:
+        if r.get("status") != "ok":
+            continue
+        inst = by_path.get(r["trace"])
+        if inst is None:
+            continue
+        budget = round((float(r["cap"]) - inst["idle_w"]) / inst["peak_dyn_w"] * 100)
+        index[(r["trace"], _row_method(r), budget)] = r
+    out = []
+    all_methods = methods(dec_params)
+    for fig in figures:
+        for fam in fig.families:
+            for inst in (i for i in instances if i["family"] == fam.key):
+                name = Path(inst["path"]).name
+                for label in fig.methods:
+                    m = all_methods[label]
+                    key = _spec_method(m)
+                    for b in fig.budgets:
+                        r = index.get((name, key, b))
+                        if r is None:
+                            continue
+                        out.append({"figure": fig.key, "family": fam.key, "window_s": fam.window_s,
+                                    "method": label, "budget_pct": b, "instance": inst["index"],
+                                    "bsld": _num(r.get("bsld_eq3")),
+                                    "budget_kept": r.get("budget_kept") in (True, "True", "true", 1, "1"),
+                                    "peak_over_cap_pct": _num(r.get("peak_over_cap_pct")),
+                                    "time_over_cap_frac": _num(r.get("time_over_cap_frac")),
+                                    "jobs_unended": _num(r.get("jobs_unended")),
+                                    "sim_wall_s": _num(r.get("sim_wall_s"))})
+    return out
+
+
+def _num(v) -> float | None:
+    if v is None or v == "":
+        return None
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _spec_method(m: Method) -> str:
+    return method_key(m.policy, m.params, m.predictor.get("params"), m.response)
+
+
+def _row_method(r: dict) -> str:
+    return r["method_key"]
