@@ -238,6 +238,7 @@ class Daemon:
             platform_cache=self._platform_cache,
             measured=measured,
             settle_s=cfg.telemetry.settle_s,
+            default_class=cfg.job_class,
         )
         self._measured = measured
         c = view.classified
