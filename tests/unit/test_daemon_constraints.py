@@ -235,6 +235,29 @@ def test_energy_bud_keeps_c_ea_across_a_restart_and_powers_idle_nodes_down(make_
     assert d2.policy_state.c_ea_j == pytest.approx(saved.c_ea_j + (rate - saved.last_power_w) * 50)
 
 
+def test_windows_ahead_are_in_the_snapshot_soonest_first_fixed_and_recurring(make_daemon, clock):
+    t = MONDAY_1650
+    tonight = dt.datetime(2026, 11, 23, 22, 0, tzinfo=dt.UTC).timestamp()  # the daemon's default zone
+    budgets = [{"start_s": t + 86400, "end_s": t + 2 * 86400, "energy_j": 1e8},
+               {"every": "daily 22:00-23:00", "energy_j": 1e6, "label": "night"}]
+    d = make_daemon(energy_budgets=budgets, policy="energy-bud")
+    d.cycle()
+    snap = d.last_view.snapshot
+    assert snap.budgets == []  # none in force at 16:50
+    ahead = [(b.start_s, b.end_s, b.energy_j) for b in snap.upcoming_budgets]
+    # Tonight's recurring window, the fixed one from this time tomorrow, tomorrow night's.
+    assert ahead[:3] == [(tonight, tonight + 3600, 1e6), (t + 86400, t + 2 * 86400, 1e8),
+                         (tonight + 86400, tonight + 86400 + 3600, 1e6)]
+    assert all(b.start_s > t for b in snap.upcoming_budgets)
+    assert d.policy_state.monitoring_stages == 0  # nothing counted before a window opens
+    # In tonight's window it is in force and no longer ahead.
+    clock.advance(tonight + 60 - t)
+    d.cycle()
+    snap = d.last_view.snapshot
+    assert [b.budget.start_s for b in snap.budgets] == [tonight]
+    assert [b.start_s for b in snap.upcoming_budgets[:2]] == [t + 86400, tonight + 86400]
+
+
 # --- policy state -----------------------------------------------------------------------------------------------------
 def test_policy_state_is_kept_across_restart_and_sighup_and_reset_when_the_policy_changes(
         make_daemon, clock, tmp_path, caplog, monkeypatch):

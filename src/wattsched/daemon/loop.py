@@ -39,7 +39,7 @@ from wattsched.daemon import policystate
 from wattsched.daemon.actuators import NodeSetting, Outcome, make_actuator, same_cap, same_freq
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier
-from wattsched.daemon.schedule import LiveConstraints
+from wattsched.daemon.schedule import LOOKAHEAD_S, LiveConstraints
 from wattsched.daemon.slurm.backend import SlurmBackend, with_marker, without_marker
 from wattsched.daemon.slurm.hostlist import compress
 from wattsched.daemon.slurm.records import SlurmNode
@@ -589,6 +589,9 @@ class Daemon:
         self.store.put("energy", {"last_s": now, "last_w": snap.platform_power_w, "consumed": consumed})
         snap.budgets = [BudgetState(EnergyBudget(w.start_s, w.end_s, w.energy_j), consumed.get(w.key, 0.0))
                         for w in windows]
+        ahead = self.constraints.budget_windows(now, now + LOOKAHEAD_S)
+        snap.upcoming_budgets = sorted((EnergyBudget(w.start_s, w.end_s, w.energy_j) for w in ahead
+                                        if w.start_s > now), key=lambda b: b.start_s)
         self._budget_windows = windows
 
     def _check_starts(self, view: View, starts, audit, report, now) -> None:

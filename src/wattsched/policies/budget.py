@@ -213,8 +213,20 @@ class BudgetPolicy(BasePolicy):
         now = snapshot.now_s
         budget = snapshot.budgets[0] if snapshot.budgets else None
         rate = self._update_counter(snapshot, state, budget)
+        # The window the energy is counted in: the one in force, else the next one (rule 2 over the whole
+        # requested time: a job started now that runs into a later window is charged against it, from
+        # C_ea = 0 at its start).
+        t_from = now
+        c_ea = state.c_ea_j
+        ahead = snapshot.upcoming_budgets[0] if budget is None and snapshot.upcoming_budgets else None
+        if ahead is not None:
+            rate = ahead.energy_j / (ahead.end_s - ahead.start_s)
+            t_from, c_ea = ahead.start_s, 0.0
         energy = self.mode != "easy" and math.isfinite(rate)
-        t_end = budget.budget.end_s if budget is not None else math.inf
+        if budget is not None:
+            t_end = budget.budget.end_s
+        else:
+            t_end = ahead.end_s if ahead is not None else math.inf
         pw = _Power(snapshot.platform, params)
         power = pw.platform_w(snapshot.node_state) if energy or params.shutdown != "never" else 0.0
         free = snapshot.free_nodes
@@ -228,18 +240,21 @@ class BudgetPolicy(BasePolicy):
                 e = max(r.expected_end_s, now)
                 if e < t_end:
                     drops.append((e, pw.extra_w(r.nodes)))
-        c_ea = state.c_ea_j
         state.reserved_j, state.reserved_job, state.reserved_start_s = 0.0, None, None
 
         def fits_energy(nodes, job: Job, available_j: float, rate_w: float) -> bool:
             dw = pw.extra_w(nodes)
+            job_end = min(now + job.walltime_s, t_end)
+            if job_end <= t_from:
+                return True  # over before the next window opens
             if power + dw <= rate_w + _EPS:
                 return True
+            # The estimated power when the window opens (now, or at its start if it lies ahead), and its drops.
+            p0, later = window_power(power + dw, t_from, drops)
             if self.mode == "powercap-easy":
-                return False
-            job_end = min(now + job.walltime_s, t_end)
-            horizon = max([job_end, *(t for t, _ in drops)]) if drops else job_end
-            return min_balance_j(available_j, rate_w, now, horizon, power + dw, [*drops, (job_end, dw)]) >= -_EPS
+                return t_from > now and p0 <= rate_w + _EPS  # drops only lower the power after t_from
+            horizon = max([job_end, *(t for t, _ in later)]) if later else job_end
+            return min_balance_j(available_j, rate_w, t_from, horizon, p0, [*later, (job_end, dw)]) >= -_EPS
 
         started: list[tuple[float, int]] = []
         head = None
@@ -274,11 +289,11 @@ class BudgetPolicy(BasePolicy):
                     q = now + params.monitoring_period_s
                 # The head's extra power over its requested time inside the window, on typical nodes.
                 per_node = sum(pw.comp[i] - pw.idle[i] for i in free[:1] or [0])
-                reserve_j = head.nodes * per_node * max(0.0, min(q + head.walltime_s, t_end) - q)
+                reserve_j = head.nodes * per_node * max(0.0, min(q + head.walltime_s, t_end) - max(q, t_from))
                 state.reserved_j, state.reserved_job, state.reserved_start_s = reserve_j, head.id, q
             if end:
                 self._backfill(snapshot, plan, head, free, end, shadow, extra, energy, fits_energy,
-                               c_ea, rate, reserve_j, state.reserved_start_s, pw, drops, t_end)
+                               c_ea, rate, reserve_j, state.reserved_start_s, pw, drops, t_from, t_end)
                 end = len(free) - sum(len(a.nodes) for a in actions if type(a) is Start)
                 power = pw.platform_w(snapshot.node_state) + sum(pw.extra_w(a.nodes) for a in plan.starts())
             why = "energy" if head_energy_blocked else "nodes"
@@ -295,13 +310,16 @@ class BudgetPolicy(BasePolicy):
         return plan
 
     def _backfill(self, snapshot, plan, head, free, end, shadow, extra, energy, fits_energy,
-                  c_ea, rate, reserve_j, q, pw, drops, t_end) -> None:
+                  c_ea, rate, reserve_j, q, pw, drops, t_from, t_end) -> None:
         now = snapshot.now_s
         actions = plan.actions
         power = pw.platform_w(snapshot.node_state) + sum(pw.extra_w(a.nodes) for a in plan.starts())
         reduced = rate
-        if self.mode == "reduce-pc" and reserve_j > 0 and q is not None:
-            reduced = rate - reserve_j / max(q - now, _EPS)
+        # reduce-pc spreads the head's reservation over the time until it starts, inside the window; a head
+        # reserved before the window opens is charged as energy-bud does (C_ea - J).
+        spread = self.mode == "reduce-pc" and (q is None or q > t_from)
+        if self.mode == "reduce-pc" and reserve_j > 0 and q is not None and q > t_from:
+            reduced = rate - reserve_j / max(q - t_from, _EPS)
         for job in queue_order(snapshot, self.params.order):
             if job.id == head.id or any(a.job_id == job.id for a in actions):
                 continue
@@ -318,8 +336,11 @@ class BudgetPolicy(BasePolicy):
             nodes = tuple(free[end - k : end])
             if energy:
                 dw = pw.extra_w(nodes)
-                if self.mode == "reduce-pc":
-                    ok = power + dw <= reduced + _EPS
+                if now + job.walltime_s <= t_from:
+                    ok = True  # over before the next window opens
+                elif spread:
+                    p0 = power + dw if t_from <= now else window_power(power + dw, t_from, drops)[0]
+                    ok = p0 <= reduced + _EPS
                 else:
                     ok = fits_energy(nodes, job, c_ea - reserve_j, rate)
                 if not ok:
@@ -333,6 +354,17 @@ class BudgetPolicy(BasePolicy):
             end -= k
             if end == 0:
                 break
+
+
+def window_power(power_w: float, t_from_s: float,
+                 drops: list[tuple[float, float]]) -> tuple[float, list[tuple[float, float]]]:
+    """Estimated power at ``t_from_s`` (jobs ending by then give theirs back) and the drops after it.
+
+    >>> window_power(900.0, 100.0, [(50.0, 200.0), (150.0, 300.0)])
+    (700.0, [(150.0, 300.0)])
+    """
+    p = power_w - sum(dw for t, dw in drops if t <= t_from_s)
+    return p, [(t, dw) for t, dw in drops if t > t_from_s]
 
 
 def plan_shutdown(snapshot: Snapshot, plan: Plan, state: BudgetPolicyState, head: Job | None,
