@@ -207,6 +207,42 @@ def test_energy_consumed_is_integrated_and_kept_across_a_restart(make_daemon, cl
     assert d2.last_view.snapshot.budgets[0].consumed_j == pytest.approx(150 * power)
 
 
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_budget_energy_is_measured_power_while_telemetry_is_fresh_and_the_estimate_when_it_is_stale(
+        make_daemon, clock):
+    t = MONDAY_1650
+    budget = [{"start_s": t - 3600, "end_s": t + 86400, "energy_j": 1e7, "label": "today"}]
+    source = {"wattsched_energy_budget_source": "power"}
+    # Fresh telemetry (the nodes' power as Slurm reports it): the simulated nodes idle at 95 W, measured.
+    d = make_daemon(energy_budgets=budget, telemetry={"source": "slurm"})
+    d.cycle()
+    measured = d.last_view.snapshot.platform_power_w
+    assert measured == pytest.approx(4 * 95.0)
+    clock.advance(100)
+    d.cycle()
+    assert d.last_view.snapshot.budgets[0].consumed_j == pytest.approx(100 * measured)
+    assert sample(d, "wattsched_energy_budget_source", source) == 1.0
+    d.store.close()
+    # Prometheus unreachable: telemetry is stale, the daemon counts the estimate (config: 100 W per idle node).
+    dead = {"source": "prometheus", "url": f"http://127.0.0.1:{_closed_port()}", "timeout_s": 1}
+    d2 = make_daemon(energy_budgets=budget, telemetry=dead, epoch=MONDAY_1650 + clock.t)
+    d2.cycle()
+    assert sample(d2, "wattsched_telemetry_stale") == 1.0
+    assert d2.last_view.snapshot.platform_power_w == pytest.approx(4 * 100.0)
+    clock.advance(50)
+    d2.cycle()
+    # The first 100 s were measured (kept in the store across the restart), the next 50 s are the estimate.
+    assert d2.last_view.snapshot.budgets[0].consumed_j == pytest.approx(100 * measured + 50 * 400.0, rel=1e-6)
+    assert sample(d2, "wattsched_energy_budget_source", {"wattsched_energy_budget_source": "estimate"}) == 1.0
+
+
 def test_energy_bud_keeps_c_ea_across_a_restart_and_powers_idle_nodes_down(make_daemon, clock):
     t = MONDAY_1650
     budget = [{"start_s": t - 3600, "end_s": t + 86400, "energy_j": 1e8, "label": "week"}]
