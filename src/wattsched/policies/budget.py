@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 from typing import ClassVar, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from wattsched.model.constraints import BudgetState
@@ -107,10 +108,14 @@ class BudgetPolicyState(PolicyState):
     idle_since_s: dict[int, float] = Field(default_factory=dict)
 
 
-class _Power:
-    """Estimated per-node powers (P̂_comp, P̂_idle, P̂_off) for the nodes of a platform."""
+# Row of _Power.table by node state: computing, idle (drained nodes too), off (down nodes too), switching.
+_ROW = np.array([1, 0, 2, 3, 4, 1, 2], dtype=np.intp)  # indexed by NodeState
 
-    __slots__ = ("comp", "idle", "off", "sw_off", "sw_on")
+
+class _Power:
+    """Estimated per-node powers (P̂_comp, P̂_idle, P̂_off, switching) for the nodes of a platform."""
+
+    __slots__ = ("by_state", "comp", "idle", "off", "sw_off", "sw_on", "table")
 
     def __init__(self, platform: Platform, params: BudgetParams):
         nodes = platform.nodes
@@ -119,21 +124,17 @@ class _Power:
         self.off = [params.p_off_w if params.p_off_w is not None else n.power.off_w for n in nodes]
         self.sw_on = [n.power.switch_on_w for n in nodes]
         self.sw_off = [n.power.switch_off_w for n in nodes]
+        self.table = np.array([self.comp, self.idle, self.off, self.sw_on, self.sw_off], dtype=np.float64)
+        # Identical nodes (the usual case): the platform power is a count per state times one power each.
+        same = len(nodes) > 0 and bool((self.table == self.table[:, :1]).all())
+        self.by_state = self.table[_ROW, 0] if same else None
 
     def platform_w(self, node_state) -> float:
-        total = 0.0
-        for i, s in enumerate(node_state):
-            if s == NodeState.BUSY:
-                total += self.comp[i]
-            elif s == NodeState.IDLE or s == NodeState.DRAINED:
-                total += self.idle[i]
-            elif s == NodeState.SWITCHING_ON:
-                total += self.sw_on[i]
-            elif s == NodeState.SWITCHING_OFF:
-                total += self.sw_off[i]
-            else:
-                total += self.off[i]
-        return total
+        """Estimated platform power with the nodes in ``node_state``."""
+        s = np.asarray(node_state, dtype=np.intp)
+        if self.by_state is not None:
+            return float(np.bincount(s, minlength=len(_ROW)) @ self.by_state)
+        return float(self.table[_ROW[s], np.arange(len(s))].sum())
 
     def extra_w(self, nodes) -> float:
         """Extra estimated power when these idle nodes compute."""
@@ -175,6 +176,15 @@ class BudgetPolicy(BasePolicy):
     State = BudgetPolicyState
     wants_empty_queue_calls = True
     mode: ClassVar[str] = "energy-bud"
+
+    _powers: tuple[Platform, BudgetParams, _Power] | None = None
+
+    def _power_model(self, platform: Platform) -> _Power:
+        """The estimated node powers, computed once per platform (the simulator and daemon keep theirs)."""
+        cached = self._powers
+        if cached is None or cached[0] is not platform or cached[1] is not self.params:
+            cached = self._powers = (platform, self.params, _Power(platform, self.params))
+        return cached[2]
 
     @property
     def tick_period_s(self) -> float:
@@ -227,7 +237,7 @@ class BudgetPolicy(BasePolicy):
             t_end = budget.budget.end_s
         else:
             t_end = ahead.end_s if ahead is not None else math.inf
-        pw = _Power(snapshot.platform, params)
+        pw = self._power_model(snapshot.platform)
         power = pw.platform_w(snapshot.node_state) if energy or params.shutdown != "never" else 0.0
         free = snapshot.free_nodes
         end = len(free)
@@ -396,8 +406,9 @@ def plan_shutdown(snapshot: Snapshot, plan: Plan, state: BudgetPolicyState, head
             turn_s = max((models[n].power.switch_off_s + models[n].power.switch_on_s for n in left), default=0.0)
             if shadow - now <= turn_s:
                 keep = head.nodes
-            waking = sum(1 for s in states if s == NodeState.SWITCHING_ON)
-            off = [i for i, s in enumerate(states) if s == NodeState.OFF]
+            arr = np.asarray(states)
+            waking = int(np.count_nonzero(arr == NodeState.SWITCHING_ON))
+            off = np.flatnonzero(arr == NodeState.OFF).tolist()
             missing = head.nodes - len(left) - waking
             wake_s = max((models[n].power.switch_on_s for n in off), default=0.0)
             if missing <= len(off) and now + wake_s < shadow:
