@@ -235,10 +235,18 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2 weeks per trace, budgets 100, 60, 30 %%")
     ap.add_argument("--traces", default=",".join(t[0] for t in TRACES), help="comma-separated: kth,atlas,ricc")
-    ap.add_argument("--weeks", type=int, default=10, choices=range(1, 11), metavar="N",
-                    help="run only the N busiest of the 10 weeks (the others are excluded from the sweep, so a "
-                         "later run with a larger N reuses these runs); default 10")
+    ap.add_argument("--weeks", default="10", metavar="N|NAME=N,...",
+                    help="run only the N busiest of the 10 weeks, for every trace or per trace (kth=10,atlas=3); "
+                         "the others are excluded from the sweep, so a later run with a larger N reuses these runs; "
+                         "default 10")
     args = ap.parse_args(argv)
+    try:
+        weeks = {name: int(args.weeks) for name, *_ in TRACES} if "=" not in args.weeks else \
+            {k.strip(): int(v) for k, v in (part.split("=") for part in args.weeks.split(","))}
+    except ValueError:
+        ap.error(f"--weeks: give N or NAME=N,... (e.g. kth=10,atlas=3), got {args.weeks!r}")
+    if any(not 1 <= n <= 10 for n in weeks.values()) or set(weeks) - {t[0] for t in TRACES}:
+        ap.error(f"--weeks: trace names are {', '.join(t[0] for t in TRACES)} and N is 1 to 10, got {args.weeks!r}")
     wattsched = Path(sys.executable).with_name("wattsched")
     rows: list[dict] = []
     wanted = set(args.traces.split(","))
@@ -250,9 +258,10 @@ def main(argv=None) -> int:
         count = 2 if args.quick else 10
         text = sweep_text(name, trace, nodes, cpn, count, QUICK_LEVELS if args.quick else LEVELS, f"results/{tag}")
         path.write_text(text)
-        if not args.quick and args.weeks < count:
+        n = weeks.get(name, 10)
+        if not args.quick and n < count:
             path.write_text(sweep_text(name, trace, nodes, cpn, count, LEVELS, f"results/{tag}",
-                                       sorted(by_load(path, nodes)[args.weeks:])))
+                                       sorted(by_load(path, nodes)[n:])))
         rc = subprocess.call([str(wattsched), "sweep", str(path)])
         csv_path = HERE / "results" / tag / "runs.csv"
         if rc not in (0, 1) or not csv_path.exists():
@@ -262,8 +271,9 @@ def main(argv=None) -> int:
             rows += list(csv.DictReader(f))
     text = tables(rows)
     dest = HERE / "results" / ("tables-quick.md" if args.quick else "tables.md")
-    if not args.quick and args.weeks < 10:
-        text = f"The {args.weeks} busiest of the 10 weeks of each trace.\n\n" + text
+    if not args.quick and any(weeks.get(t, 10) < 10 for t in wanted):
+        text = "The busiest weeks of each trace: " + ", ".join(f"{t} {weeks.get(t, 10)} of 10" for t in
+                                                               (x[0] for x in TRACES) if t in wanted) + ".\n\n" + text
     dest.write_text(text)
     print(text)
     print(f"written {dest}")
