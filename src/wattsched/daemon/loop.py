@@ -37,6 +37,8 @@ from wattsched.config import key_locator
 from wattsched.config.daemon import DaemonConfig
 from wattsched.daemon import policystate
 from wattsched.daemon.actuators import NodeSetting, Outcome, make_actuator, same_cap, same_freq
+from wattsched.daemon.grid.events import OptRule
+from wattsched.daemon.grid.hub import GridHub
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier
 from wattsched.daemon.schedule import LiveConstraints
@@ -45,8 +47,8 @@ from wattsched.daemon.slurm.hostlist import compress
 from wattsched.daemon.slurm.records import SlurmNode
 from wattsched.daemon.store import AuditEntry, Desired, Store
 from wattsched.daemon.view import PowerModels, View, build_view, is_our_hold, managed_nodes, managed_platform
-from wattsched.errors import PlanViolation, SlurmCommandError, WattschedError
-from wattsched.model.constraints import BudgetState, CapSchedule, EnergyBudget
+from wattsched.errors import ConfigError, PlanViolation, SlurmCommandError, WattschedError
+from wattsched.model.constraints import BudgetState, CapSchedule, EnergyBudget, NoticedEvent
 from wattsched.model.guard import plan_problems
 from wattsched.model.plan import Evict, PowerDown, PowerUp, Reason, Reshape, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodePowerModel, NodeState
@@ -129,6 +131,9 @@ class Daemon:
         self._report: CycleReport | None = None
         self._now = time.time()
         self.policy_state = None
+        self.grid: GridHub | None = None
+        self._grid_vens: list = []
+        self._dr_verdicts: dict[str, str] = {}
         self.apply_config(config)
 
     # ------------------------------------------------------------------ configuration
@@ -171,6 +176,12 @@ class Daemon:
         self.constraints = LiveConstraints(config)
         self.telemetry = Telemetry(config.telemetry, self.metrics)
         self.actuator = actuator
+        opt = config.demand_response.opt
+        rule = OptRule(opt.min_notice_s, opt.max_duration_s, opt.below_idle)
+        if self.grid is None:
+            self.grid = GridHub(rule, self.metrics)
+        else:  # a reload keeps the events received; the new rule decides the next ones
+            self.grid.rule = rule
         self.metrics.dry_run.set(1 if config.dry_run else 0)
         self.metrics.info.info({
             "version": __version__, "policy": config.policy, "predictor": config.predictor or "none",
@@ -246,6 +257,7 @@ class Daemon:
         self._reconcile_nodes(view, observed, report, now)
         self._fill_node_settings(view, observed)
         self._fill_demand_response(view, now)
+        self._verify_demand_response(view, now, audit)
         self._fill_budgets(view, now)
         view.snapshot.forecast = self._forecast(view.snapshot, None)
         self.last_view = view
@@ -280,6 +292,8 @@ class Daemon:
             if not report.rejected:
                 view.snapshot.forecast = self._forecast(view.snapshot, plan)
         # 4. Record.
+        audit.extend(AuditEntry(n.time_s, self.cycle_no, n.action, n.target, n.reason, cfg.dry_run, n.outcome)
+                     for n in self.grid.drain())
         self.store.audit(audit)
         self.store.put("cycle", self.cycle_no)
         report.duration_s = time.monotonic() - t0
@@ -545,11 +559,20 @@ class Daemon:
         when the event was first seen (kept in the store, so a restart keeps the same target)."""
         snap = view.snapshot
         baselines = dict(self.store.get("dr_baselines", {}) or {})
-        known = set(baselines)
+        known_before = set(baselines)
         events = self.constraints.noticed(snap.platform, now, baselines, snap.platform_power_w)
-        for key in set(baselines) - known:
+        for key in set(baselines) - known_before:
             log.info("demand-response event %s announced: baseline %.0f W", key, baselines[key])
-        if set(baselines) != known:
+        grid = self.grid.events(now)
+        for g in grid:
+            known = g.event.key in baselines
+            baseline = baselines.setdefault(g.event.key, g.baseline_w)
+            event = g.event.to_event(baseline)
+            events.append(NoticedEvent(event, baseline, event.target_cap_w(baseline)))
+            if not known:
+                log.info("demand-response event %s from the grid taken part in: %s", g.event.key,
+                         g.event.describe(baseline))
+        if set(baselines) != known_before:
             self.store.put("dr_baselines", baselines)
         cap = snap.cap
         for e in events:
@@ -557,6 +580,61 @@ class Daemon:
         snap.cap = cap
         snap.dr_events = events
         self._dr_events = events
+        measured = getattr(self, "_measured", None) or {}
+        self.grid.observe(power_w=snap.platform_power_w, idle_w=snap.platform.idle_power_w,
+                          measured_w=snap.platform_power_w if measured else None)
+
+    def _verify_demand_response(self, view: View, now: float, audit: list[AuditEntry]) -> None:
+        """Past an event's deadline (start + ``demand_response.deadline_s``), compare measured platform power
+        with its target: a miss is logged, audited, counted and exported (it drives the
+        ``WattschedDemandResponseMissed`` alert); meeting it again is audited too."""
+        cfg = self.config.demand_response
+        snap = view.snapshot
+        m = self.metrics
+        active = [e for e in self._dr_events if e.event.start_s <= now < e.event.end_s]
+        m.dr_event_active.set(1 if active else 0)
+        if not active:
+            m.dr_target.set(math.inf)
+            for g in (m.dr_baseline, m.dr_reduction, m.dr_deadline, m.dr_missed):
+                g.set(0)
+            return
+        strictest = min(active, key=lambda e: e.cap_w)
+        measured = getattr(self, "_measured", None) or {}
+        m.dr_target.set(strictest.cap_w)
+        m.dr_baseline.set(strictest.baseline_w)
+        deadline = strictest.event.start_s + cfg.deadline_s
+        m.dr_deadline.set(deadline)
+        m.dr_reduction.set(strictest.baseline_w - snap.platform_power_w if measured else 0.0)
+        missed_now = False
+        for e in active:
+            key = f"{e.event.label} at {e.event.start_s:.0f}"
+            if now < e.event.start_s + cfg.deadline_s:
+                continue
+            if not measured:
+                verdict, why = "unverified", "no measured power (telemetry.source is none or stale)"
+            else:
+                coverage = f"measured on {len(measured)} of {len(view.node_names)} nodes"
+                over = snap.platform_power_w - e.cap_w
+                if over > cfg.tolerance_w:
+                    verdict = "missed"
+                    missed_now = True
+                    why = (f"platform power {snap.platform_power_w:.0f} W above the limit {e.cap_w:.0f} W by "
+                           f"{over:.0f} W, {now - e.event.start_s:.0f} s after the start ({coverage})")
+                else:
+                    verdict = "met"
+                    why = (f"platform power {snap.platform_power_w:.0f} W within the limit {e.cap_w:.0f} W, "
+                           f"reduction {e.baseline_w - snap.platform_power_w:.0f} W from {e.baseline_w:.0f} W "
+                           f"({coverage})")
+            if self._dr_verdicts.get(key) == verdict:
+                continue
+            self._dr_verdicts[key] = verdict
+            audit.append(AuditEntry(now, self.cycle_no, "dr_verify", key, why[:2000], self.config.dry_run, verdict))
+            if verdict == "missed":
+                m.dr_misses.inc()
+                log.warning("demand-response event %s missed its target: %s", key, why)
+            else:
+                log.info("demand-response event %s %s: %s", key, verdict, why)
+        m.dr_missed.set(1 if missed_now else 0)
 
 
     def _fill_budgets(self, view: View, now: float) -> None:
@@ -877,6 +955,7 @@ class Daemon:
 
     def run(self, max_cycles: int | None = None) -> int:
         """Cycle until stopped (SIGTERM/SIGINT) or ``max_cycles``; returns the exit status."""
+        self.start_grid()
         self.notifier.ready(f"policy {self.config.policy}, {'dry-run' if self.config.dry_run else 'active'}")
         done = 0
         while True:
@@ -914,8 +993,35 @@ class Daemon:
                 continue
             self.notifier.watchdog()
 
+    def start_grid(self) -> None:
+        """Start the VENs of ``demand_response.openadr2`` and ``openadr3`` in their threads (once)."""
+        if self._grid_vens:
+            return
+        dr = self.config.demand_response
+        try:
+            if dr.openadr2 is not None:
+                from wattsched.daemon.grid.openadr2 import OpenADR2Ven
+
+                self._grid_vens.append(OpenADR2Ven(dr.openadr2, self.grid))
+            if dr.openadr3 is not None:
+                from wattsched.daemon.grid.openadr3 import OpenADR3Ven
+
+                self._grid_vens.append(OpenADR3Ven(dr.openadr3, self.grid))
+        except ConfigError as exc:
+            key = "openadr2" if dr.openadr2 is not None and not self._grid_vens else "openadr3"
+            raise ConfigError(f"{key_locator(self.config, 'demand_response')((key,))}: {exc}") from None
+        for ven in self._grid_vens:
+            ven.start()
+            log.info("demand response: %s VEN started for %s", ven.source, ven.config.vtn_url)
+
+    def stop_grid(self) -> None:
+        for ven in self._grid_vens:
+            ven.stop()
+        self._grid_vens = []
+
     def stop(self) -> int:
         self.notifier.stopping()
+        self.stop_grid()
         if not self.config.dry_run:
             # the lua gate stops holding new jobs at once rather than when the heartbeat goes stale
             self.config.heartbeat_path.unlink(missing_ok=True)
