@@ -133,6 +133,7 @@ class Daemon:
         self.policy_state = None
         self.grid: GridHub | None = None
         self._grid_vens: list = []
+        self._changed_at: dict[str, float] = {}  # node -> when wattsched last changed what runs on it, or how
         self._dr_verdicts: dict[str, str] = {}
         self.apply_config(config)
 
@@ -220,7 +221,7 @@ class Daemon:
             self._heartbeat(state.read_at)
         self._now = state.read_at
         nodes = managed_nodes(state, self.partitions)
-        measured = self.telemetry.read(nodes)
+        measured = self._settled(self.telemetry.read(nodes), state.read_at)
         observed = self._observe(nodes)
         if not self._reconciled:
             self._reconcile(state, observed)
@@ -392,6 +393,14 @@ class Daemon:
 
     # ------------------------------------------------------------------ node caps and frequencies
 
+    def _settled(self, measured: dict[str, float], now: float) -> dict[str, float]:
+        """Measured node power without the nodes wattsched changed less than ``telemetry.settle_s`` ago (a new
+        frequency or cap, an evicted job): their readings still show the power before the change (the query's rate
+        window, scrape intervals), so their predicted power stands in until the telemetry catches up."""
+        settle_s = self.config.telemetry.settle_s
+        self._changed_at = {n: t for n, t in self._changed_at.items() if now - t < settle_s}
+        return {n: w for n, w in measured.items() if n not in self._changed_at}
+
     def _observe(self, nodes: Sequence[SlurmNode]) -> dict[str, NodeSetting]:
         """Every managed node's cap and frequency as its actuator reads them (in parallel)."""
         if self.config.actuator.kind == "none" or not nodes:
@@ -443,6 +452,7 @@ class Daemon:
             else:
                 gauge.labels(node.name).set(value)
             setting = self._observed.get(node.name, NodeSetting())
+            self._changed_at[node.name] = now
             if kind == "cap":
                 self._observed[node.name] = dataclasses.replace(setting, cap_w=outcome.applied, has_cap=True)
             else:
@@ -535,8 +545,7 @@ class Daemon:
                 power_w = r.power_w
                 fmax = snap.platform.nodes[r.nodes[0]].power.max_freq_hz
                 resp = snap.response_for(r.job) or _CPU_BOUND
-                if job_freqs and fmax and not any(view.node_names[i] in measured
-                                                                       for i in r.nodes):
+                if job_freqs and fmax and not any(view.node_names[i] in measured for i in r.nodes):
                     # predicted, not measured: the job's power at the frequency in force (its response model)
                     power_w = r.power_w * resp.at_frequency_ratio(min(job_freqs) / fmax)[0]
                     snap.platform_power_w += power_w - r.power_w
@@ -732,6 +741,8 @@ class Daemon:
                     why = "evicted by the policy" + (f": {why}" if why else "")
                     if self._act(act, action.job_id, why[:2000], audit, now, fn):
                         report.evicted.append(action.job_id)
+                        for n in (job.nodes if job is not None else ()):
+                            self._changed_at[n] = now
                         if requeue and job is not None:
                             # requeued, the job is pending again: held, so that the policy decides its restart
                             reason = "evicted; waits for the policy"

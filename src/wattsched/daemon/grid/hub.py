@@ -94,6 +94,11 @@ class GridHub:
         with self._lock:
             return None if math.isnan(self._power_w) else self._power_w
 
+    def decided_power_w(self) -> float:
+        """Platform power the last cycle decided on (measured where telemetry has data, predicted elsewhere)."""
+        with self._lock:
+            return self._baseline_w
+
     def offer(self, events: list[GridEvent]) -> tuple[bool, str]:
         """Opt in or out of one VTN event (its intervals as ``events``, all with the same id); returns the
         decision for the whole event (in when any interval is taken part in) and why."""

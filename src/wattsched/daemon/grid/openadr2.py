@@ -234,10 +234,11 @@ class OpenADR2Ven:
         return "optIn" if opted else "optOut"
 
     def _report_value(self):
-        """The measured platform power now; nothing (no interval) when the last cycle had no measurement."""
+        """The measured platform power now (the predicted one when the last cycle had no measurement: a telemetry
+        report must carry a value, and a VTN rejects one without)."""
         watts = self.hub.measured_power_w()
         if watts is None:
-            return []
+            watts = self.hub.decided_power_w()
         return [(dt.datetime.now(dt.timezone.utc), round(watts, 1))]
 
 
