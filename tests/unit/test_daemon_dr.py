@@ -121,3 +121,28 @@ def test_the_reduction_is_verified_after_the_deadline_and_a_miss_is_audited_coun
     assert [(e.outcome, e.time - EPOCH) for e in audit] == [("met", 800.0)]
     assert misses == 0 and all(s[3] == 0 for s in seen)
     assert all(reduction > 0 for t, *_x, reduction in seen if t >= 700)
+
+
+def test_readings_of_nodes_just_changed_give_way_to_predictions_until_settle_s(tmp_path):
+    platform = load_platform("ahmed2017")
+    jobs = [TraceJob(id=i, submit_s=float(i), runtime_s=20_000.0, walltime_s=30_000.0, procs=4, nodes=4, user="u",
+                     mean_w=215.0, max_w=220.0, app_class="qe") for i in (1, 2)]
+    clock = FakeClock()
+    sim = SimCluster(jobs, platform, speedup=1.0, clock=clock, epoch_s=EPOCH)
+    event = {"notice_s": EPOCH + 300, "start_s": EPOCH + 600, "end_s": EPOCH + 5000, "cap_w": 128 * 60.0 + 820}
+    cfg = DaemonConfig(state_dir=tmp_path / "state", policy="dr", platform="ahmed2017", poll_interval_s=0.01,
+                       actuator={"kind": "sim"}, slurm={"backend": "sim"},
+                       telemetry={"source": "slurm", "settle_s": 150}, demand_response={"events": [event]})
+    d = Daemon(cfg, sim, metrics=DaemonMetrics(), notifier=Notifier(environ={}))
+    unmeasured = {}
+    for _ in range(10):
+        d.cycle()
+        unmeasured[clock.t] = {n for n in d.last_view.node_names if n not in d._measured}
+        clock.t += 100.0
+    changed = {e.target for e in d.store.audit_since(0.0) if e.action == "set_freq" and e.outcome == "applied"
+               and e.time - EPOCH == 600.0}
+    d.store.close()
+    assert changed and unmeasured[500.0] == set()
+    assert unmeasured[600.0] == set()  # read before the change of that cycle
+    assert unmeasured[700.0] >= changed  # 100 s after: still the power before the change
+    assert not (unmeasured[800.0] & changed)  # 200 s > settle_s: measured again
