@@ -22,7 +22,9 @@
 ``performance``, ``powersave``
     The paper's baselines: FCFS admission (Eqs. 6-7 at their frequency), every
     job always at the highest (``performance``) or lowest (``powersave``)
-    frequency, no eviction.
+    frequency, no eviction. With ``cap_aware: false`` they admit by free nodes
+    only (Eq. 6) and ignore caps and events, as the paper's
+    demand-response-agnostic baselines do.
 
 Power is counted as the platform counts it: the cap bounds the measured
 platform power, idle and off nodes included. A running job's power at another
@@ -266,6 +268,9 @@ class DrParams(BaseModel):
 class BaselineParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    cap_aware: bool = Field(True, description="Admit by Eq. 7 (power under the cap in force) and the lookahead. "
+                            "false: admit by free nodes only (Eq. 6) and ignore caps and events altogether, "
+                            "as the paper's demand-response-agnostic baselines do.")
     lookahead: bool = Field(True, description="Admit a job only if, with every running job at its lowest "
                             "frequency, it also fits under the lowest cap announced over its requested time.")
 
@@ -326,6 +331,8 @@ class _DrBase(BasePolicy):
         run_min_w = sum(m.power_w(m.f_min) for m in models.values())
         other = ctx.other_w
         lookahead = getattr(self.params, "lookahead", True)
+        if not getattr(self.params, "cap_aware", True):
+            cap_now, lookahead = math.inf, False
         for job in snapshot.pending.values():
             k = job.nodes
             if k > end:
