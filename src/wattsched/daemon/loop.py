@@ -221,7 +221,8 @@ class Daemon:
             self._heartbeat(state.read_at)
         self._now = state.read_at
         nodes = managed_nodes(state, self.partitions)
-        measured = self._settled(self.telemetry.read(nodes), state.read_at)
+        self._raw_measured = self.telemetry.read(nodes)
+        measured = self._settled(self._raw_measured, state.read_at)
         observed = self._observe(nodes)
         if not self._reconciled:
             self._reconcile(state, observed)
@@ -598,7 +599,6 @@ class Daemon:
         with its target: a miss is logged, audited, counted and exported (it drives the
         ``WattschedDemandResponseMissed`` alert); meeting it again is audited too."""
         cfg = self.config.demand_response
-        snap = view.snapshot
         m = self.metrics
         active = [e for e in self._dr_events if e.event.start_s <= now < e.event.end_s]
         m.dr_event_active.set(1 if active else 0)
@@ -608,12 +608,19 @@ class Daemon:
                 g.set(0)
             return
         strictest = min(active, key=lambda e: e.cap_w)
-        measured = getattr(self, "_measured", None) or {}
+        # what the nodes draw as telemetry reads it (also the nodes just changed, whose readings the policy sets
+        # aside for a while), predicted power for nodes without data
+        raw = getattr(self, "_raw_measured", None) or {}
+        measured_w = sum(raw.get(n, 0.0) for n in view.node_names if n in raw)
+        unmeasured = [i for i, n in enumerate(view.node_names) if n not in raw]
+        if unmeasured:
+            measured_w += self._predicted_nodes_w(view, unmeasured)
+        measured = raw
         m.dr_target.set(strictest.cap_w)
         m.dr_baseline.set(strictest.baseline_w)
         deadline = strictest.event.start_s + cfg.deadline_s
         m.dr_deadline.set(deadline)
-        m.dr_reduction.set(strictest.baseline_w - snap.platform_power_w if measured else 0.0)
+        m.dr_reduction.set(strictest.baseline_w - measured_w if measured else 0.0)
         missed_now = False
         for e in active:
             key = f"{e.event.label} at {e.event.start_s:.0f}"
@@ -622,17 +629,17 @@ class Daemon:
             if not measured:
                 verdict, why = "unverified", "no measured power (telemetry.source is none or stale)"
             else:
-                coverage = f"measured on {len(measured)} of {len(view.node_names)} nodes"
-                over = snap.platform_power_w - e.cap_w
+                coverage = f"measured on {len(view.node_names) - len(unmeasured)} of {len(view.node_names)} nodes"
+                over = measured_w - e.cap_w
                 if over > cfg.tolerance_w:
                     verdict = "missed"
                     missed_now = True
-                    why = (f"platform power {snap.platform_power_w:.0f} W above the limit {e.cap_w:.0f} W by "
+                    why = (f"platform power {measured_w:.0f} W above the limit {e.cap_w:.0f} W by "
                            f"{over:.0f} W, {now - e.event.start_s:.0f} s after the start ({coverage})")
                 else:
                     verdict = "met"
-                    why = (f"platform power {snap.platform_power_w:.0f} W within the limit {e.cap_w:.0f} W, "
-                           f"reduction {e.baseline_w - snap.platform_power_w:.0f} W from {e.baseline_w:.0f} W "
+                    why = (f"platform power {measured_w:.0f} W within the limit {e.cap_w:.0f} W, "
+                           f"reduction {e.baseline_w - measured_w:.0f} W from {e.baseline_w:.0f} W "
                            f"({coverage})")
             if self._dr_verdicts.get(key) == verdict:
                 continue
@@ -645,6 +652,16 @@ class Daemon:
                 log.info("demand-response event %s %s: %s", key, verdict, why)
         m.dr_missed.set(1 if missed_now else 0)
 
+
+    @staticmethod
+    def _predicted_nodes_w(view: View, nodes: list[int]) -> float:
+        """Predicted power of some nodes: their share of the running jobs' power, idle power elsewhere."""
+        snap = view.snapshot
+        busy: dict[int, float] = {}
+        for r in snap.running.values():
+            for i in r.nodes:
+                busy[i] = r.power_w / max(len(r.nodes), 1)
+        return sum(busy.get(i, snap.platform.nodes[i].power.idle_w) for i in nodes)
 
     def _fill_budgets(self, view: View, now: float) -> None:
         """Integrate platform power into the budget windows (kept in the store); put them in the snapshot."""
@@ -728,6 +745,17 @@ class Daemon:
                 case Evict():
                     job = jobs.get(action.job_id)
                     requeue = action.requeue and cfg.evict == "requeue"
+                    if job is not None and job.state == "PENDING" and not job.held:
+                        # released but not started by Slurm yet (a requeued job's begin time, say): evicting it
+                        # is taking the start back, not a requeue Slurm would refuse
+                        reason = "start taken back before Slurm ran it: " + str(
+                            plan.reasons.get(action.job_id) or "evicted by the policy")
+                        if self._act("hold", action.job_id, reason[:2000], audit, now,
+                                     lambda j=job: self.backend.hold(j.job_id, with_marker(j.admin_comment))):
+                            self.store.drop_starts([action.job_id])
+                            self.store.add_hold(action.job_id, "daemon", "start taken back", now)
+                            report.rehold.append(action.job_id)
+                        continue
                     if requeue and job is not None and not (job.requeue and job.batch):
                         why = "not requeueable (--no-requeue)" if not job.requeue else "not a batch job"
                         audit.append(AuditEntry(now, self.cycle_no, "requeue", str(action.job_id),
