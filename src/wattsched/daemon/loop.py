@@ -986,6 +986,10 @@ class Daemon:
             config = load_config(self.config_path, DaemonConfig, env=os.environ)
             if config.slurm != self.config.slurm or config.state_dir != self.config.state_dir:
                 log.warning("SIGHUP: changes to slurm and state_dir take effect at the next restart")
+            old_dr, new_dr = self.config.demand_response, config.demand_response
+            if (old_dr.openadr2, old_dr.openadr3) != (new_dr.openadr2, new_dr.openadr3):
+                log.warning("SIGHUP: changes to demand_response.openadr2 and openadr3 take effect at the next "
+                            "restart (the VENs keep their connection)")
             self.apply_config(config)
         except Exception as exc:  # an invalid new config never stops the service
             log.error("SIGHUP: the new config is invalid, keeping the old one: %s", exc)

@@ -100,7 +100,8 @@ class DaemonMetrics:
             "1 while measured power is above the event's target after its deadline", registry=r,
         )
         self.dr_misses = Counter(
-            "wattsched_dr_deadline_misses", "Demand-response events whose target was missed after the deadline",
+            "wattsched_dr_deadline_misses",
+            "Times measured power went above a demand-response event's target after its deadline",
             registry=r,
         )
         self.dr_events_received = Counter(

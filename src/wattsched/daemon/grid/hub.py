@@ -78,8 +78,10 @@ class GridHub:
             self._idle_w = idle_w
 
     def events(self, now_s: float) -> list[HubEvent]:
-        """Events opted in and not over at ``now_s``."""
+        """Events opted in and not over at ``now_s`` (events over for a day are forgotten)."""
         with self._lock:
+            for key in [k for k, e in self._events.items() if e.event.end_s < now_s - 86400]:
+                del self._events[key]
             return [e for e in self._events.values() if e.opted_in and e.event.end_s > now_s]
 
     def drain(self) -> list[GridNote]:
