@@ -1,27 +1,20 @@
-"""The OpenADR 2.0b VEN against a real openleadr VTN on loopback, and the pure pieces: event conversion and the
-opt rule."""
+"""OpenADR 2.0b event conversion, the opt rule and the grid hub (the VEN against a real VTN is in
+tests/integration/test_grid_vens.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import sys
-import time
-from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
 
-from wattsched.config.daemon import OpenADR2Config
 from wattsched.daemon.grid.events import GridEvent, OptRule, opt_decision
 from wattsched.daemon.grid.hub import GridHub
 from wattsched.daemon.metrics import DaemonMetrics
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from grid_vtn import TestVTN, free_port
-
 openleadr = pytest.importorskip("openleadr", reason="openleadr not installed (pip install 'wattsched[openadr]')")
 
-from wattsched.daemon.grid.openadr2 import OpenADR2Ven, grid_events  # noqa: E402
+from wattsched.daemon.grid.openadr2 import grid_events  # noqa: E402
 
 T0 = dt.datetime(2026, 11, 23, 17, 0, tzinfo=dt.timezone.utc)
 
@@ -95,61 +88,3 @@ def test_hub_keeps_one_decision_per_modification_and_audits():
     assert [(n.action, n.outcome) for n in hub.drain()] == [("dr_event", "updated"), ("dr_opt", "opt_out")]
     assert hub.metrics.registry.get_sample_value("wattsched_dr_opt_decisions_total",
                                                  {"source": "openadr2", "decision": "opt_out"}) == 1
-
-
-def test_ven_registers_receives_events_opts_and_reports_to_a_real_vtn():
-    vtn = TestVTN(poll_s=1, report_s=1).start()
-    metrics = DaemonMetrics(CollectorRegistry())
-    hub = GridHub(OptRule(min_notice_s=5), metrics)
-    hub.observe(power_w=900.0, measured_w=900.0, idle_w=100.0)
-    ven = OpenADR2Ven(OpenADR2Config(vtn_url=vtn.url, ven_name="hpc-test", report_interval_s=1), hub)
-    ven.start()
-    try:
-        assert ven.registered.wait(20), "the VEN did not register"
-        assert vtn.registrations == [("hpc-test", "ven-1")]
-        ok = vtn.add_event(signal_name="SIMPLE", signal_type="level", payload=2, start_in_s=30, duration_s=60)
-        short = vtn.add_event(signal_name="LOAD_DISPATCH", signal_type="setpoint", payload=0.5, start_in_s=2,
-                              duration_s=60)
-        vtn.wait(lambda: ok in vtn.opts and short in vtn.opts, 20, "opt answers")
-        assert vtn.opts == {ok: "optIn", short: "optOut"}
-        (live,) = hub.events(time.time())
-        assert live.event.key == f"openadr2:{ok}" and live.event.reduction_w == pytest.approx(180.0)
-        vtn.wait(lambda: len(vtn.reports) >= 2, 20, "telemetry reports")
-        assert {v for _, v in vtn.reports} == {900.0}
-        assert metrics.registry.get_sample_value("wattsched_dr_reports_total",
-                                                 {"source": "openadr2", "outcome": "sent"}) >= 1
-        notes = hub.drain()
-        assert {(n.action, n.outcome) for n in notes} >= {("dr_event", "received"), ("dr_opt", "opt_in"),
-                                                          ("dr_opt", "opt_out"), ("dr_report", "sent"),
-                                                          ("dr_vtn", "connected")}
-    finally:
-        ven.stop()
-        vtn.stop()
-
-
-def test_an_unreachable_vtn_is_counted_and_retried_never_raised():
-    metrics = DaemonMetrics(CollectorRegistry())
-    hub = GridHub(OptRule(), metrics)
-    url = f"http://127.0.0.1:{free_port()}/OpenADR2/Simple/2.0b"
-    ven = OpenADR2Ven(OpenADR2Config(vtn_url=url, ven_name="hpc-test", retry_s=0.5), hub)
-    ven.start()
-    try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if sum(1 for n in hub.drain() if "could not register" in n.reason) >= 1 and \
-                    (metrics.registry.get_sample_value("wattsched_dr_vtn_failures_total", {"source": "openadr2"})
-                     or 0) >= 3:
-                break
-            time.sleep(0.2)
-        else:
-            raise AssertionError("no counted retries against the unreachable VTN")
-        assert metrics.registry.get_sample_value("wattsched_dr_vtn_connected", {"source": "openadr2"}) == 0
-        assert ven._thread.is_alive()
-        vtn = TestVTN(port=int(url.split(":")[2].split("/")[0]), poll_s=1).start()  # the VTN comes up
-        try:
-            assert ven.registered.wait(20), "the VEN did not register once the VTN was up"
-        finally:
-            ven.stop()
-            vtn.stop()
-    finally:
-        ven.stop()
