@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from wattsched.daemon.grid.openadr3 import grid_events, parse_time_s
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 T = "2026-11-23T17:00:00Z"
 
