@@ -85,3 +85,10 @@ def test_hub_keeps_one_decision_per_modification_and_audits():
     assert [(n.action, n.outcome) for n in hub.drain()] == [("dr_event", "updated"), ("dr_opt", "opt_out")]
     assert hub.metrics.registry.get_sample_value("wattsched_dr_opt_decisions_total",
                                                  {"source": "openadr2", "decision": "opt_out"}) == 1
+
+
+def test_an_interval_without_duration_is_skipped_and_the_others_kept():
+    e = event(payloads=(1.0, 2.0))
+    e["event_signals"][0]["intervals"][1]["duration"] = dt.timedelta(0)
+    out, skipped = grid_events(e, T0.timestamp() - 60, simple_levels={1: 0.1, 2: 0.2}, load_dispatch_unit_w=1e3)
+    assert [x.signal for x in out] == ["SIMPLE level 1"] and "interval 1 of SIMPLE has no duration" in skipped

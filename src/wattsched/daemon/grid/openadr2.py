@@ -70,6 +70,9 @@ def grid_events(event: dict, now_s: float, *, simple_levels: dict[int, float],
             b = a + _seconds(iv.get("duration"))
             start = b
             payload = float(iv.get("signal_payload") or 0.0)
+            if b <= a:
+                skipped.append(f"interval {i} of {name} has no duration")
+                continue
             base = dict(source=SOURCE, event_id=event_id, modification=modification, notice_s=min(now_s, a),
                         start_s=a, end_s=b, interval=len(out))
             if name.upper() == "SIMPLE":
@@ -89,9 +92,6 @@ def grid_events(event: dict, now_s: float, *, simple_levels: dict[int, float],
                                      signal=f"LOAD_DISPATCH delta {payload:g}"))
             else:
                 skipped.append(f"{name} {kind} is not a signal wattsched acts on")
-            if b <= a:
-                out.pop()
-                skipped.append(f"interval {i} of {name} has no duration")
     # a zero-based interval count keeps the first interval's key equal to the event id
     out = [GridEvent(**{**_fields(e), "interval": i}) for i, e in enumerate(out)]
     return out, "; ".join(dict.fromkeys(skipped))
