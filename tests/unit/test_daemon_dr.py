@@ -146,3 +146,32 @@ def test_readings_of_nodes_just_changed_give_way_to_predictions_until_settle_s(t
     assert unmeasured[600.0] == set()  # read before the change of that cycle
     assert unmeasured[700.0] >= changed  # 100 s after: still the power before the change
     assert not (unmeasured[800.0] & changed)  # 200 s > settle_s: measured again
+
+
+def test_an_evicted_job_is_not_offered_to_the_policy_before_slurms_begin_time(tmp_path):
+    # a short event: the job evicted at its start could run again when it ends 40 s later, but Slurm's begin time
+    # for a requeued job is 121 s away; released before then it would only time out and be held again
+    platform = load_platform("ahmed2017")
+    jobs = [TraceJob(id=i, submit_s=float(i), runtime_s=20_000.0, walltime_s=30_000.0, procs=4, nodes=4, user="u",
+                     mean_w=215.0, max_w=220.0, app_class="qe") for i in (1, 2)]
+    clock = FakeClock()
+    sim = SimCluster(jobs, platform, speedup=1.0, clock=clock, epoch_s=EPOCH)
+    event = {"notice_s": EPOCH + 300, "start_s": EPOCH + 600, "end_s": EPOCH + 640, "cap_w": 128 * 60.0 + 300}
+    cfg = DaemonConfig(state_dir=tmp_path / "state", policy="dr", platform="ahmed2017", poll_interval_s=0.01,
+                       actuator={"kind": "sim"}, slurm={"backend": "sim"}, start_timeout_cycles=2,
+                       demand_response={"events": [event]})
+    d = Daemon(cfg, sim, metrics=DaemonMetrics(), notifier=Notifier(environ={}))
+    offered = {}
+    while clock.t <= 900:
+        d.cycle()
+        offered[clock.t] = set(d.last_view.snapshot.pending)
+        clock.t += 20.0
+    audit = d.store.audit_since(0.0)
+    d.store.close()
+    (requeue,) = [e for e in audit if e.action == "requeue" and e.outcome == "applied"]
+    victim, at = int(requeue.target), requeue.time - EPOCH
+    assert not [e for e in audit if "not started by Slurm" in e.reason]  # never released only to time out
+    assert all(victim not in jobs for t, jobs in offered.items() if at < t < at + 121)
+    assert any(victim in jobs for t, jobs in offered.items() if t >= at + 121) or sim.jobs[victim].state == "RUNNING"
+    restarts = [e for e in audit if e.action == "start" and e.target == str(victim) and e.time > requeue.time]
+    assert restarts and all(e.time - requeue.time >= 121 for e in restarts)
