@@ -21,7 +21,7 @@ def test_quick_path_writes_the_tables_figures_and_findings(tmp_path):
            "--methods", "LS,BF,DynShare_mixed", "--workers", "1", "--out", str(out), "--results", str(results)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
-    rows = list(csv.DictReader(open(results / "rows.csv")))
+    rows = list(csv.DictReader((results / "rows.csv").read_text().splitlines()))
     assert {(r["method"], r["budget_pct"]) for r in rows} == {
         (m, b) for m in ("LS", "BF", "DynShare_mixed") for b in ("100", "20")}
     bsld = {(r["method"], r["budget_pct"]): float(r["bsld"]) for r in rows}
@@ -37,7 +37,7 @@ def test_quick_path_writes_the_tables_figures_and_findings(tmp_path):
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "6 already done, 0 executed" in again.stdout + again.stderr
-    assert list(csv.DictReader(open(results / "rows.csv"))) == rows
+    assert list(csv.DictReader((results / "rows.csv").read_text().splitlines())) == rows
 
 
 def test_bad_options_name_the_option():
