@@ -384,11 +384,12 @@ def _norm(v):
     return float(v)
 
 
-def collate(runs: list[dict], instances: list[dict], dec_params: dict, figures=FIGURES) -> list[dict]:
+def collate(runs: list[dict], instances: list[dict], dec_params: dict, figures=FIGURES,
+            budgets: tuple[int, ...] | None = None) -> list[dict]:
     """One row per (figure, family, method, budget, instance) from the sweep's ``runs.csv`` rows.
 
     A run belongs to every figure whose family and method it matches (Figs. 4a and 4b share LS, DEC,
-    BF and DVFS runs).
+    BF and DVFS runs). With ``budgets``, only those budgets are kept.
     """
     by_path = {Path(i["path"]).name: i for i in instances}
     index: dict[tuple, dict] = {}
@@ -410,6 +411,8 @@ def collate(runs: list[dict], instances: list[dict], dec_params: dict, figures=F
                     m = all_methods[label]
                     key = _spec_method(m)
                     for b in fig.budgets:
+                        if budgets is not None and b not in budgets:
+                            continue
                         r = index.get((name, key, b))
                         if r is None:
                             continue

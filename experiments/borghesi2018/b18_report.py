@@ -130,11 +130,12 @@ def _fig6(cells, fig, path: Path) -> list[str]:
     f_, ax = plt.subplots(figsize=(6, 4))
     for b in budgets:
         ax.plot([w / 60 for w in windows], [table.get((w, b), math.nan) for w in windows], marker="o", label=f"{b}%")
-    means = [np.nanmean([table.get((w, b), math.nan) for b in budgets]) for w in windows]
+    means = [_mean_of([table[(w, b)] for b in budgets if (w, b) in table]) for w in windows]
     ax.plot([w / 60 for w in windows], means, marker="s", color="gold", linewidth=2.5, label="mean")
     for w, mean in zip(windows, means):
         lines.append(f"| {w / 60:g} min | " + " | ".join(
-            f"{table[(w, b)]:+.0f} %" if (w, b) in table else "–" for b in budgets) + f" | {mean:+.0f} % |")
+            f"{table[(w, b)]:+.0f} %" if (w, b) in table else "–" for b in budgets)
+            + (f" | {mean:+.0f} % |" if math.isfinite(mean) else " | – |"))
     ax.axhline(0, color="k", linewidth=0.5)
     ax.set_xscale("log")
     ax.set_xlabel("arrival window (min), 100 jobs, uniform")
@@ -149,6 +150,10 @@ def _fig6(cells, fig, path: Path) -> list[str]:
 
 def _is_dynshare(method: str, suffix: str) -> bool:
     return method.startswith("DynShare") and (method.endswith("+AC") if suffix else "+AC" not in method)
+
+
+def _mean_of(values: list[float]) -> float:
+    return float(np.mean(values)) if values else math.nan
 
 
 def _findings(cells) -> dict[str, str]:

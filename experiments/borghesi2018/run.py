@@ -10,9 +10,9 @@ results store skips finished runs.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import json
+import sqlite3
 import subprocess
 import sys
 import time
@@ -110,18 +110,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sweep finished with status {rc} in {time.monotonic() - t0:.0f} s", flush=True)
         if rc not in (0, 1):
             return rc
-    runs_csv = sweep_dir / "runs.csv"
-    if not runs_csv.exists():
-        print(f"{runs_csv}: no results yet; run without --report-only first", file=sys.stderr)
+    store = sweep_dir / "results.sqlite"
+    if not store.exists():
+        print(f"{store}: no results yet; run without --report-only first", file=sys.stderr)
         return 1
-    with open(runs_csv, newline="") as fh:
-        runs = list(csv.DictReader(fh))
-    rows = b18.collate(runs, instances, dec_params, figures)
+    runs = _stored_runs(store)
+    rows = b18.collate(runs, instances, dec_params, figures, budgets)
     meta = {"instances_per_point": n_inst, "budgets": budgets, "dec_max_jobs": args.dec_max_jobs,
             "dec": dec_params, "runs": len(runs)}
     b18_report.write(rows, results, figures, meta)
     print(f"tables and figures in {results}")
     return 0
+
+
+def _stored_runs(store: Path) -> list[dict]:
+    """Every finished run in the sweep's store (of any earlier invocation, whatever figures it had)."""
+    con = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=60)
+    try:
+        rows = con.execute("SELECT status, axes, row FROM runs").fetchall()
+    finally:
+        con.close()
+    return [{**json.loads(axes), **json.loads(row), "status": status} for status, axes, row in rows]
 
 
 def _instances(out: Path, figures, n_inst: int, platform) -> list[dict]:
