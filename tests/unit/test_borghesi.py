@@ -232,14 +232,19 @@ def test_dynshare_moves_cap_from_a_light_job_node_to_a_heavy_job_node():
     assert plan_problems(snap, plan) == []
 
 
-def test_dynshare_admission_lets_in_jobs_up_to_three_times_the_cap():
+def test_dynshare_admission_lets_in_jobs_up_to_three_times_the_dynamic_part_of_the_cap():
     jobs = [Job(i, float(i), 600.0, 1) for i in range(1, 5)]
     power = {j.id: 300.0 for j in jobs}
-    # 4 idle nodes = 400 W; each job adds 200 W. Cap 300 W: bf under 900 W admits two jobs (800 W),
-    # plain EASY (dynshare without admission) starts all four and leaves the rest to the node caps
-    snap = _snap(4, jobs, power, cap_w=300.0)
-    assert len(make_policy("dynshare", {"admission": True}).decide(snap).starts()) == 2
+    # 4 idle nodes = 400 W; each job adds 200 W. Cap 600 W (200 W above idle): bf under 400 + 3 x 200 = 1,000 W
+    # admits three jobs; 3 x the whole cap (1,800 W) would admit all four.
+    # Plain EASY (dynshare without admission) starts all four and leaves the rest to the node caps
+    snap = _snap(4, jobs, power, cap_w=600.0)
+    assert len(make_policy("dynshare", {"admission": True}).decide(snap).starts()) == 3
+    assert len(make_policy("dynshare", {"admission": True, "admission_factor": 1.0}).decide(snap).starts()) == 1
     assert len(make_policy("dynshare").decide(snap).starts()) == 4
+    # a cap below idle power admits nothing
+    snap = _snap(4, jobs, power, cap_w=300.0)
+    assert make_policy("dynshare", {"admission": True}).decide(snap).starts() == []
 
 
 def test_dec_rapl_is_dec_while_jobs_arrive_fast_and_dynshare_otherwise():

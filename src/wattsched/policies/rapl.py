@@ -75,8 +75,10 @@ class DynShareParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     order: Literal["fcfs", "saf"] = Field("fcfs", description="EASY queue order: fcfs or saf.")
-    admission: bool = Field(False, description="Admit jobs by bf under admission_factor × the cap (§5.2 of Borghesi).")
-    admission_factor: float = Field(3.0, gt=0, description="Budget of the admission stage, as a multiple of the cap.")
+    admission: bool = Field(
+        False, description="Admit jobs by bf under admission_factor × the cap's dynamic part (§5.2 of Borghesi).")
+    admission_factor: float = Field(
+        3.0, gt=0, description="Budget of the admission stage: idle power + this × (cap − idle power).")
     headroom_w: float = Field(10.0, ge=0, description="A node below its cap keeps its draw plus this (W).")
     at_cap_tolerance: float = Field(0.02, ge=0, lt=1, description="A node within this fraction of its cap is at it.")
 
@@ -99,8 +101,10 @@ class DynSharePolicy(BasePolicy):
             from wattsched.model.constraints import CapSchedule
             from wattsched.policies.bf import BfPolicy
 
-            loose = replace(snapshot, cap=CapSchedule.constant(cap * p.admission_factor), end_table=None,
-                            queue_index=None)
+            # the paper's budgets count dynamic power only: the factor multiplies the cap above idle
+            idle_w = snapshot.platform.idle_power_w
+            admit_w = idle_w + p.admission_factor * max(cap - idle_w, 0.0)
+            loose = replace(snapshot, cap=CapSchedule.constant(admit_w), end_table=None, queue_index=None)
             plan = BfPolicy(order=p.order).decide(loose, None)
             plan.power_estimate_w = None  # the node caps, not the admission budget, hold the platform to the cap
         else:
