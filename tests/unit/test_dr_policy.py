@@ -85,6 +85,16 @@ def test_an_unbinding_cap_gives_each_job_its_energy_optimal_level():
         assert j.energy_j(f) == pytest.approx(min(j.energy_j(g) for g in j.levels_ghz))
 
 
+def test_a_budget_that_fits_every_job_at_its_least_energy_level_needs_no_solver(monkeypatch):
+    import wattsched.policies.dr as dr
+
+    jobs = random_jobs(random.Random(5), 40)
+    own = [min(j.levels_ghz, key=j.energy_j) for j in jobs]
+    monkeypatch.setattr(dr, "slsqp_frequencies", lambda *a, **k: pytest.fail("the solver ran"))
+    assert optimal_frequencies(jobs, total_power_w(jobs, own)) == own
+    assert brute_force(jobs[:3], total_power_w(jobs[:3], own[:3]))[1] == tuple(own[:3])
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_knapsack_matches_enumeration(seed):
     rng = random.Random(seed)

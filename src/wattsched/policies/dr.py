@@ -187,9 +187,15 @@ def optimal_frequencies(jobs: Sequence[JobPowerModel], budget_w: float, maxiter:
     After rounding, a job whose rounded set still exceeds the budget (a
     non-monotone power model) is lowered, the most power saved first, until
     it fits; then single jobs are moved to other levels while that lowers the
-    total remaining energy and keeps the budget. ``None`` when the jobs do not
-    fit even at their lowest levels.
+    total remaining energy and keeps the budget. When every job at its own
+    least-energy level fits the budget, that is the answer (the optimum of the
+    discrete problem) and no solver runs. ``None`` when the jobs do not fit
+    even at their lowest levels.
     """
+    # When every job at its own most frugal level fits, that is the optimum of the discrete problem: no solver.
+    own = [min(j.levels_ghz, key=j.energy_j) for j in jobs]
+    if total_power_w(jobs, own) <= budget_w:
+        return own
     x = slsqp_frequencies(jobs, budget_w, maxiter)
     if x is None:
         return None
