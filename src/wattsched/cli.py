@@ -345,6 +345,14 @@ def cmd_check_config(args: argparse.Namespace) -> int:
                            name_source=key_locator(config, "predictor")())
         if config.slurm.backend == "sim":
             _check_daemon_sim(config, locate)
+        if config.demand_response.openadr2 is not None:
+            import importlib.util
+
+            if importlib.util.find_spec("openleadr") is None:
+                from wattsched.errors import ConfigError
+
+                raise ConfigError(locate(config, ("demand_response", "openadr2"),
+                                         "needs openleadr: pip install 'wattsched[openadr]'"))
         mode = "dry-run" if config.dry_run else f"gate {config.gate}"
         print(f"{args.file}: valid {kind} config ({config.policy}, {config.slurm.backend} backend, {mode})")
         return 0
