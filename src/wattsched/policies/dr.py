@@ -181,6 +181,18 @@ def slsqp_frequencies(jobs: Sequence[JobPowerModel], budget_w: float, maxiter: i
     return x.tolist()
 
 
+def least_energy_level(job: JobPowerModel) -> float:
+    """The level with the least remaining energy; among levels within rounding of it, the highest (fastest).
+
+    A job whose energy does not depend on the frequency (a CPU-bound linear
+    model) thus stays at ``f_max`` instead of a level picked by rounding noise.
+    """
+    energies = [job.energy_j(f) for f in job.levels_ghz]
+    least = min(energies)
+    tol = 1e-9 * abs(least) + 1e-12
+    return max(f for f, e in zip(job.levels_ghz, energies, strict=True) if e <= least + tol)
+
+
 def optimal_frequencies(jobs: Sequence[JobPowerModel], budget_w: float, maxiter: int = 100) -> list[float] | None:
     """Frequency levels for ``jobs`` under ``budget_w``: SLSQP, rounded down to the levels, re-checked.
 
@@ -193,7 +205,7 @@ def optimal_frequencies(jobs: Sequence[JobPowerModel], budget_w: float, maxiter:
     even at their lowest levels.
     """
     # When every job at its own most frugal level fits, that is the optimum of the discrete problem: no solver.
-    own = [min(j.levels_ghz, key=j.energy_j) for j in jobs]
+    own = [least_energy_level(j) for j in jobs]
     if total_power_w(jobs, own) <= budget_w:
         return own
     x = slsqp_frequencies(jobs, budget_w, maxiter)
