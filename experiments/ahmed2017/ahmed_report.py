@@ -237,7 +237,22 @@ def write_report(out: Path, rows: list[dict], setup, missing: list[str] = ()) ->
         md.append("")
 
     # ---- Fig. 8
-    md += [f"## Fig. 8: prediction errors ({largest} processors, the 25 % event)", "",
+    f8_all = {}
+    for size in sorted({min(setup.sizes), largest}):
+        md_part, f8, perf = _fig8(main, exact, size)
+        md += md_part
+        f8_all[size] = (f8, perf)
+    md += fit_error_section()
+    if missing:
+        md += [f"### Runs not done ({len(missing)})", "", "Rerun the command to do them (runs already stored are "
+               "skipped).", ""] + [f"- `{m}`" for m in missing] + [""]
+    (out / "results.md").write_text("\n".join(md) + "\n")
+    write_figures(out, f4, setup, exact, series, f8_all)
+
+
+def _fig8(main: list[dict], exact: list[dict], largest: int) -> tuple[list[str], list, dict | None]:
+    """The Fig. 8 table of one machine size."""
+    md = [f"## Fig. 8: prediction errors ({largest} processors, the 25 % event)", "",
            "Paper: with a random error of 0 to 10 % added to the jobs' power and execution time, the average "
            "energy of DR and performance-policy rises (by up to 10 %), DR's staying below performance's. Here "
            "the jobs stay as they are and DR *plans* with predictions that are wrong by up to the margin: "
@@ -267,12 +282,7 @@ def write_report(out: Path, rows: list[dict], setup, missing: list[str] = ()) ->
     if perf:
         md += [f"performance (uses no prediction): turnaround {_f(_d(perf['mean_turnaround_s'], H))} h, energy per "
                f"job {_f(_d(perf['mean_energy_j'], MJ), '{:.3f}')} MJ.", ""]
-    md += fit_error_section()
-    if missing:
-        md += [f"### Runs not done ({len(missing)})", "", "Rerun the command to do them (runs already stored are "
-               "skipped).", ""] + [f"- `{m}`" for m in missing] + [""]
-    (out / "results.md").write_text("\n".join(md) + "\n")
-    write_figures(out, f4, setup, exact, series, f8, perf)
+    return md, f8, perf
 
 
 def fit_error_section() -> list[str]:
@@ -289,7 +299,7 @@ def fit_error_section() -> list[str]:
             _table(["application", "power, ours", "power, paper", "time, ours", "time, paper", "points"], body), ""]
 
 
-def write_figures(out: Path, f4, setup, exact, series, f8, perf) -> None:
+def write_figures(out: Path, f4, setup, exact, series, f8_all) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -316,7 +326,7 @@ def write_figures(out: Path, f4, setup, exact, series, f8, perf) -> None:
 
     pols = ["dr", "performance", "powersave"]
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 6))
-    width = 0.13
+    width = 0.1
     for k, pol in enumerate(pols):
         for j, part in enumerate(("mean", "in", "out")):
             ys_t, ys_e = [], []
@@ -366,8 +376,12 @@ def write_figures(out: Path, f4, setup, exact, series, f8, perf) -> None:
         fig.savefig(out / "fig7_power_std.png", dpi=90)
         plt.close(fig)
 
-    if f8:
-        fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), sharey=True)
+    sizes = [size for size in sorted(f8_all) if f8_all[size][0]]
+    if sizes:
+        fig, grid = plt.subplots(len(sizes), 2, figsize=(9, 3.2 * len(sizes)), squeeze=False)
+    for row, size in enumerate(sizes):
+        f8, perf = f8_all[size]
+        axes = grid[row]
         for ax, kind in zip(axes, ("power", "time"), strict=True):
             pts = [(m, r) for k, m, r in f8 if k == kind and not isinstance(m, str)]
             ax.plot([100 * m for m, _ in pts], [_nan(_d(r["mean_energy_j"], MJ)) for _, r in pts], "o-", label="dr")
@@ -378,8 +392,9 @@ def write_figures(out: Path, f4, setup, exact, series, f8, perf) -> None:
                 ax.axhline(users[0]["mean_energy_j"] / MJ, color="C2", ls=":", label="dr, users' requested times")
             ax.set_xlabel(f"error margin of the {kind} predictions (%)")
             ax.legend(fontsize=7)
-        axes[0].set_ylabel("mean energy per job (MJ)")
-        fig.suptitle(f"Fig. 8: prediction errors ({max(setup.sizes)} processors, 25 % event)", fontsize=10)
+        axes[0].set_ylabel(f"{size} processors:\nmean energy per job (MJ)")
+    if sizes:
+        fig.suptitle("Fig. 8: prediction errors (25 % event)", fontsize=10)
         fig.tight_layout()
         fig.savefig(out / "fig8_prediction_errors.png", dpi=90)
         plt.close(fig)
