@@ -135,7 +135,7 @@ def write_report(out: Path, rows: list[dict], setup, missing: list[str] = ()) ->
     out = Path(out)
     if not rows:
         raise SystemExit(f"no stored runs for {out}: run the reproduction first (without --report-only)")
-    flat_keys = [k for k in rows[0] if k not in ("steps", "timeline")]
+    flat_keys = [k for k in rows[0] if k not in ("steps", "timeline", "label")]
     with (out / "runs.csv").open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=flat_keys)
         w.writeheader()
@@ -153,13 +153,15 @@ def write_report(out: Path, rows: list[dict], setup, missing: list[str] = ()) ->
                      "the limit (the paper's DR-agnostic baselines); `performance (cap-aware)` admits by Eq. 7.", ""]
 
     # ---- Fig. 4
-    f4 = sorted((r for r in rows if r["experiment"] == "fig4"), key=lambda r: r["policy"])
+    f4 = sorted((r for r in rows if r["experiment"] == "fig4"), key=lambda r: (r["policy"], r["power_error"]))
+    for r in f4:
+        r["label"] = r["policy"] + (f", power predictions ±{100 * r['power_error']:.0f} %" if r["power_error"] else "")
     if f4:
         md += ["## Fig. 4: the limit stepping through 50, 30, 41.7, 15, 30 % of peak "
                f"({setup.fig4_size} processors)", "",
                "Paper: under the DR policy the power never goes above the limit; under performance-policy "
                "(no power capping) it often does (Fig. 4(b)).", ""]
-        head = ["step (limit)", "limit W"] + [f"{r['policy']}: max W / mean W / time above" for r in f4]
+        head = ["step (limit)", "limit W"] + [f"{r['label']}: max W / mean W / time above" for r in f4]
         body = []
         for i, st in enumerate(f4[0]["steps"] or []):
             line = [st["label"], _f(st["cap_w"], "{:,.0f}")]
@@ -169,7 +171,7 @@ def write_report(out: Path, rows: list[dict], setup, missing: list[str] = ()) ->
                             f"{_f(100 * s['frac_above_cap'], '{:.0f}')} %")
             body.append(line)
         md += [_table(head, body), ""]
-        md += ["Evictions: " + ", ".join(f"{r['policy']} {r['evictions']}" for r in f4) + ".", ""]
+        md += ["Evictions: " + ", ".join(f"{r['label']} {r['evictions']}" for r in f4) + ".", ""]
 
     # ---- Fig. 5
     md += ["## Fig. 5: 128/256/512 processors, one event over 25 % of the run at 80 % of peak", "",
@@ -314,8 +316,8 @@ def write_figures(out: Path, f4, setup, exact, series, f8_all) -> None:
             cap = [math.nan if c is None else c / 1e3 for c in tl["timeline_cap_w"]]
             ax.step(t, cap, where="post", color="red", lw=1.2, label="limit")
             ax.set_ylabel("kW")
-            ax.set_title(f"{r['policy']}" + (" (with power capping)" if r["policy"] == "dr" else
-                                            " (without power capping)"), fontsize=9)
+            ax.set_title(r["label"] + (" (with power capping)" if r["policy"] == "dr" else
+                                       " (without power capping)"), fontsize=9)
             ax.legend(fontsize=7, loc="upper right")
         (axes[-1] if len(f4) > 1 else axes).set_xlabel("time (h)")
         fig.suptitle(f"Fig. 4: power over time, limit at 50, 30, 41.7, 15, 30 % of peak "

@@ -25,12 +25,13 @@ def test_quick_reproduction_writes_consistent_tables_and_figures(traces_dir, tmp
     env = {**os.environ, "WATTSCHED_TRACES": str(traces_dir)}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "22 runs in" in proc.stdout and "not done" not in proc.stdout
+    assert "23 runs in" in proc.stdout and "not done" not in proc.stdout
     with (out / "runs.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
-    assert len(rows) == 22
+    assert len(rows) == 23
     fig4 = [r for r in rows if r["experiment"] == "fig4"]
-    assert sorted(r["policy"] for r in fig4) == ["dr", "performance"]
+    assert sorted((r["policy"], r["power_error"]) for r in fig4) == [("dr", "0.0"), ("dr", "0.1"),
+                                                                      ("performance", "0.0")]
     main = [r for r in rows if r["experiment"] == "main"]
     assert {r["procs"] for r in main} == {"128", "512"}
     assert {r["event_label"] for r in main} == {"dr-20", "dr-25", "dr-100"}
