@@ -37,7 +37,7 @@ def test_quick_reproduction_writes_consistent_tables_and_figures(traces_dir, tmp
     assert {r["event_label"] for r in main} == {"dr-20", "dr-25", "dr-100"}
     for r in main:
         # every run replays the same 40 jobs, to their end
-        assert r["n_jobs"] == r["jobs_completed"] == rows[2]["n_jobs"]
+        assert r["n_jobs"] == r["jobs_completed"] == main[0]["n_jobs"]
         assert int(r["jobs_in"]) + int(r["jobs_out"]) == int(r["jobs_completed"])
         if r["policy"] == "dr" and r["event_max_w"]:
             assert float(r["event_max_w"]) <= float(r["event_cap_w"]) * (1 + 1e-9), r  # the limit holds under dr
