@@ -181,6 +181,7 @@ class Daemon:
         rule = OptRule(opt.min_notice_s, opt.max_duration_s, opt.below_idle)
         if self.grid is None:
             self.grid = GridHub(rule, self.metrics)
+            self.grid.restore(self.store.get("dr_grid_events", []) or [])
         else:  # a reload keeps the events received; the new rule decides the next ones
             self.grid.rule = rule
         self.metrics.dry_run.set(1 if config.dry_run else 0)
@@ -574,6 +575,9 @@ class Daemon:
         for key in set(baselines) - known_before:
             log.info("demand-response event %s announced: baseline %.0f W", key, baselines[key])
         grid = self.grid.events(now)
+        saved = self.grid.saved(now)
+        if saved != (self.store.get("dr_grid_events", []) or []):
+            self.store.put("dr_grid_events", saved)
         for g in grid:
             known = g.event.key in baselines
             baseline = baselines.setdefault(g.event.key, g.baseline_w)
