@@ -433,3 +433,14 @@ def test_demand_response_events_are_checked_and_built(tmp_path):
     events = c.build_dr_events(platform_from_procs(4))
     assert events[0].notice_s == 5 and events[0].cap_w == pytest.approx(4 * 95.0 + 0.5 * 4 * (190.738 - 95.0))
     assert events[1] == DemandResponseEvent(30.0, 30.0, 40.0, None, 100.0, "demand response")
+
+
+def test_daemon_job_class_must_be_one_of_the_platforms_response_classes(tmp_path):
+    from wattsched.config.daemon import DaemonConfig
+
+    path = write(tmp_path, "slurm: {backend: cli}\npoll_interval_s: 5\njob_class: cpuu\n", "d.yaml")
+    with pytest.raises(ConfigError, match=r"d\.yaml:3: job_class: unknown application class 'cpuu'; the "
+                                          r"platform's response classes are cpu, memory, mixed"):
+        load_config(path, DaemonConfig)
+    path.write_text("slurm: {backend: cli}\njob_class: memory\n")
+    assert load_config(path, DaemonConfig).job_class == "memory"

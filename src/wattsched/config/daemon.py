@@ -630,6 +630,13 @@ class DaemonConfig(StrictModel):
         "platform file's `power` block: `idle_w`, `busy_w`, `off_w`, `gpu_tdp_w`, ...; see *Node power model "
         "keys*). Default: none (the packaged default model).",
     )
+    job_class: str = Field(
+        default="",
+        description="Application class of the managed jobs: a response class of the platform (`cpu`, `memory`, "
+        "`mixed` or one of the platform file's `response_classes`), which sets how a lower frequency or a node "
+        "cap slows them (`dvfs` slows only jobs with a class). A job names its own in its Slurm comment with "
+        "`wattsched:class=NAME` (`sbatch --comment`). Default: none. Example: `cpu`.",
+    )
     partitions: list[str] = Field(
         default_factory=list,
         description="Partitions the daemon manages: their nodes, and the jobs submitted to them. "
@@ -759,9 +766,28 @@ class DaemonConfig(StrictModel):
             problems.append(("cap_schedule", "give either cap_w or cap_schedule, not both"))
         if self.platform is not None and self.node_power is not None:
             problems.append(("node_power", "give either platform or node_power, not both"))
+        if self.job_class:
+            classes = self._response_class_names()
+            if classes is not None and self.job_class not in classes:
+                problems.append(("job_class", f"unknown application class {self.job_class!r}; the platform's "
+                                              f"response classes are {', '.join(sorted(classes))}"))
         if problems:
             raise field_problems(problems)
         return self
+
+    def _response_class_names(self) -> set[str] | None:
+        """Names of the platform's response classes (None when the platform file cannot be read)."""
+        from wattsched.model.response import DEFAULT_CLASSES
+
+        if self.platform is None:
+            return set(DEFAULT_CLASSES)
+        from wattsched.config.platform import load_platform_config
+        from wattsched.errors import ConfigError
+
+        try:
+            return set(DEFAULT_CLASSES) | set(load_platform_config(self.platform)[0].response_classes)
+        except ConfigError:
+            return None  # the platform key reports it
 
     @property
     def zone(self) -> ZoneInfo:

@@ -41,7 +41,7 @@ from wattsched.daemon.grid.events import OptRule
 from wattsched.daemon.grid.hub import GridHub
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier
-from wattsched.daemon.schedule import LiveConstraints
+from wattsched.daemon.schedule import LOOKAHEAD_S, LiveConstraints
 from wattsched.daemon.slurm.backend import SlurmBackend, with_marker, without_marker
 from wattsched.daemon.slurm.hostlist import compress
 from wattsched.daemon.slurm.records import SlurmNode
@@ -252,6 +252,7 @@ class Daemon:
             platform_cache=self._platform_cache,
             measured=measured,
             settle_s=cfg.telemetry.settle_s,
+            default_class=cfg.job_class,
         )
         self._measured = measured
         c = view.classified
@@ -677,6 +678,9 @@ class Daemon:
         consumed: dict[str, float] = dict(saved.get("consumed", {}))
         counters = {name: self._observed[name].counters for name in view.node_names
                     if name in self._observed and self._observed[name].counters}
+        # Measured when telemetry had fresh data for every managed node; else (stale, down, or nodes without
+        # data) the platform power is partly or wholly the estimate, and so is the energy counted from it.
+        measured = bool(view.node_names) and all(n in self._measured for n in view.node_names)
         if last_s is not None and last_w is not None and now > last_s:
             # the nodes' energy counters when every node has them in both cycles; else the power between two
             # cycles taken as the level of the first (a daemon down meanwhile counts its gap at its last level)
@@ -685,7 +689,7 @@ class Daemon:
                 self.metrics.budget_source.state("counters")
             else:
                 energy_j = last_w * (now - last_s)
-                self.metrics.budget_source.state("power")
+                self.metrics.budget_source.state("power" if saved.get("last_measured", True) else "estimate")
             for w in self.constraints.budget_windows(last_s, now):
                 overlap = min(now, w.end_s) - max(last_s, w.start_s)
                 if overlap > 0:
@@ -694,9 +698,13 @@ class Daemon:
         windows = self.constraints.budget_windows(now, now + 1e-3)  # in force now
         live = {w.key for w in windows}
         consumed = {k: v for k, v in consumed.items() if k in live}
-        self.store.put("energy", {"last_s": now, "last_w": snap.platform_power_w, "consumed": consumed})
+        self.store.put("energy", {"last_s": now, "last_w": snap.platform_power_w, "last_measured": measured,
+                                  "consumed": consumed})
         snap.budgets = [BudgetState(EnergyBudget(w.start_s, w.end_s, w.energy_j), consumed.get(w.key, 0.0))
                         for w in windows]
+        ahead = self.constraints.budget_windows(now, now + LOOKAHEAD_S)
+        snap.upcoming_budgets = sorted((EnergyBudget(w.start_s, w.end_s, w.energy_j) for w in ahead
+                                        if w.start_s > now), key=lambda b: b.start_s)
         self._budget_windows = windows
 
     def _check_starts(self, view: View, starts, audit, report, now) -> None:

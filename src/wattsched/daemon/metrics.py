@@ -147,8 +147,9 @@ class DaemonMetrics:
         )
         self.budget_source = Enum(
             "wattsched_energy_budget_source",
-            "Where the last cycle's energy for the budgets came from: the nodes' RAPL counters, or power × time",
-            states=["counters", "power"], registry=r,
+            "Where the last cycle's energy for the budgets came from: the nodes' RAPL counters, measured power × "
+            "time, or estimated power × time (telemetry stale or missing for some node)",
+            states=["counters", "power", "estimate"], registry=r,
         )
         self.node_drift = Counter(
             "wattsched_node_setting_drift",

@@ -593,6 +593,7 @@ class Engine:
                 snap.jobs_power_w = self._state_power[_BUSY]
                 if self.budgets:
                     snap.budgets = self._budget_states()
+                    snap.upcoming_budgets = self._upcoming_budgets()
                 if self._forecast_horizon_s is not None:
                     snap.forecast = forecast(snap, None, self._forecast_horizon_s,
                                              min(opts.forecast_step_s, self._forecast_horizon_s))
@@ -1073,6 +1074,9 @@ class Engine:
                 consumed = self.energy_j - self._budget_start_energy.get(i, self.energy_j)
                 out.append(BudgetState(b, consumed))
         return out
+
+    def _upcoming_budgets(self) -> list[EnergyBudget]:
+        return sorted((b for b in self.budgets if b.start_s > self.now), key=lambda b: b.start_s)
 
     def _result(self, wall_s: float) -> SimResult:
         columns = list(zip(*self._rows)) if self._rows else [() for _ in JOB_COLUMNS]

@@ -46,12 +46,18 @@ def _platform(sim: dict):
     return p
 
 
-def _augment_params(sim: dict):
+def _augment_params(sim: dict, platform):
+    """The run's augmentation; on a platform with application models jobs get one of them, as in ``simulate``."""
+    from wattsched.appmodels import app_class_probs
     from wattsched.workload.augment import AugmentParams
 
     spec = dict(sim.get("augment") or {})
     if not spec.pop("enabled", True):
         return None
+    if "class_probs" not in spec:
+        probs = app_class_probs(platform.response_classes)
+        if probs:
+            spec["class_probs"] = probs
     return AugmentParams(**spec)
 
 
@@ -86,7 +92,7 @@ def _prepared_slice(spec: dict, platform, cache_dir: str | None):
         except Exception:  # a partial file from a killed writer: cut the slice again
             prep = None
     if prep is None:
-        prep = prepare_slice(SliceSpec(**spec["slice"]), platform, _augment_params(sim), sim["seed"])
+        prep = prepare_slice(SliceSpec(**spec["slice"]), platform, _augment_params(sim, platform), sim["seed"])
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -111,7 +117,7 @@ def _whole_trace(spec: dict, platform):
         cfg = SimConfig.model_validate({"trace": spec["trace"], **{k: v for k, v in sim.items() if k in (
             "default_walltime", "skip_bad_lines", "cores_per_node")}})
         wl = open_workload(cfg, platform)
-        params = _augment_params(sim)
+        params = _augment_params(sim, platform)
         if not wl.has_power and params is not None:
             wl = augment_workload(wl, platform.nodes[0].power, params, sim["seed"])
         jobs = list(wl.jobs)
