@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from wattsched.errors import ConfigError, MissingDependencyError
+from wattsched.model.response import ResponseScenario
+from wattsched.sim.metrics import bsld_settings
 
 # --------------------------------------------------------------------------- one run (on a worker)
 
@@ -278,6 +280,7 @@ def run_one(spec: dict, cache_dir: str | None = None) -> dict:
     elif name is not None:
         predictor = make_predictor(name, sim.get("predictor_params") or {})
     options = EngineOptions(
+        response=None if sim.get("response") is None else ResponseScenario.parse(sim["response"], seed=sim["seed"]),
         kill_at_walltime=sim.get("kill_at_walltime", True),
         tick_s=sim.get("tick_s"),
         strict=False,
@@ -292,7 +295,9 @@ def run_one(spec: dict, cache_dir: str | None = None) -> dict:
     measured = result
     if sl is not None and sl["warmup_s"] > 0:
         measured = _Measured(result, np.asarray(result.jobs["submit_s"]) >= sl["warmup_s"])
-    summary = summarize(measured, bsld_threshold_s=sim.get("bsld_threshold_s", 10.0), window=window)
+    definition, threshold_s = bsld_settings(sim.get("policy", "easy"), sim.get("bsld_definition"),
+                                           sim.get("bsld_threshold_s"))
+    summary = summarize(measured, bsld_threshold_s=threshold_s, window=window, bsld_definition=definition)
     row: dict[str, Any] = {
         "status": "ok",
         "sim_wall_s": round(wall, 3),
