@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-JOB_COLUMNS = ("submit_s", "start_s", "end_s", "wait_s", "runtime_s")
+JOB_COLUMNS = ("submit_s", "start_s", "end_s", "wait_s", "runtime_s", "work_s")
 """The per-job columns the plots use (the rest is not sent)."""
 
 
@@ -55,14 +55,15 @@ class PlotWorker:
             return None
         return cls(proc)
 
-    def send(self, result: Any, out_dir: Path, bsld_threshold_s: float) -> None:
+    def send(self, result: Any, out_dir: Path, bsld_threshold_s: float, bsld_definition: str = "standard") -> None:
         """Hand the worker what it draws; written by a thread, so the caller goes on writing its tables."""
         info = {k: result.info.get(k) for k in ("trace", "policy")}
         info["nodes"] = len(result.platform)
         request = {
             "out_dir": str(out_dir),
             "bsld_threshold_s": float(bsld_threshold_s),
-            "jobs": {c: result.jobs[c] for c in JOB_COLUMNS},
+            "bsld_definition": bsld_definition,
+            "jobs": {c: result.jobs[c] for c in JOB_COLUMNS if c in result.jobs},
             "timeline": dict(result.timeline),
             "info": info,
         }
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     except EOFError:  # the parent ended without a request (the run failed): nothing to draw
         return 0
     run = LoadedRun(request["jobs"], request["timeline"], request["info"])
-    write_plots(run, Path(request["out_dir"]), request["bsld_threshold_s"])
+    write_plots(run, Path(request["out_dir"]), request["bsld_threshold_s"], request["bsld_definition"])
     return 0
 
 
