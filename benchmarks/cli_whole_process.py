@@ -168,6 +168,7 @@ def main() -> int:
             python, why = accasim_python(args.accasim_python)
             if python is None:
                 print(f"{'KTH-SP2 EASY (AccaSim 1.1.3)':34s} skipped: {why}")
+                print(f"{'KTH-SP2 AccaSim / wattsched':34s} target >= {RATIO_TARGET:g}x: not measured")
             else:
                 system = Path(tmp) / "accasim-system.json"
                 system.write_text(json.dumps({"groups": {"g0": {"core": 1}}, "resources": {"g0": 100}}))
