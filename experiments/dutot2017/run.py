@@ -26,7 +26,8 @@ QUICK_LEVELS = [100, 60, 30]
 P_COMP_HAT_W = 203.12
 
 
-def sweep_text(name: str, trace: str, nodes: int, cpn: int, count: int, levels: list[int], out: str) -> str:
+def sweep_text(name: str, trace: str, nodes: int, cpn: int, count: int, levels: list[int], out: str,
+               skip: list[int] = ()) -> str:
     e100 = nodes * P_COMP_HAT_W * 3 * 86400
     budgets = [f"      - [{{start_s: 172800, end_s: 432000, energy_j: {e100 * p / 100:.6g}}}]   # {p} %"
                for p in levels]
@@ -59,7 +60,20 @@ grid:
 {chr(10).join(budgets)}
 metrics: [dutot_metrics.py:week_metrics]
 out: {out}
-"""
+""" + ("exclude:   # --weeks: only the busiest of these weeks\n" + "".join(f"  - {{slice: {i}}}\n" for i in skip)
+       if skip else "")
+
+
+def by_load(path: Path, nodes: int) -> list[int]:
+    """The slice indices of a sweep file, busiest week first."""
+    from wattsched.sweep.slicing import load_trace, offered_load, slice_specs
+    from wattsched.sweep.spec import load_sweep
+
+    sl = load_sweep(path).axes.slices
+    specs = slice_specs(sl, nodes)
+    tr = load_trace(str(sl.trace), sl.cores_per_node, nodes)
+    loads = [offered_load(tr, nodes, s.t0_s, s.t0_s + s.length_s) for s in specs]
+    return sorted(range(len(specs)), key=lambda i: (-loads[i], i))
 
 
 def md(head: list[str], rows: list[list]) -> str:
@@ -132,11 +146,107 @@ def tables(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+LABELS = {"easy": "EASY", "powercap-easy IDLE": "PC_IDLE", "powercap-easy SHUT": "PC_SHUT",
+          "reduce-pc IDLE": "reducePC_IDLE", "reduce-pc SHUT": "reducePC_SHUT",
+          "energy-bud IDLE": "energyBud_IDLE", "energy-bud SHUT": "energyBud_SHUT"}
+STYLE = {"easy": ("k", "o", "-"), "powercap-easy IDLE": ("tab:blue", "s", "--"),
+         "powercap-easy SHUT": ("tab:blue", "s", "-"), "reduce-pc IDLE": ("tab:orange", "^", "--"),
+         "reduce-pc SHUT": ("tab:orange", "^", "-"), "energy-bud IDLE": ("tab:green", "D", "--"),
+         "energy-bud SHUT": ("tab:green", "D", "-")}
+
+
+def figures(rows: list[dict], out: Path, tag: str = "") -> list[Path]:
+    """The analogues of Figs. 2-5 as PNG files, from rows that :func:`tables` has normalized."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from wattsched.sim.metrics import theoretical_baseline
+
+    runs = [r for r in rows if r.get("status") == "ok" and "algo" in r]
+    if not runs:
+        return []
+    algos = [a for a in LABELS if any(r["algo"] == a for r in runs)]
+    budgets = sorted({r["budget"] for r in runs}, reverse=True)
+
+    def mean(col, algo, b=None):
+        vals = [r[col] for r in runs if r["algo"] == algo and (b is None or r["budget"] == b) and r[col] is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    weeks = len({r["subject"] for r in runs})
+    written = []
+    for fig_no, col, label in ((2, "week_utilization_n", "normalized mean utilization (week)"),
+                               (3, "week_mean_bsld_n", "normalized mean AVEbsld (all jobs)"),
+                               (4, "week_energy_j_n", "normalized mean energy (week)")):
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        for a in algos:
+            c, m, ls = STYLE[a]
+            if a == "easy":
+                y = mean(col, a)
+                ax.plot([100], [y], marker=m, color=c, ls="none", label=LABELS[a])
+                continue
+            pts = [(b, mean(col, a, b)) for b in budgets]
+            pts = [(b, y) for b, y in pts if y is not None]
+            ax.plot([b for b, _ in pts], [y for _, y in pts], marker=m, color=c, ls=ls, label=LABELS[a])
+        if fig_no == 2:
+            u = mean(col, "easy") or 0.0
+            ax.plot(budgets, [theoretical_baseline(u, b / 100) for b in budgets], color="k", lw=1,
+                    label="baseline (§V-G)")
+        ax.set_xlabel("energy budget (% of all nodes computing for 3 days)")
+        ax.set_ylabel(label)
+        ax.invert_xaxis()
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+        ax.set_title(f"Fig. {fig_no} analogue: {weeks} weeks", fontsize=9)
+        path = out / f"fig{fig_no}{tag}.png"
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    # Fig. 5: performance against energy for five budgets.
+    five = [b for b in (100, 80, 60, 49, 30) if b in budgets] or budgets[:5]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, col, label in ((axes[0], "week_utilization_n", "normalized mean utilization"),
+                           (axes[1], "week_mean_bsld_n", "normalized mean AVEbsld")):
+        for a in algos:
+            c, m, ls = STYLE[a]
+            pts = [(mean("week_energy_j_n", a, b), mean(col, a, b), b) for b in (five if a != "easy" else [100])]
+            pts = [p for p in pts if p[0] is not None and p[1] is not None]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=m, color=c, ls=ls, label=LABELS[a])
+            if a != "easy":
+                for x, y, b in pts:
+                    ax.annotate(str(b), (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points")
+        ax.set_xlabel("normalized mean energy (week)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].set_title("(a) utilization against energy", fontsize=9)
+    axes[1].set_title("(b) AVEbsld against energy", fontsize=9)
+    axes[1].legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    path = out / f"fig5{tag}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+    return written
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2 weeks per trace, budgets 100, 60, 30 %%")
     ap.add_argument("--traces", default=",".join(t[0] for t in TRACES), help="comma-separated: kth,atlas,ricc")
+    ap.add_argument("--weeks", default="10", metavar="N|NAME=N,...",
+                    help="run only the N busiest of the 10 weeks, for every trace or per trace (kth=10,atlas=3); "
+                         "the others are excluded from the sweep, so a later run with a larger N reuses these runs; "
+                         "default 10")
     args = ap.parse_args(argv)
+    try:
+        weeks = {name: int(args.weeks) for name, *_ in TRACES} if "=" not in args.weeks else \
+            {k.strip(): int(v) for k, v in (part.split("=") for part in args.weeks.split(","))}
+    except ValueError:
+        ap.error(f"--weeks: give N or NAME=N,... (e.g. kth=10,atlas=3), got {args.weeks!r}")
+    if any(not 1 <= n <= 10 for n in weeks.values()) or set(weeks) - {t[0] for t in TRACES}:
+        ap.error(f"--weeks: trace names are {', '.join(t[0] for t in TRACES)} and N is 1 to 10, got {args.weeks!r}")
     wattsched = Path(sys.executable).with_name("wattsched")
     rows: list[dict] = []
     wanted = set(args.traces.split(","))
@@ -145,8 +255,13 @@ def main(argv=None) -> int:
             continue
         tag = f"quick-{name}" if args.quick else name
         path = HERE / f"{tag}.sweep.yaml"
-        path.write_text(sweep_text(name, trace, nodes, cpn, 2 if args.quick else 10,
-                                   QUICK_LEVELS if args.quick else LEVELS, f"results/{tag}"))
+        count = 2 if args.quick else 10
+        text = sweep_text(name, trace, nodes, cpn, count, QUICK_LEVELS if args.quick else LEVELS, f"results/{tag}")
+        path.write_text(text)
+        n = weeks.get(name, 10)
+        if not args.quick and n < count:
+            path.write_text(sweep_text(name, trace, nodes, cpn, count, LEVELS, f"results/{tag}",
+                                       sorted(by_load(path, nodes)[n:])))
         rc = subprocess.call([str(wattsched), "sweep", str(path)])
         csv_path = HERE / "results" / tag / "runs.csv"
         if rc not in (0, 1) or not csv_path.exists():
@@ -156,9 +271,14 @@ def main(argv=None) -> int:
             rows += list(csv.DictReader(f))
     text = tables(rows)
     dest = HERE / "results" / ("tables-quick.md" if args.quick else "tables.md")
+    if not args.quick and any(weeks.get(t, 10) < 10 for t in wanted):
+        text = "The busiest weeks of each trace: " + ", ".join(f"{t} {weeks.get(t, 10)} of 10" for t in
+                                                               (x[0] for x in TRACES) if t in wanted) + ".\n\n" + text
     dest.write_text(text)
     print(text)
     print(f"written {dest}")
+    for path in figures(rows, dest.parent, "-quick" if args.quick else ""):
+        print(f"written {path}")
     return 0
 
 

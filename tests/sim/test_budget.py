@@ -89,6 +89,75 @@ def test_reduce_pc_refuses_the_short_wide_job_that_energy_bud_accepts():
     assert started(make_policy("powercap-easy").decide(_reservation_case(10.0, 2))) == set()
 
 
+# ---------------------------------------------------------------- a window that has not started yet
+
+def _ahead_case(wall_s: float, running_end_s: float):
+    """4 nodes idle at 400 W; a window [1000, 2000) at R = 600 W lies ahead; it is t=0.
+
+    Job 1 runs on nodes 0-1 until ``running_end_s``; job 2 (1 node, ``wall_s``) waits.
+    """
+    plat = platform(4)
+    run = [(Job(1, 0.0, running_end_s, 2), 0.0, (0, 1))]
+    return snapshot(plat, [Job(2, 0.0, wall_s, 1)], run, now=0.0,
+                    upcoming_budgets=[EnergyBudget(1000.0, 2000.0, 600_000.0)])
+
+
+@pytest.mark.parametrize("policy", ["energy-bud", "reduce-pc", "powercap-easy"])
+def test_a_job_running_into_a_window_ahead_is_charged_against_it(policy):
+    pol = make_policy(policy)
+    # Job 1 computes until 1200: at t=1000 the estimate is 800 W (job 1) + 200 W (job 2) + 200 W idle
+    # = 1200 W against 600 W, from C_ea = 0: job 2 may not run into the window...
+    state = pol.init_state()
+    plan = pol.decide(_ahead_case(1500.0, 1200.0), state)
+    assert started(plan) == set()
+    assert "waiting for energy" in plan.reason_for(2)
+    # ...but may run if it is over before the window opens (its whole requested time counts, not its start).
+    assert started(pol.decide(_ahead_case(999.0, 1200.0), pol.init_state())) == {2}
+    # Job 1 ends by t=900 (past and present consumption counted): at t=1000 only job 2 computes,
+    # 300 + 3 * 100 = 600 W, within the rate: it starts.
+    assert started(pol.decide(_ahead_case(1500.0, 900.0), pol.init_state())) == {2}
+    # The counter is not touched before the window: no monitoring stage yet.
+    assert state.window is None and state.monitoring_stages == 0
+    # EASY knows no budget; without the window in the snapshot the policy sees none either.
+    assert started(make_policy("easy").decide(_ahead_case(1500.0, 1200.0))) == {2}
+    snap = _ahead_case(1500.0, 1200.0)
+    snap.upcoming_budgets = ()
+    assert started(pol.decide(snap, pol.init_state())) == {2}
+
+
+def test_the_engine_shows_windows_ahead_and_a_job_started_before_one_keeps_to_its_budget():
+    # 4 nodes idle at 400 W, a window [1000, 2000) of 500 kJ: R = 500 W, 100 W above idle.
+    # A 1-node job (200 W more) submitted at t=0 for 5000 s would draw 600 W through the window: EASY
+    # starts it at once and spends 600 kJ. energy-bud holds it: inside the window C_ea = 100 W * (t - 1000)
+    # (monitoring stages every 100 s) must cover (600 - 500) W * (2000 - t) of its requested time
+    # left in the window: from t = 1500 on, and the window uses exactly its budget.
+    window = EnergyBudget(1000.0, 2000.0, 500_000.0)
+    jobs = [tj(1, 0, 5000, nodes=1)]
+    seen = []
+
+    class Spy:
+        """energy-bud, recording what each call saw of the budgets."""
+
+        def __init__(self):
+            self.inner = make_policy("energy-bud", {"monitoring_period_s": 100.0})
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def decide(self, snap, state=None):
+            seen.append((snap.now_s, [b.budget for b in snap.budgets], list(snap.upcoming_budgets)))
+            return self.inner.decide(snap, state)
+
+    r = Engine(platform(4), jobs, Spy(), budgets=[window], options=EngineOptions(strict=True)).run()
+    assert seen[0] == (0.0, [], [window])
+    assert all(up == [] and cur == [window] for t, cur, up in seen if 1000.0 <= t < 2000.0)
+    assert float(r.jobs["start_s"][0]) == pytest.approx(1500.0)
+    assert _window_energy(r, window) == pytest.approx(window.energy_j)
+    easy = Engine(platform(4), jobs, make_policy("easy"), budgets=[window]).run()
+    assert float(easy.jobs["start_s"][0]) == 0.0
+    assert _window_energy(easy, window) == pytest.approx(600_000.0)
+
+
 def _random_jobs(n=200, seed=3):
     rng = random.Random(seed)
     t = 0.0

@@ -50,7 +50,9 @@ def test_minimal_config_and_defaults(tmp_path):
     assert c.trace == tmp_path / "t.swf"  # relative to the config file
     assert (c.procs, c.cores_per_node, c.platform) == (64, 1, None)
     assert c.policy == "easy" and c.params == {} and c.seed == 0
-    assert c.kill_at_walltime is True and c.default_walltime == "runtime" and c.bsld_threshold_s == 10
+    assert c.kill_at_walltime is True and c.default_walltime == "runtime"
+    # the bounded slowdown is the policy's default: standard at 10 s for easy
+    assert c.bsld_threshold_s is None and c.bsld_definition is None and c.response is None
     assert c.skip_bad_lines is False and c.augment == {} and c.tick_s is None and c.time_limit_s is None
     assert c.build_cap_schedule().is_uncapped and c.build_energy_budgets() == []
     assert c.source.endswith("sim.yaml")
@@ -324,7 +326,8 @@ def test_cli_overrides_env_and_file(tmp_path):
 
 def test_defaults_below_file(tmp_path):
     c = load(tmp_path, FILE)
-    assert (c.seed, c.bsld_threshold_s) == (1, 10)
+    assert (c.seed, c.kill_at_walltime) == (1, True)
+    assert c.bsld_threshold_s is None  # resolved per policy at run time: 10 s for fcfs
 
 
 def test_merge_overrides_returns_a_new_validated_config(tmp_path):

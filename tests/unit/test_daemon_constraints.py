@@ -207,6 +207,42 @@ def test_energy_consumed_is_integrated_and_kept_across_a_restart(make_daemon, cl
     assert d2.last_view.snapshot.budgets[0].consumed_j == pytest.approx(150 * power)
 
 
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_budget_energy_is_measured_power_while_telemetry_is_fresh_and_the_estimate_when_it_is_stale(
+        make_daemon, clock):
+    t = MONDAY_1650
+    budget = [{"start_s": t - 3600, "end_s": t + 86400, "energy_j": 1e7, "label": "today"}]
+    source = {"wattsched_energy_budget_source": "power"}
+    # Fresh telemetry (the nodes' power as Slurm reports it): the simulated nodes idle at 95 W, measured.
+    d = make_daemon(energy_budgets=budget, telemetry={"source": "slurm"})
+    d.cycle()
+    measured = d.last_view.snapshot.platform_power_w
+    assert measured == pytest.approx(4 * 95.0)
+    clock.advance(100)
+    d.cycle()
+    assert d.last_view.snapshot.budgets[0].consumed_j == pytest.approx(100 * measured)
+    assert sample(d, "wattsched_energy_budget_source", source) == 1.0
+    d.store.close()
+    # Prometheus unreachable: telemetry is stale, the daemon counts the estimate (config: 100 W per idle node).
+    dead = {"source": "prometheus", "url": f"http://127.0.0.1:{_closed_port()}", "timeout_s": 1}
+    d2 = make_daemon(energy_budgets=budget, telemetry=dead, epoch=MONDAY_1650 + clock.t)
+    d2.cycle()
+    assert sample(d2, "wattsched_telemetry_stale") == 1.0
+    assert d2.last_view.snapshot.platform_power_w == pytest.approx(4 * 100.0)
+    clock.advance(50)
+    d2.cycle()
+    # The first 100 s were measured (kept in the store across the restart), the next 50 s are the estimate.
+    assert d2.last_view.snapshot.budgets[0].consumed_j == pytest.approx(100 * measured + 50 * 400.0, rel=1e-6)
+    assert sample(d2, "wattsched_energy_budget_source", {"wattsched_energy_budget_source": "estimate"}) == 1.0
+
+
 def test_energy_bud_keeps_c_ea_across_a_restart_and_powers_idle_nodes_down(make_daemon, clock):
     t = MONDAY_1650
     budget = [{"start_s": t - 3600, "end_s": t + 86400, "energy_j": 1e8, "label": "week"}]
@@ -233,6 +269,29 @@ def test_energy_bud_keeps_c_ea_across_a_restart_and_powers_idle_nodes_down(make_
     # No monitoring stage yet (600 s): C_ea goes on from the saved counter, neither reset nor granted twice.
     assert d2.policy_state.monitoring_stages == saved.monitoring_stages
     assert d2.policy_state.c_ea_j == pytest.approx(saved.c_ea_j + (rate - saved.last_power_w) * 50)
+
+
+def test_windows_ahead_are_in_the_snapshot_soonest_first_fixed_and_recurring(make_daemon, clock):
+    t = MONDAY_1650
+    tonight = dt.datetime(2026, 11, 23, 22, 0, tzinfo=dt.UTC).timestamp()  # the daemon's default zone
+    budgets = [{"start_s": t + 86400, "end_s": t + 2 * 86400, "energy_j": 1e8},
+               {"every": "daily 22:00-23:00", "energy_j": 1e6, "label": "night"}]
+    d = make_daemon(energy_budgets=budgets, policy="energy-bud")
+    d.cycle()
+    snap = d.last_view.snapshot
+    assert snap.budgets == []  # none in force at 16:50
+    ahead = [(b.start_s, b.end_s, b.energy_j) for b in snap.upcoming_budgets]
+    # Tonight's recurring window, the fixed one from this time tomorrow, tomorrow night's.
+    assert ahead[:3] == [(tonight, tonight + 3600, 1e6), (t + 86400, t + 2 * 86400, 1e8),
+                         (tonight + 86400, tonight + 86400 + 3600, 1e6)]
+    assert all(b.start_s > t for b in snap.upcoming_budgets)
+    assert d.policy_state.monitoring_stages == 0  # nothing counted before a window opens
+    # In tonight's window it is in force and no longer ahead.
+    clock.advance(tonight + 60 - t)
+    d.cycle()
+    snap = d.last_view.snapshot
+    assert [b.budget.start_s for b in snap.budgets] == [tonight]
+    assert [b.start_s for b in snap.upcoming_budgets[:2]] == [t + 86400, tonight + 86400]
 
 
 # --- policy state -----------------------------------------------------------------------------------------------------

@@ -275,10 +275,13 @@ def build_view(
         busy.update(index[n] for n in planned if n in index)
     states = [int(node_state(n, i in busy)) for i, n in enumerate(nodes)]
 
-    queue = c.ours + c.adopt if include_adopted else c.ours
+    now = state.read_at
+    # a job Slurm will not start yet (the begin time it gives a requeued job, --begin) is not offered to the
+    # policy: a release would only time out
+    queue = [j for j in (c.ours + c.adopt if include_adopted else c.ours)
+             if not (j.eligible_time and j.eligible_time > now)]
     queue.sort(key=lambda j: (j.submit_time or 0.0, j.job_id))
     pending = {j.job_id: to_job(j, default_class) for j in queue}
-    now = state.read_at
     running_jobs = {}
     for j in c.running:
         idx = tuple(index[n] for n in j.nodes if n in index)

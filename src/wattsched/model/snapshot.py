@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from wattsched.model.constraints import BudgetState, CapSchedule, NoticedEvent
+from wattsched.model.constraints import BudgetState, CapSchedule, EnergyBudget, NoticedEvent
 from wattsched.model.end_table import EndTable
 from wattsched.model.job import Job, PowerEstimate, RunningJob
 from wattsched.model.platform import NodeState, Platform
@@ -57,6 +57,10 @@ class Snapshot:
         cap in force now only.
     budgets
         Energy-budget windows in force now, with the energy consumed in each so far.
+    upcoming_budgets
+        Energy-budget windows that start later, as far ahead as they are known
+        (the daemon lays recurring ones out a week ahead), soonest first: a job
+        started now whose requested time runs into one is charged against it.
     dr_events
         Demand-response events noticed so far and not yet over, with the cap
         each resolved to at its notice time.
@@ -114,6 +118,7 @@ class Snapshot:
     cap: CapSchedule = field(default_factory=CapSchedule)
     cap_lookahead_s: float = math.inf
     budgets: Sequence[BudgetState] = ()
+    upcoming_budgets: Sequence[EnergyBudget] = ()
     dr_events: Sequence[NoticedEvent] = ()
     platform_power_w: float = 0.0
     epoch: int = 0

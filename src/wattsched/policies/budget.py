@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 from typing import ClassVar, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from wattsched.model.constraints import BudgetState
@@ -107,10 +108,14 @@ class BudgetPolicyState(PolicyState):
     idle_since_s: dict[int, float] = Field(default_factory=dict)
 
 
-class _Power:
-    """Estimated per-node powers (P̂_comp, P̂_idle, P̂_off) for the nodes of a platform."""
+# Row of _Power.table by node state: computing, idle (drained nodes too), off (down nodes too), switching.
+_ROW = np.array([1, 0, 2, 3, 4, 1, 2], dtype=np.intp)  # indexed by NodeState
 
-    __slots__ = ("comp", "idle", "off", "sw_off", "sw_on")
+
+class _Power:
+    """Estimated per-node powers (P̂_comp, P̂_idle, P̂_off, switching) for the nodes of a platform."""
+
+    __slots__ = ("by_state", "comp", "idle", "off", "sw_off", "sw_on", "table")
 
     def __init__(self, platform: Platform, params: BudgetParams):
         nodes = platform.nodes
@@ -119,21 +124,17 @@ class _Power:
         self.off = [params.p_off_w if params.p_off_w is not None else n.power.off_w for n in nodes]
         self.sw_on = [n.power.switch_on_w for n in nodes]
         self.sw_off = [n.power.switch_off_w for n in nodes]
+        self.table = np.array([self.comp, self.idle, self.off, self.sw_on, self.sw_off], dtype=np.float64)
+        # Identical nodes (the usual case): the platform power is a count per state times one power each.
+        same = len(nodes) > 0 and bool((self.table == self.table[:, :1]).all())
+        self.by_state = self.table[_ROW, 0] if same else None
 
     def platform_w(self, node_state) -> float:
-        total = 0.0
-        for i, s in enumerate(node_state):
-            if s == NodeState.BUSY:
-                total += self.comp[i]
-            elif s == NodeState.IDLE or s == NodeState.DRAINED:
-                total += self.idle[i]
-            elif s == NodeState.SWITCHING_ON:
-                total += self.sw_on[i]
-            elif s == NodeState.SWITCHING_OFF:
-                total += self.sw_off[i]
-            else:
-                total += self.off[i]
-        return total
+        """Estimated platform power with the nodes in ``node_state``."""
+        s = np.asarray(node_state, dtype=np.intp)
+        if self.by_state is not None:
+            return float(np.bincount(s, minlength=len(_ROW)) @ self.by_state)
+        return float(self.table[_ROW[s], np.arange(len(s))].sum())
 
     def extra_w(self, nodes) -> float:
         """Extra estimated power when these idle nodes compute."""
@@ -176,6 +177,15 @@ class BudgetPolicy(BasePolicy):
     wants_empty_queue_calls = True
     mode: ClassVar[str] = "energy-bud"
 
+    _powers: tuple[Platform, BudgetParams, _Power] | None = None
+
+    def _power_model(self, platform: Platform) -> _Power:
+        """The estimated node powers, computed once per platform (the simulator and daemon keep theirs)."""
+        cached = self._powers
+        if cached is None or cached[0] is not platform or cached[1] is not self.params:
+            cached = self._powers = (platform, self.params, _Power(platform, self.params))
+        return cached[2]
+
     @property
     def tick_period_s(self) -> float:
         """The engine calls the policy at this period: the monitoring stages."""
@@ -213,9 +223,21 @@ class BudgetPolicy(BasePolicy):
         now = snapshot.now_s
         budget = snapshot.budgets[0] if snapshot.budgets else None
         rate = self._update_counter(snapshot, state, budget)
+        # The window the energy is counted in: the one in force, else the next one (rule 2 over the whole
+        # requested time: a job started now that runs into a later window is charged against it, from
+        # C_ea = 0 at its start).
+        t_from = now
+        c_ea = state.c_ea_j
+        ahead = snapshot.upcoming_budgets[0] if budget is None and snapshot.upcoming_budgets else None
+        if ahead is not None:
+            rate = ahead.energy_j / (ahead.end_s - ahead.start_s)
+            t_from, c_ea = ahead.start_s, 0.0
         energy = self.mode != "easy" and math.isfinite(rate)
-        t_end = budget.budget.end_s if budget is not None else math.inf
-        pw = _Power(snapshot.platform, params)
+        if budget is not None:
+            t_end = budget.budget.end_s
+        else:
+            t_end = ahead.end_s if ahead is not None else math.inf
+        pw = self._power_model(snapshot.platform)
         power = pw.platform_w(snapshot.node_state) if energy or params.shutdown != "never" else 0.0
         free = snapshot.free_nodes
         end = len(free)
@@ -228,18 +250,21 @@ class BudgetPolicy(BasePolicy):
                 e = max(r.expected_end_s, now)
                 if e < t_end:
                     drops.append((e, pw.extra_w(r.nodes)))
-        c_ea = state.c_ea_j
         state.reserved_j, state.reserved_job, state.reserved_start_s = 0.0, None, None
 
         def fits_energy(nodes, job: Job, available_j: float, rate_w: float) -> bool:
             dw = pw.extra_w(nodes)
+            job_end = min(now + job.walltime_s, t_end)
+            if job_end <= t_from:
+                return True  # over before the next window opens
             if power + dw <= rate_w + _EPS:
                 return True
+            # The estimated power when the window opens (now, or at its start if it lies ahead), and its drops.
+            p0, later = window_power(power + dw, t_from, drops)
             if self.mode == "powercap-easy":
-                return False
-            job_end = min(now + job.walltime_s, t_end)
-            horizon = max([job_end, *(t for t, _ in drops)]) if drops else job_end
-            return min_balance_j(available_j, rate_w, now, horizon, power + dw, [*drops, (job_end, dw)]) >= -_EPS
+                return t_from > now and p0 <= rate_w + _EPS  # drops only lower the power after t_from
+            horizon = max([job_end, *(t for t, _ in later)]) if later else job_end
+            return min_balance_j(available_j, rate_w, t_from, horizon, p0, [*later, (job_end, dw)]) >= -_EPS
 
         started: list[tuple[float, int]] = []
         head = None
@@ -274,11 +299,11 @@ class BudgetPolicy(BasePolicy):
                     q = now + params.monitoring_period_s
                 # The head's extra power over its requested time inside the window, on typical nodes.
                 per_node = sum(pw.comp[i] - pw.idle[i] for i in free[:1] or [0])
-                reserve_j = head.nodes * per_node * max(0.0, min(q + head.walltime_s, t_end) - q)
+                reserve_j = head.nodes * per_node * max(0.0, min(q + head.walltime_s, t_end) - max(q, t_from))
                 state.reserved_j, state.reserved_job, state.reserved_start_s = reserve_j, head.id, q
             if end:
                 self._backfill(snapshot, plan, head, free, end, shadow, extra, energy, fits_energy,
-                               c_ea, rate, reserve_j, state.reserved_start_s, pw, drops, t_end)
+                               c_ea, rate, reserve_j, state.reserved_start_s, pw, drops, t_from, t_end)
                 end = len(free) - sum(len(a.nodes) for a in actions if type(a) is Start)
                 power = pw.platform_w(snapshot.node_state) + sum(pw.extra_w(a.nodes) for a in plan.starts())
             why = "energy" if head_energy_blocked else "nodes"
@@ -295,13 +320,16 @@ class BudgetPolicy(BasePolicy):
         return plan
 
     def _backfill(self, snapshot, plan, head, free, end, shadow, extra, energy, fits_energy,
-                  c_ea, rate, reserve_j, q, pw, drops, t_end) -> None:
+                  c_ea, rate, reserve_j, q, pw, drops, t_from, t_end) -> None:
         now = snapshot.now_s
         actions = plan.actions
         power = pw.platform_w(snapshot.node_state) + sum(pw.extra_w(a.nodes) for a in plan.starts())
         reduced = rate
-        if self.mode == "reduce-pc" and reserve_j > 0 and q is not None:
-            reduced = rate - reserve_j / max(q - now, _EPS)
+        # reduce-pc spreads the head's reservation over the time until it starts, inside the window; a head
+        # reserved before the window opens is charged as energy-bud does (C_ea - J).
+        spread = self.mode == "reduce-pc" and (q is None or q > t_from)
+        if self.mode == "reduce-pc" and reserve_j > 0 and q is not None and q > t_from:
+            reduced = rate - reserve_j / max(q - t_from, _EPS)
         for job in queue_order(snapshot, self.params.order):
             if job.id == head.id or any(a.job_id == job.id for a in actions):
                 continue
@@ -318,8 +346,11 @@ class BudgetPolicy(BasePolicy):
             nodes = tuple(free[end - k : end])
             if energy:
                 dw = pw.extra_w(nodes)
-                if self.mode == "reduce-pc":
-                    ok = power + dw <= reduced + _EPS
+                if now + job.walltime_s <= t_from:
+                    ok = True  # over before the next window opens
+                elif spread:
+                    p0 = power + dw if t_from <= now else window_power(power + dw, t_from, drops)[0]
+                    ok = p0 <= reduced + _EPS
                 else:
                     ok = fits_energy(nodes, job, c_ea - reserve_j, rate)
                 if not ok:
@@ -333,6 +364,17 @@ class BudgetPolicy(BasePolicy):
             end -= k
             if end == 0:
                 break
+
+
+def window_power(power_w: float, t_from_s: float,
+                 drops: list[tuple[float, float]]) -> tuple[float, list[tuple[float, float]]]:
+    """Estimated power at ``t_from_s`` (jobs ending by then give theirs back) and the drops after it.
+
+    >>> window_power(900.0, 100.0, [(50.0, 200.0), (150.0, 300.0)])
+    (700.0, [(150.0, 300.0)])
+    """
+    p = power_w - sum(dw for t, dw in drops if t <= t_from_s)
+    return p, [(t, dw) for t, dw in drops if t > t_from_s]
 
 
 def plan_shutdown(snapshot: Snapshot, plan: Plan, state: BudgetPolicyState, head: Job | None,
@@ -364,8 +406,9 @@ def plan_shutdown(snapshot: Snapshot, plan: Plan, state: BudgetPolicyState, head
             turn_s = max((models[n].power.switch_off_s + models[n].power.switch_on_s for n in left), default=0.0)
             if shadow - now <= turn_s:
                 keep = head.nodes
-            waking = sum(1 for s in states if s == NodeState.SWITCHING_ON)
-            off = [i for i, s in enumerate(states) if s == NodeState.OFF]
+            arr = np.asarray(states)
+            waking = int(np.count_nonzero(arr == NodeState.SWITCHING_ON))
+            off = np.flatnonzero(arr == NodeState.OFF).tolist()
             missing = head.nodes - len(left) - waking
             wake_s = max((models[n].power.switch_on_s for n in off), default=0.0)
             if missing <= len(off) and now + wake_s < shadow:

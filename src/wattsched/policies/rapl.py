@@ -17,16 +17,16 @@ import math
 from dataclasses import replace
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from wattsched.model.plan import Plan, SetNodeCap
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
-from wattsched.policies.base import BasePolicy
+from wattsched.policies.base import BasePolicy, ResponseParams
 from wattsched.policies.easy import EasyPolicy
 
 
-class SimpleParams(BaseModel):
+class SimpleParams(ResponseParams):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     order: Literal["fcfs", "saf"] = Field("fcfs", description="EASY queue order: fcfs or saf.")
@@ -71,7 +71,7 @@ class SimplePolicy(BasePolicy):
         return plan
 
 
-class DynShareParams(BaseModel):
+class DynShareParams(ResponseParams):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     order: Literal["fcfs", "saf"] = Field("fcfs", description="EASY queue order: fcfs or saf.")
