@@ -14,8 +14,9 @@ run, on a 100-node one-core system, writing its schedule as it does by
 default. Its interpreter comes from --accasim-python, else
 $WATTSCHED_ACCASIM_PYTHON, else `.bench/accasim/bin/python` in the source
 tree, which is created (a venv with `accasim==1.1.3 numpy<2.1
-matplotlib<3.10`) when a `python3.9` is on PATH. Without one, the comparison
-is skipped and the reason printed.
+matplotlib<3.10`) from a working `python3.9` on PATH or, failing that (a
+pyenv shim that names no version fails), pyenv's own `versions/3.9*`.
+Without one, the comparison is skipped and the reason printed.
 
 Targets (2-core machine): RICC-2010-2 easy whole CLI <= 20 s and <= 2 GiB;
 KTH-SP2 easy whole CLI >= 15x faster than AccaSim's EASY in the same run.
@@ -79,6 +80,27 @@ def timed(cmd: list[str], repeat: int) -> dict:
             "walls": [r["wall_s"] for r in runs]}
 
 
+def _runs(python: str) -> bool:
+    try:
+        out = subprocess.run([python, "-c", "import sys; print(sys.version_info[:2] == (3, 9))"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and out.stdout.strip() == "True"
+
+
+def find_python39() -> str | None:
+    """A Python 3.9 that runs: on PATH (a pyenv shim may be there and fail), else pyenv's installs."""
+    candidates = [shutil.which("python3.9")]
+    try:
+        root = subprocess.run(["pyenv", "root"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        root = ""
+    for base in {Path(root) if root else None, Path.home() / ".pyenv"} - {None}:
+        candidates += sorted(str(p) for p in base.glob("versions/3.9*/bin/python3.9"))[::-1]
+    return next((c for c in candidates if c and _runs(c)), None)
+
+
 def accasim_python(explicit: str | None) -> tuple[str | None, str]:
     """The interpreter that has AccaSim 1.1.3, or None and the reason."""
     candidate = explicit or os.environ.get("WATTSCHED_ACCASIM_PYTHON")
@@ -88,9 +110,10 @@ def accasim_python(explicit: str | None) -> tuple[str | None, str]:
     python = venv / "bin" / "python"
     if python.exists():
         return str(python), "cached venv"
-    base = shutil.which("python3.9")
+    base = find_python39()
     if base is None:
-        return None, "AccaSim 1.1.3 needs Python 3.9 and no python3.9 is on PATH (give --accasim-python)"
+        return None, ("AccaSim 1.1.3 needs Python 3.9 and no working python3.9 was found on PATH or under "
+                      "~/.pyenv/versions (give --accasim-python)")
     print(f"setting up AccaSim 1.1.3 in {venv} (once) ...", file=sys.stderr)
     try:
         subprocess.run([base, "-m", "venv", str(venv)], check=True, capture_output=True)
@@ -145,6 +168,7 @@ def main() -> int:
             python, why = accasim_python(args.accasim_python)
             if python is None:
                 print(f"{'KTH-SP2 EASY (AccaSim 1.1.3)':34s} skipped: {why}")
+                print(f"{'KTH-SP2 AccaSim / wattsched':34s} target >= {RATIO_TARGET:g}x: not measured")
             else:
                 system = Path(tmp) / "accasim-system.json"
                 system.write_text(json.dumps({"groups": {"g0": {"core": 1}}, "resources": {"g0": 100}}))

@@ -5,14 +5,18 @@ Usage: python benchmarks/sim_throughput.py [--traces DIR] [--policies easy,fcfs]
 Each (trace, policy) runs in a fresh subprocess so that peak memory (ru_maxrss)
 is that run's own. Reading and cleaning the trace is timed apart from the
 simulation; "total" is what `wattsched simulate` would spend on both.
-Targets (issue #2, on a 2-core machine): easy on KTH-SP2 >= 50,000 jobs/s;
-easy on RICC-2010-2 in <= 20 s total with <= 2 GiB peak memory.
+Targets (2-core machine): easy on KTH-SP2 >= 60,000 jobs/s (the engine's
+margin over the 50,000 first asked for); easy on RICC-2010-2 in <= 20 s total
+with <= 2 GiB peak memory. Each target is printed met or MISSED, with the load
+average measured alongside (the figures of a loaded machine are not the
+machine's).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +44,7 @@ print(json.dumps({
 """
 
 TARGETS = {
-    ("KTH-SP2-1996-2.1-cln", "easy"): ("jobs_per_s", ">=", 50_000),
+    ("KTH-SP2-1996-2.1-cln", "easy"): ("jobs_per_s", ">=", 60_000),
     ("RICC-2010-2", "easy"): ("total_s", "<=", 20.0),
 }
 
@@ -87,6 +91,8 @@ def main() -> int:
             else:
                 print(f"{name:28s} {policy:6s} {r['jobs']:8d} {r['read_s']:7.2f} {r['sim_s']:7.2f} "
                       f"{r['total_s']:8.2f} {r['jobs_per_s']:9,.0f} {r['peak_mib']:9.0f}  {verdict}")
+    if not args.json:
+        print(f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores while measuring)")
     return 1 if failed else 0
 
 

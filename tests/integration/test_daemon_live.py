@@ -178,7 +178,8 @@ def test_restart_of_slurmctld_under_the_daemon(cluster, daemon_config, daemon, t
     pid = int(pidfile.read_text())
     os.kill(pid, signal.SIGTERM)
     wait_for(lambda: not Path(f"/proc/{pid}").exists(), 30, "slurmctld to stop")
-    time.sleep(4)  # a few failed cycles
+    # a daemon slow to start on a loaded machine has its first cycles after the stop: wait until one has failed
+    wait_for(lambda: "failed" in d.text(), 60, "a failed cycle to be logged")
     assert d.alive()
     subprocess.run(["slurmctld", "-f", str(cluster.conf)], env=cluster.env, check=True, timeout=30)
     wait_for(lambda: cluster.run("scontrol", "ping", check=False).returncode == 0, 60, "slurmctld back")

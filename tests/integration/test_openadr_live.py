@@ -168,14 +168,17 @@ def _run(cluster, daemon_config, daemon, tmp_path, vtn):
     survivors = [j for j in jobs if j != victim]
     slurm = cluster.jobs()
     assert all(slurm[j].state == "RUNNING" for j in survivors)
-    lowered = wait_for(lambda: {n: f for n in cluster.nodes
-                                if (f := Sysfs(cluster.sysfs / n).scaling_max_freq_hz()) < 2.4e9 - 1}, 30,
-                       "frequencies lowered on the nodes")
     running_on = {n for j in survivors for n in slurm[j].nodes}
-    assert running_on <= set(lowered), (running_on, lowered)
+
+    def lowered_nodes():
+        return {n: f for n in cluster.nodes if (f := Sysfs(cluster.sysfs / n).scaling_max_freq_hz()) < 2.4e9 - 1}
+
+    wait_for(lambda: running_on <= set(lowered_nodes()), 30, "frequencies lowered on the nodes of the running jobs")
+    lowered = lowered_nodes()
     assert all(f in LEVELS for f in lowered.values())
-    set_freq = [r for r in audit(db, "set_freq") if r[1] == "applied"]
-    assert {r[0] for r in set_freq} >= running_on
+    # the agent writes sysfs before it answers; the audit row says applied once it has answered
+    wait_for(lambda: {r[0] for r in audit(db, "set_freq") if r[1] == "applied"} >= running_on, 20,
+             "the frequency settings audited as applied")
 
     # after the deadline, measured power (Prometheus over the emulated nodes) stays under the limit
     wait_for(lambda: [r for r in audit(db, "dr_verify")], 90, "the deadline verification")

@@ -167,3 +167,27 @@ def test_easy_survives_overrunning_jobs_when_not_killed():
     s = dict(zip(r.jobs["id"].tolist(), r.jobs["start_s"].tolist()))
     # job 1 overruns its estimate: at t=10 the shadow moves to "now" and job 3 can still use the free node
     assert s[1] == 0 and s[2] == 50 and s[3] == 2
+
+
+def test_shadow_time_merges_this_decisions_starts_as_a_full_sort_would():
+    import math
+    import random
+    from types import SimpleNamespace
+
+    from wattsched.policies.easy import shadow_time
+
+    def by_sorting(snapshot, head_nodes, free, started):
+        ends = sorted([*((e, n) for e, n, _ in snapshot.running_by_end()), *started])
+        for e, n in ends:
+            free += n
+            if free >= head_nodes:
+                return max(e, snapshot.now_s), free - head_nodes
+        return math.inf, 0
+
+    rng = random.Random(7)
+    for _ in range(20_000):  # small integer times and sizes: many ties, where the order matters
+        ends = sorted((float(rng.randint(0, 8)), rng.randint(1, 6), j) for j in range(rng.randint(0, 6)))
+        started = [(float(rng.randint(0, 8)), rng.randint(1, 6)) for _ in range(rng.randint(1, 4))]
+        snap = SimpleNamespace(now_s=float(rng.randint(0, 4)), running_by_end=lambda ends=ends: ends)
+        head, free = rng.randint(1, 30), rng.randint(0, 5)
+        assert shadow_time(snap, head, free, list(started)) == by_sorting(snap, head, free, started), (ends, started)

@@ -95,7 +95,7 @@ def test_a_failed_first_run_writes_nothing(trace, tmp_path, monkeypatch, capsys)
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(report, "write_plots", broken)
+    monkeypatch.setattr(report, "write_marker", broken)
     with pytest.raises(OSError):
         main(["simulate", "--trace", str(trace), "--out", str(out), "-q"])
     assert "the run failed; nothing was written there" in capsys.readouterr().err

@@ -16,6 +16,7 @@ from wattsched.model.constraints import CapSchedule, CapStep, DemandResponseEven
 from wattsched.model.job import Job, RunningJob
 from wattsched.model.plan import Evict, SetNodeFreq, Start
 from wattsched.model.platform import NodePowerModel, Platform
+from wattsched.model.response import LinearResponse
 from wattsched.policies import make_policy
 from wattsched.policies.dr import (
     JobPowerModel,
@@ -83,6 +84,20 @@ def test_an_unbinding_cap_gives_each_job_its_energy_optimal_level():
     freqs = optimal_frequencies(jobs, 1e9)
     for j, f in zip(jobs, freqs, strict=True):
         assert j.energy_j(f) == pytest.approx(min(j.energy_j(g) for g in j.levels_ghz))
+
+
+def test_a_budget_that_fits_every_job_at_its_least_energy_level_needs_no_solver(monkeypatch):
+    import wattsched.policies.dr as dr
+
+    jobs = random_jobs(random.Random(5), 40)
+    own = [dr.least_energy_level(j) for j in jobs]
+    assert own == [min(j.levels_ghz, key=j.energy_j) for j in jobs]  # no ties among the packaged models
+    monkeypatch.setattr(dr, "slsqp_frequencies", lambda *a, **k: pytest.fail("the solver ran"))
+    assert optimal_frequencies(jobs, total_power_w(jobs, own)) == own
+    assert brute_force(jobs[:3], total_power_w(jobs[:3], own[:3]))[1] == tuple(own[:3])
+    # energy that does not depend on the frequency: the fastest level, not one picked by rounding noise
+    flat = JobPowerModel(9, 800.0, FREQ_LEVELS_GHZ, LinearResponse(f=1.0, floor=0.0), 1000.0)
+    assert dr.least_energy_level(flat) == 2.7
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -92,3 +92,29 @@ def test_an_interval_without_duration_is_skipped_and_the_others_kept():
     e["event_signals"][0]["intervals"][1]["duration"] = dt.timedelta(0)
     out, skipped = grid_events(e, T0.timestamp() - 60, simple_levels={1: 0.1, 2: 0.2}, load_dispatch_unit_w=1e3)
     assert [x.signal for x in out] == ["SIMPLE level 1"] and "interval 1 of SIMPLE has no duration" in skipped
+
+
+def test_events_taken_part_in_survive_a_restart_through_the_state_store(tmp_path):
+    from wattsched.config.daemon import DaemonConfig
+    from wattsched.daemon.loop import Daemon
+    from wattsched.daemon.notify import Notifier
+    from wattsched.daemon.simcluster import SimCluster
+
+    def daemon():
+        cfg = DaemonConfig(state_dir=tmp_path / "state", slurm={"backend": "sim"}, sim={"speedup": 1.0})
+        sim = SimCluster.from_config(cfg.sim)
+        return Daemon(cfg, sim, metrics=DaemonMetrics(CollectorRegistry()), notifier=Notifier(environ={}))
+
+    d = daemon()
+    now = d.backend.read_state().read_at
+    d.grid.observe(power_w=5000.0, measured_w=5000.0, idle_w=100.0)
+    e = GridEvent("openadr3", "ev9", 0, now, now + 600, now + 1800, cap_w=4000.0, signal="IMPORT_CAPACITY_LIMIT 4")
+    assert d.grid.offer([e])[0]
+    d.cycle()
+    d.store.close()
+    again = daemon()  # a restart: the VEN has not heard from the VTN yet
+    (got,) = again.grid.events(now + 60)
+    assert got.event == e and got.baseline_w == 5000.0
+    again.cycle()
+    assert [n.event.label for n in again.last_view.snapshot.dr_events] == ["openadr3:ev9 (IMPORT_CAPACITY_LIMIT 4)"]
+    again.store.close()

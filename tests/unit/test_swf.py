@@ -492,3 +492,97 @@ def test_trace_info_describes_a_workload(tmp_path):
     assert info["offered_load"] == pytest.approx((400 * 4 + 100 * 16) / (16 * 1000))
     assert info["cleaning"]["dropped"] == {"procs_missing": 1}
     assert info["notes"] == [] and info["has_power"] is False
+
+
+# ---------------------------------------------------------------- the whole-file fast path
+
+REGULAR = [
+    line(1, 0, run=10, alloc=4, req_time=100, user=3, queue=2),
+    line(2, 5, run=-1, alloc=2),  # runtime_missing
+    line(3, 5, run=50, alloc=-1, req_procs=-1),  # procs_missing
+    line(4, 7, run=20, alloc=0, req_procs=0),  # procs_nonpositive
+    line(5, 9, run=200, alloc=4, req_time=100, user=12, partition=5),  # runtime_exceeds_walltime
+    line(6, 9, run=0, alloc=64, req_time=-1),  # larger_than_machine (16 procs)
+    line(7, 11, run=0, alloc=3, req_time=0, user=3, group=7),  # walltime from runtime (1 s)
+    line(8, 30, run=35, alloc=1, req_procs=9, req_time=-1, status=0, queue=4, partition=-1),
+]
+
+
+def _fast_and_slow(path, monkeypatch, **kw):
+    fast_w, fast = jobs_of(path, **kw)
+    with monkeypatch.context() as m:
+        m.setattr(swf, "_fast_table", lambda p: None)
+        slow_w, slow = jobs_of(path, **kw)
+    return (fast_w, fast), (slow_w, slow)
+
+
+@pytest.mark.parametrize("kw", [{}, {"cores_per_node": 4, "default_walltime": 3600.0, "machine_procs": 8}])
+@pytest.mark.parametrize("variant", ["plain", "gzip", "crlf", "tabs", "comments", "no_final_newline", "decimals",
+                                     "bom", "blank_lines"])
+def test_fast_path_gives_what_the_line_reader_gives(tmp_path, monkeypatch, variant, kw):
+    lines = list(REGULAR)
+    header = HEADER
+    if variant == "tabs":
+        lines = [x.replace(" ", "\t ") for x in lines]
+    if variant == "comments":
+        lines.insert(3, "; a comment between jobs")
+        lines.insert(5, "   ;indented comment")
+    if variant == "decimals":
+        lines = [x.replace(" 100 ", " 100.0 ", 1) for x in lines] + [line(9, 31.5, run=2.25, alloc=2)]
+    if variant == "bom":
+        header = "\ufeff" + header
+    if variant == "blank_lines":
+        lines[2:2] = ["", ""]
+        lines.append("")
+    path = write(tmp_path, lines, header=header, gz=variant == "gzip")
+    if variant == "crlf":
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    if variant == "no_final_newline":
+        path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    assert swf._fast_table(str(path)) is not None, "this file should take the fast path"
+    (fast_w, fast), (slow_w, slow) = _fast_and_slow(path, monkeypatch, **kw)
+    assert fast == slow and len(fast) >= 3
+    for a, b in zip(fast, slow):
+        assert [type(v) for v in vars_of(a)] == [type(v) for v in vars_of(b)]
+    assert fast_w.report.as_dict() == slow_w.report.as_dict()
+    assert list(fast_w.report.dropped) == list(slow_w.report.dropped)  # same order in summary.json
+    assert list(fast_w.report.adjusted) == list(slow_w.report.adjusted)
+    assert fast_w.origin_unix_s == slow_w.origin_unix_s
+
+
+def vars_of(job):
+    from dataclasses import astuple
+
+    return astuple(job)
+
+
+@pytest.mark.parametrize("bad", [
+    "1 0 0 10 1 -1 -1 -1 100 -1 1 1 1 -1 -1 -1 -1",  # 17 fields
+    "1 0 0 10 1 -1 -1 -1 100 -1 1 1 1 -1 -1 -1 -1 -1 -1",  # 19 fields
+    "1 0 0 ten 1 -1 -1 -1 100 -1 1 1 1 -1 -1 -1 -1 -1",  # not a number
+    "1 0 0 nan 1 -1 -1 -1 100 -1 1 1 1 -1 -1 -1 -1 -1",  # NaN
+    "1 0 0 10 1.5 -1 -1 -1 100 -1 1 1 1 -1 -1 -1 -1 -1",  # not whole
+    "1 0 0 10 1 -1 -1 -1 100 -1 1 -7 1 -1 -1 -1 -1 -1",  # code below -1
+    "1 0 0 10 1 -1 -1 -1 1e16 -1 1 1 1 -1 -1 -1 -1 -1",  # out of range
+    "1 99 0 10 1 -1 -1 -1 100 -1 1 1 1 -1 -1 -1 -1 -1",  # goes back in time (next line submits at 50)
+    "2 0 0 10 1 -1 -1 -1 100 -1 1 1 1 -1 -1 -1 -1 -1",  # duplicate id
+    "1 0 0 10 1 -1 -1 -1 100 -1 1 1 1 -1 -1 -1 -1 -1 ; trailing comment",
+    "1 0 0 10 1 -1 -1 -1 100 -1 1 1 1 -1 -1 -1 -1 \u00a0-1",  # a non-ASCII space
+    "1 0 0 10 1 -1 -1 -1 100 -1 1 1 1 -1 -1 -1 -1\x0b-1",  # a vertical tab
+    "   ",  # a line of spaces between jobs
+])
+def test_irregular_files_go_line_by_line_with_located_errors(tmp_path, monkeypatch, bad):
+    path = write(tmp_path, [bad, "2 50 0 10 1 -1 -1 -1 100 -1 1 1 1 -1 -1 -1 -1 -1"])
+    assert swf._fast_table(str(path)) is None
+    for skip in (False, True):
+        outcomes = []
+        for fast_allowed in (True, False):
+            with monkeypatch.context() as m:
+                if not fast_allowed:
+                    m.setattr(swf, "_fast_table", lambda p: None)
+                try:
+                    w, jobs = jobs_of(path, skip_bad_lines=skip)
+                    outcomes.append(([vars_of(j) for j in jobs], w.report.as_dict()))
+                except TraceError as exc:
+                    outcomes.append(str(exc))
+        assert outcomes[0] == outcomes[1]

@@ -355,3 +355,20 @@ def test_excel_style_bom_is_tolerated(tmp_path):
     path.write_bytes("\ufeffid,submit_s,runtime_s,nodes\r\n1,0,5,2\r\n".encode())
     (job,) = read_job_table(path).jobs
     assert (job.id, job.runtime_s, job.nodes) == (1, 5.0, 2)
+
+
+@pytest.mark.parametrize("values", [
+    ["alice", "bob", "", "carol"],  # ASCII: joined and encoded once
+    ["zoë", "bob", "", "李"],  # not ASCII: one by one
+    ["alice", None, "bob"],  # a missing value
+    [1, "bob", 2.5],  # not all strings
+    [],
+])
+def test_string_columns_hold_what_they_were_given(values):
+    import numpy as np
+
+    from wattsched.workload.tables import arrow_column
+
+    expected = [None if v is None else str(v) for v in values]
+    assert arrow_column(values, "string").to_pylist() == expected
+    assert arrow_column(np.array(values, dtype=object), "string").to_pylist() == expected

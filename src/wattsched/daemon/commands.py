@@ -160,6 +160,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     # announced demand-response events as the daemon sees them (same baselines)
     baselines = dict(store.get("dr_baselines", {}) or {})
     snap.dr_events = daemon.constraints.noticed(snap.platform, view_state.read_at, baselines, snap.platform_power_w)
+    from wattsched.model.constraints import NoticedEvent
+
+    for g in daemon.grid.events(view_state.read_at):  # from a VTN, as the daemon last saved them
+        base = baselines.get(g.event.key, g.baseline_w)
+        event = g.event.to_event(base)
+        snap.dr_events.append(NoticedEvent(event, base, event.target_cap_w(base)))
     for e in snap.dr_events:
         snap.cap = snap.cap.with_limit(e.event.start_s, e.event.end_s, e.cap_w, e.event.label)
     holds = store.holds()

@@ -181,6 +181,7 @@ class Daemon:
         rule = OptRule(opt.min_notice_s, opt.max_duration_s, opt.below_idle)
         if self.grid is None:
             self.grid = GridHub(rule, self.metrics)
+            self.grid.restore(self.store.get("dr_grid_events", []) or [])
         else:  # a reload keeps the events received; the new rule decides the next ones
             self.grid.rule = rule
         self.metrics.dry_run.set(1 if config.dry_run else 0)
@@ -576,6 +577,9 @@ class Daemon:
         for key in set(baselines) - known_before:
             log.info("demand-response event %s announced: baseline %.0f W", key, baselines[key])
         grid = self.grid.events(now)
+        saved = self.grid.saved(now)
+        if saved != (self.store.get("dr_grid_events", []) or []):
+            self.store.put("dr_grid_events", saved)
         for g in grid:
             known = g.event.key in baselines
             baseline = baselines.setdefault(g.event.key, g.baseline_w)
@@ -592,9 +596,19 @@ class Daemon:
         snap.cap = cap
         snap.dr_events = events
         self._dr_events = events
-        measured = getattr(self, "_measured", None) or {}
-        self.grid.observe(power_w=snap.platform_power_w, idle_w=snap.platform.idle_power_w,
-                          measured_w=snap.platform_power_w if measured else None)
+        measured_w, _unmeasured = self._measured_platform_w(view)
+        self.grid.observe(power_w=snap.platform_power_w, idle_w=snap.platform.idle_power_w, measured_w=measured_w)
+
+    def _measured_platform_w(self, view: View) -> tuple[float | None, list[int]]:
+        """Platform power as telemetry reads it this cycle (the nodes just changed too, whose readings the policy
+        sets aside for a while), predicted power for nodes without data; None when nothing is measured. Also the
+        nodes without data."""
+        raw = getattr(self, "_raw_measured", None) or {}
+        unmeasured = [i for i, n in enumerate(view.node_names) if n not in raw]
+        if not raw or len(unmeasured) == len(view.node_names):
+            return None, unmeasured
+        watts = sum(raw[n] for n in view.node_names if n in raw)
+        return watts + (self._predicted_nodes_w(view, unmeasured) if unmeasured else 0.0), unmeasured
 
     def _verify_demand_response(self, view: View, now: float, audit: list[AuditEntry]) -> None:
         """Past an event's deadline (start + ``demand_response.deadline_s``), compare measured platform power
@@ -610,25 +624,17 @@ class Daemon:
                 g.set(0)
             return
         strictest = min(active, key=lambda e: e.cap_w)
-        # what the nodes draw as telemetry reads it (also the nodes just changed, whose readings the policy sets
-        # aside for a while), predicted power for nodes without data
-        raw = getattr(self, "_raw_measured", None) or {}
-        measured_w = sum(raw.get(n, 0.0) for n in view.node_names if n in raw)
-        unmeasured = [i for i, n in enumerate(view.node_names) if n not in raw]
-        if unmeasured:
-            measured_w += self._predicted_nodes_w(view, unmeasured)
-        measured = raw
+        measured_w, unmeasured = self._measured_platform_w(view)
         m.dr_target.set(strictest.cap_w)
         m.dr_baseline.set(strictest.baseline_w)
-        deadline = strictest.event.start_s + cfg.deadline_s
-        m.dr_deadline.set(deadline)
-        m.dr_reduction.set(strictest.baseline_w - measured_w if measured else 0.0)
+        m.dr_deadline.set(strictest.event.start_s + cfg.deadline_s)
+        m.dr_reduction.set(0.0 if measured_w is None else strictest.baseline_w - measured_w)
         missed_now = False
         for e in active:
             key = f"{e.event.label} at {e.event.start_s:.0f}"
             if now < e.event.start_s + cfg.deadline_s:
                 continue
-            if not measured:
+            if measured_w is None:
                 verdict, why = "unverified", "no measured power (telemetry.source is none or stale)"
             else:
                 coverage = f"measured on {len(view.node_names) - len(unmeasured)} of {len(view.node_names)} nodes"
@@ -653,7 +659,6 @@ class Daemon:
             else:
                 log.info("demand-response event %s %s: %s", key, verdict, why)
         m.dr_missed.set(1 if missed_now else 0)
-
 
     @staticmethod
     def _predicted_nodes_w(view: View, nodes: list[int]) -> float:

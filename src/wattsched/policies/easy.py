@@ -63,9 +63,27 @@ def shadow_time(
     """
     now = snapshot.now_s
     ends = snapshot.running_by_end()
-    if started:
-        ends = sorted([*((e, n) for e, n, _ in ends), *started])
     avail = free
+    if started:
+        # The running jobs' ends merged with this decision's starts, in (end, nodes) order, as
+        # sorted() would give them: the walk usually stops within the first few, so no full sort.
+        started = sorted(started)
+        i, m = 0, len(started)
+        for e, n, _ in ends:
+            while i < m and (started[i][0] < e or (started[i][0] == e and started[i][1] <= n)):
+                se, sn = started[i]
+                i += 1
+                avail += sn
+                if avail >= head_nodes:
+                    return (se if se > now else now), avail - head_nodes
+            avail += n
+            if avail >= head_nodes:
+                return (e if e > now else now), avail - head_nodes
+        for se, sn in started[i:]:
+            avail += sn
+            if avail >= head_nodes:
+                return (se if se > now else now), avail - head_nodes
+        return math.inf, 0
     for item in ends:
         avail += item[1]
         if avail >= head_nodes:

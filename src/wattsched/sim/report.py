@@ -395,9 +395,22 @@ def _node_caps_section(run_dir: Path, limit: int = 200) -> str:
         nodes = len({r[1] for r in rows[1:]})
         parts.append(f"<p>{len(rows) - 1:,} cap changes on {nodes:,} nodes (all in node_caps.csv; an empty cap_w "
                      "is a cap removed).</p>")
-        head = "".join(f"<th>{esc(c)}</th>" for c in rows[0])
-        body = "".join("<tr>" + "".join(f"<td class=num>{esc(c)}</td>" for c in r) + "</tr>"
+        head = "".join(f"<th>{esc(c)}</th>" for c in ("time", "node", "name", "cap"))
+        body = "".join(f"<tr><td class=num>{esc(_short(r[0], ' s'))}</td><td class=num>{esc(r[1])}</td>"
+                       f"<td>{esc(r[2])}</td><td class=num>{esc(_short(r[3], ' W') or 'none')}</td></tr>"
                        for r in rows[1:limit + 1])
         more = f"<p>{len(rows) - 1 - limit:,} more rows in node_caps.csv</p>" if len(rows) - 1 > limit else ""
         parts.append(f"<h3>First changes</h3><table><tr>{head}</tr>{body}</table>{more}")
     return "".join(parts)
+
+
+def _short(text: str, unit: str) -> str:
+    """A number of the CSV for a page: one decimal and its unit ('' stays '').
+
+    >>> _short("152.44279999999998", " W"), _short("", " W")
+    ('152.4 W', '')
+    """
+    try:
+        return f"{float(text):,.1f}{unit}"
+    except ValueError:
+        return text

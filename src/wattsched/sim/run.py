@@ -214,6 +214,21 @@ def publish_run_dir(staging: Path, out_dir: Path) -> None:
 
 def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: Workload, out_dir: Path | None,
          report: bool, progress: bool) -> RunOutcome:
+    # the plots are drawn by a worker process that imports matplotlib while the engine runs
+    plotter = None
+    if out_dir is not None:
+        from wattsched.sim.plotworker import PlotWorker
+
+        plotter = PlotWorker.start()
+    try:
+        return _run_with(config, platform, policy, cap, budgets, workload, out_dir, report, progress, plotter)
+    finally:
+        if plotter is not None:
+            plotter.close()
+
+
+def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workload: Workload,
+              out_dir: Path | None, report: bool, progress: bool, plotter) -> RunOutcome:
     from wattsched.config.platform import response_classes_of
     from wattsched.policies import make_policy
     from wattsched.sim.engine import Engine, EngineOptions
@@ -301,9 +316,13 @@ def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: 
                                  bsld_definition=bsld_definition)
         summary.update(baseline_comparison(summary, base_summary, config.baseline))
     if out_dir is not None:
-        from wattsched.sim.report import write_html_report, write_marker, write_run
+        from wattsched.sim.report import PLOTS, write_html_report, write_marker, write_plots, write_run
 
-        rows = write_run(result, out_dir, summary, plots=True, marker=False)
+        bsld_s = summary.get("bsld_threshold_s") or 10.0
+        bsld_def = summary.get("bsld_definition") or "standard"
+        if plotter is not None:
+            plotter.send(result, out_dir, bsld_s, bsld_def)  # drawn while the tables are written
+        rows = write_run(result, out_dir, summary, plots=plotter is None, marker=False)
         if tape is not None:
             from wattsched.workload.tables import write_job_table
 
@@ -316,6 +335,14 @@ def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: 
             from wattsched.sim.nodecaps import write_node_cap_outputs
 
             write_node_cap_outputs(out_dir, engine.control_log, result.timeline, [n.name for n in platform.nodes])
+        if plotter is not None:
+            problem = plotter.wait()
+            if problem is None and not all((out_dir / p).exists() for p in PLOTS):
+                problem = "the plot worker ended without drawing every plot"
+            if problem is not None:
+                # drawn here instead, so that an error of the plotting code itself fails the run as itself
+                print(f"wattsched: warning: {problem}; drawing the plots in this process", file=sys.stderr)
+                write_plots(result, out_dir, bsld_s, bsld_def)
         if report:
             write_html_report(out_dir, result, summary)
         write_marker(out_dir, rows)

@@ -106,6 +106,7 @@ sorted (stably) and a note says so; duplicate ids are an error.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import io
@@ -745,28 +746,14 @@ _GZIP_LEVEL = 1
 
 def job_columns(jobs: Iterable[TraceJob]) -> dict[str, list]:
     """The :data:`COLUMNS` of ``jobs`` as lists (``None`` where a job has no power), in order."""
+    from operator import attrgetter
+
     jobs = jobs if isinstance(jobs, list) else list(jobs)
-    return {
-        "id": [j.id for j in jobs],
-        "submit_s": [j.submit_s for j in jobs],
-        "runtime_s": [j.runtime_s for j in jobs],
-        "walltime_s": [j.walltime_s for j in jobs],
-        "procs": [j.procs for j in jobs],
-        "nodes": [j.nodes for j in jobs],
-        "user": [j.user for j in jobs],
-        "group": [j.group for j in jobs],
-        "partition": [j.partition for j in jobs],
-        "status": [j.status for j in jobs],
-        "app_class": [j.app_class for j in jobs],
-        "gpus_per_node": [j.gpus_per_node for j in jobs],
-        "min_nodes": [j.min_nodes for j in jobs],
-        "max_nodes": [j.max_nodes for j in jobs],
-        "malleable": [bool(j.malleable) for j in jobs],
-        "mean_w": [j.mean_w for j in jobs],
-        "max_w": [j.max_w for j in jobs],
-        "std_w": [j.std_w for j in jobs],
-        "power_series": [format_power_series(j.power_series) or None if j.power_series else None for j in jobs],
-    }
+    # map(attrgetter) runs in C: about twice as fast as a comprehension per column
+    cols = {name: list(map(attrgetter(name), jobs)) for name in COLUMNS if name not in ("malleable", "power_series")}
+    cols["malleable"] = [bool(j.malleable) for j in jobs]
+    cols["power_series"] = [format_power_series(j.power_series) or None if j.power_series else None for j in jobs]
+    return {name: cols[name] for name in COLUMNS}
 
 
 def arrow_column(values, kind: str, *, nulls: bool = True):
@@ -781,14 +768,24 @@ def arrow_column(values, kind: str, *, nulls: bool = True):
 
     n = len(values)
     validity = None
-    if nulls and n and kind != "bool_":
-        missing = np.fromiter((v is None for v in values), dtype=bool, count=n)
-        if missing.any():
+    if nulls and n and kind != "bool_" and not (isinstance(values, np.ndarray) and values.dtype != object):
+        if any(v is None for v in values) if isinstance(values, np.ndarray) else None in values:
+            missing = np.fromiter((v is None for v in values), dtype=bool, count=n)
             validity = pa.py_buffer(np.packbits(~missing, bitorder="little"))
     if kind == "string":
         items = values.tolist() if isinstance(values, np.ndarray) else values
-        encoded = [b"" if v is None else (v if isinstance(v, str) else str(v)).encode("utf-8") for v in items]
         offsets = np.zeros(n + 1, dtype=np.int64)
+        joined = None
+        if validity is None and all(type(v) is str for v in items[:1]):
+            with contextlib.suppress(TypeError):  # not all strings: encoded one by one below
+                joined = "".join(items)
+        if joined is not None and joined.isascii():
+            # ASCII: a string's length is its length in bytes, so no per-string encoding is needed
+            data = joined.encode("ascii")
+            np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=n), out=offsets[1:])
+            typ, width = (pa.string(), np.int32) if offsets[-1] < 2**31 - 1 else (pa.large_string(), np.int64)
+            return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets.astype(width)), pa.py_buffer(data)])
+        encoded = [b"" if v is None else (v if isinstance(v, str) else str(v)).encode("utf-8") for v in items]
         np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=n), out=offsets[1:])
         typ, width = (pa.string(), np.int32) if offsets[-1] < 2**31 - 1 else (pa.large_string(), np.int64)
         buffers = [validity, pa.py_buffer(offsets.astype(width)), pa.py_buffer(b"".join(encoded))]

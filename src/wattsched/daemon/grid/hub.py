@@ -84,6 +84,23 @@ class GridHub:
                 del self._events[key]
             return [e for e in self._events.values() if e.opted_in and e.event.end_s > now_s]
 
+    def restore(self, saved: list[dict]) -> None:
+        """Events taken part in before a restart (as :meth:`saved` wrote them), until the VEN hears of them again."""
+        with self._lock:
+            for d in saved:
+                try:
+                    e = GridEvent(**d["event"])
+                except (KeyError, TypeError, ValueError):
+                    continue
+                self._events.setdefault(e.key, HubEvent(e, float(d.get("baseline_w", 0.0)), True,
+                                                        "taken part in before a restart"))
+
+    def saved(self, now_s: float) -> list[dict]:
+        """The events taken part in and not over, for the state store."""
+        from dataclasses import asdict
+
+        return [{"event": asdict(e.event), "baseline_w": e.baseline_w} for e in self.events(now_s)]
+
     def drain(self) -> list[GridNote]:
         with self._lock:
             notes, self._notes = self._notes, []

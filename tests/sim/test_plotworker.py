@@ -1,0 +1,149 @@
+"""The plot worker: a fresh process that draws a run's plots, reports its failures and dies with its parent."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from wattsched.cli import main
+from wattsched.sim.plotworker import PlotWorker
+from wattsched.sim.report import PLOTS, load_run, write_plots
+
+SWF = """; MaxProcs: 8
+1 100 0 50 4 -1 -1 4 60 -1 1 1 1 -1 1 -1 -1 -1
+2 110 0 30 8 -1 -1 8 40 -1 1 2 1 -1 1 -1 -1 -1
+3 120 0 10 2 -1 -1 2 20 -1 1 1 1 -1 1 -1 -1 -1
+4 130 0 100 2 -1 -1 2 50 -1 1 3 1 -1 1 -1 -1 -1
+"""
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    trace = tmp_path / "tiny.swf"
+    trace.write_text(SWF)
+    out = tmp_path / "run"
+    assert main(["simulate", "--trace", str(trace), "--out", str(out), "-q", "--seed", "1"]) == 0
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead too (its parent has not reaped it yet)
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(") ", 1)[1].startswith("Z"))
+
+
+def _wait_dead(pid: int, timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+def test_simulate_plots_match_plots_drawn_in_process(run_dir, tmp_path):
+    run, summary = load_run(run_dir)
+    here = tmp_path / "here"
+    here.mkdir()
+    write_plots(run, here, summary.get("bsld_threshold_s") or 10.0)
+    for name in PLOTS:
+        assert (run_dir / name).read_bytes() == (here / name).read_bytes(), name
+
+
+def test_worker_draws_what_it_is_sent(run_dir, tmp_path):
+    run, _ = load_run(run_dir)
+    run.platform = range(run.info["nodes"])  # len() of it is what the worker is told
+    out = tmp_path / "drawn"
+    out.mkdir()
+    worker = PlotWorker.start()
+    try:
+        worker.send(run, out, 10.0)
+        assert worker.wait() is None
+    finally:
+        worker.close()
+    for name in PLOTS:
+        assert (out / name).read_bytes() == (run_dir / name).read_bytes(), name
+
+
+def test_a_failed_worker_says_why(run_dir, tmp_path):
+    run, _ = load_run(run_dir)
+    run.platform = range(run.info["nodes"])
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    worker = PlotWorker.start()
+    try:
+        worker.send(run, blocker / "run", 10.0)  # a file where the directory should be
+        problem = worker.wait()
+    finally:
+        worker.close()
+    assert problem is not None and problem.startswith("the plot worker failed: ")
+    assert "blocker" in problem and "Traceback" not in problem
+
+
+def test_a_worker_killed_mid_run_is_reported_and_the_plots_drawn_anyway(run_dir, tmp_path, monkeypatch, capsys):
+    trace = tmp_path / "tiny.swf"
+    out = tmp_path / "again"
+    from wattsched.sim import plotworker
+
+    started = []
+    real_start = plotworker.PlotWorker.start.__func__
+
+    def start_then_kill(cls):
+        worker = real_start(cls)
+        started.append(worker)
+        worker.proc.send_signal(signal.SIGKILL)
+        worker.proc.wait()
+        return worker
+
+    monkeypatch.setattr(plotworker.PlotWorker, "start", classmethod(start_then_kill))
+    assert main(["simulate", "--trace", str(trace), "--out", str(out), "-q", "--seed", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: the plot worker failed: killed by signal 9; drawing the plots in this process" in err
+    for name in PLOTS:
+        assert (out / name).read_bytes() == (run_dir / name).read_bytes(), name
+    load_run(out)
+
+
+def test_worker_without_a_request_exits_quietly():
+    worker = PlotWorker.start()
+    worker.proc.stdin.close()  # the parent gave up before the result was known
+    assert worker.proc.wait(timeout=60) == 0
+    assert worker.proc.stderr.read() == b""
+    worker.close()
+
+
+def test_close_ends_a_running_worker():
+    worker = PlotWorker.start()
+    pid = worker.proc.pid
+    worker.close()
+    assert not _alive(pid)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_worker_dies_with_a_killed_parent(tmp_path):
+    # the parent starts a worker, prints its pid and is then killed outright (no cleanup runs)
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\n"
+         "from wattsched.sim.plotworker import PlotWorker\n"
+         "w = PlotWorker.start(); print(w.proc.pid, flush=True); time.sleep(600)\n"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        pid = int(parent.stdout.readline())
+        assert _alive(pid)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=30)
+        assert _wait_dead(pid), "the plot worker outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
