@@ -170,6 +170,14 @@ def rows(db: Path, sql: str, args: tuple = ()) -> list[tuple]:
         con.close()
 
 
+def cycle_no(db: Path) -> int:
+    """The daemon's last cycle number, from its state store (0 before the first)."""
+    import json
+
+    found = rows(db, "SELECT value FROM kv WHERE key='cycle'")
+    return int(json.loads(found[0][0])) if found else 0
+
+
 def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.25):
     deadline = time.monotonic() + timeout_s
     while True:

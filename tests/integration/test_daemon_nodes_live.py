@@ -19,7 +19,7 @@ import pytest
 
 from wattsched.agent.sysfs import Sysfs
 
-from .conftest import cap_w, freq_hz, rows, wait_for
+from .conftest import cap_w, cycle_no, freq_hz, rows, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -31,11 +31,6 @@ from nodepolicy import install_entry_point  # noqa: E402
 def policy_state(db: Path) -> dict:
     found = rows(db, "SELECT value FROM kv WHERE key='policy_state'")
     return json.loads(found[0][0])["state"] if found else {}
-
-
-def cycle_no(db: Path) -> int:
-    found = rows(db, "SELECT value FROM kv WHERE key='cycle'")
-    return int(json.loads(found[0][0])) if found else 0
 
 
 @pytest.fixture

@@ -38,3 +38,43 @@ def test_dynshare_shares_from_the_caps_it_set_not_from_what_the_nodes_report():
     caps = {a.node: a.cap_w for a in make_policy("dynshare", {"headroom_w": 10.0}).decide(snap).actions
             if type(a) is SetNodeCap}
     assert caps == {0: 130.0, 1: 300.0, 2: 110.0, 3: 110.0}
+
+
+def test_dynshare_does_not_set_a_donors_cap_again_for_a_draw_that_moved_less_than_half_the_headroom():
+    from dataclasses import replace
+
+    snap = _live(450.0)
+    # node 0's light job drew 120 W (cap 130 W), node 1's heavy job is at its 300 W maximum, 2 and 3 idle
+    snap.desired_node_cap_w = {0: 130.0, 1: 300.0, 2: 110.0, 3: 110.0}
+    policy = make_policy("dynshare", {"headroom_w": 10.0})
+
+    def measured(light_w: float):
+        snap.running = {1: replace(snap.running[1], power_w=light_w), 2: replace(snap.running[2], power_w=300.0)}
+        return {a.node: a.cap_w for a in policy.decide(snap).actions if type(a) is SetNodeCap}
+
+    for light_w in (120.0, 116.0, 124.5):  # measurement noise
+        assert measured(light_w) == {}, light_w
+    # a real change: its draw 8 W down gives 8 W back (to node 1, already at its maximum)
+    assert measured(112.0) == {0: 122.0}
+    snap.desired_node_cap_w = {0: 122.0, 1: 300.0, 2: 110.0, 3: 110.0}
+    assert measured(116.0) == {}
+    # at its cap, it is a taker again: with node 1 it shares 800 - 2 x 110 - 122 - 300 = 158 W, 79 W each
+    assert measured(130.0) == {0: 201.0}
+
+
+def test_dynshare_keeps_the_cap_of_a_node_whose_power_does_not_show_its_last_change_yet():
+    from dataclasses import replace
+
+    snap = _live(450.0)
+    # node 1's cap was just raised to 300 W; until its reading settles its job's power is the prediction (300 W)
+    snap.desired_node_cap_w = {0: 130.0, 1: 300.0, 2: 110.0, 3: 110.0}
+    snap.running = {1: replace(snap.running[1], power_w=120.0), 2: replace(snap.running[2], power_w=200.0)}
+    policy = make_policy("dynshare", {"headroom_w": 10.0})
+    # read as it is (200 W under a 300 W cap) node 1 would be cut back to 210 W
+    assert {a.node: a.cap_w for a in policy.decide(snap).actions if type(a) is SetNodeCap} == {1: 210.0}
+    snap.unsettled_nodes = frozenset({1})
+    assert policy.decide(snap).actions == []
+    # a lower budget: an unsettled node gives its part too
+    snap.cap = CapSchedule.constant(500.0)
+    caps = {a.node: a.cap_w for a in policy.decide(snap).actions if type(a) is SetNodeCap}
+    assert caps == {1: 150.0} and 130.0 + 150.0 + 2 * 110.0 == 500.0

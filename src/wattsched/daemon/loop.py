@@ -255,6 +255,7 @@ class Daemon:
             default_class=cfg.job_class,
         )
         self._measured = measured
+        view.snapshot.unsettled_nodes = frozenset(i for i, n in enumerate(view.node_names) if n in self._changed_at)
         c = view.classified
         audit: list[AuditEntry] = []
         now = state.read_at

@@ -64,6 +64,11 @@ class Snapshot:
     dr_events
         Demand-response events noticed so far and not yet over, with the cap
         each resolved to at its notice time.
+    unsettled_nodes
+        Nodes whose measured power does not show yet a change made to them
+        (live: a cap, a frequency or an eviction less than
+        ``telemetry.settle_s`` ago); the power of their running jobs is the
+        predicted one meanwhile. Empty in replay, where power is exact.
     node_cap_w, node_freq_hz
         Observed power cap and frequency limit per node index (nodes absent
         have none): what is in force now.
@@ -123,6 +128,7 @@ class Snapshot:
     platform_power_w: float = 0.0
     epoch: int = 0
     estimator: Callable[[Job], PowerEstimate] | None = None
+    unsettled_nodes: frozenset[int] = frozenset()
     node_cap_w: Mapping[int, float] = field(default_factory=dict)
     node_freq_hz: Mapping[int, float] = field(default_factory=dict)
     desired_node_cap_w: Mapping[int, float] = field(default_factory=dict)

@@ -128,6 +128,14 @@ def shared_node_caps(snapshot: Snapshot, starting: set[int], headroom_w: float,
                      tolerance: float) -> dict[int, float | None]:
     """DynShare's node caps: nodes below their cap keep their draw plus ``headroom_w``; nodes at it share the rest.
 
+    A node whose measured power does not show its last change yet
+    (``snapshot.unsettled_nodes``) keeps its cap: its draw is a prediction
+    until then, and acting on it would undo the change it has not shown. A
+    node below its cap keeps the cap it has while that is within
+    ``headroom_w / 2`` of its draw plus ``headroom_w``: measured power moves a
+    little from one decision to the next (live), and a cap is not set again
+    for that.
+
     A node's draw is its running job's measured power per node, else its idle
     power. A node's allocation is the cap the plans so far gave it
     (``desired_node_cap_w``); nodes without one get the even split
@@ -152,14 +160,24 @@ def shared_node_caps(snapshot: Snapshot, starting: set[int], headroom_w: float,
             draw[n] = per_node
     out: dict[int, float] = {}
     takers = []
+    held = []  # measured power does not show their last change yet: judged next time
     for i, node in enumerate(nodes):
         c = current[i] if current[i] is not None else even[i]
-        if i not in starting and draw[i] < c * (1 - tolerance):
-            out[i] = min(node.power.cap_max_w, max(node.power.cap_min_w, draw[i] + headroom_w))
+        if i in snapshot.unsettled_nodes and i not in starting:
+            held.append((i, c))
+        elif i not in starting and draw[i] < c * (1 - tolerance):
+            if current[i] is not None and abs(current[i] - (draw[i] + headroom_w)) <= headroom_w / 2:
+                out[i] = current[i]  # its draw moved by less than half the headroom: keep the cap it has
+            else:
+                out[i] = min(node.power.cap_max_w, max(node.power.cap_min_w, draw[i] + headroom_w))
         else:
             takers.append((i, c))
+    left = cap - sum(out.values()) - sum(c for _, c in takers) - sum(c for _, c in held)
+    if left < 0:  # overdrawn (a lower budget): the held nodes give their part too
+        takers += held
+    else:
+        out.update(held)
     if takers:
-        left = cap - sum(out.values()) - sum(c for _, c in takers)
         share = left / len(takers)
         for i, c in takers:
             pm = nodes[i].power
