@@ -6,6 +6,9 @@ Usage: python benchmarks/daemon_cycle.py [--pending 10000] [--nodes 1000] [--run
 ``dec`` with a wall-clock solver limit on 2,000 pending jobs and 64 nodes:
 ``--policy dec --pending 2000 --nodes 64 --running 32 --cap-w 60%
 --param wall_clock=true --param time_limit_s=1 --param max_time_limit_s=1 --target-s 2``.
+For ``dec`` the solver's rolling horizon K (``horizon_jobs``) and its time
+limit are printed, and every cycle says whether the solver hit its limit
+(the policy's own log line, as the daemon logs it).
 
 The Slurm outputs are generated from the job and node records captured on the
 test cluster (tests/fixtures/slurm/v0.0.38-live), scaled up: every pending job
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import logging
 import statistics
 import tempfile
 import time
@@ -81,6 +85,17 @@ class CannedSlurm(SlurmCLI):
         return ""
 
 
+class PolicyLog(logging.Handler):
+    """The policies' log messages of one cycle (``dec`` says there when its solver hit its limit)."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pending", type=int, default=10_000)
@@ -112,18 +127,28 @@ def main() -> int:
                               **extra)
         backend = CannedSlurm(squeue, sinfo)
         daemon = Daemon(config, backend)
-        times, reports = [], []
+        policy_log = PolicyLog()
+        logging.getLogger("wattsched.policies").addHandler(policy_log)
+        logging.getLogger("wattsched.policies").setLevel(logging.INFO)
+        if hasattr(daemon.policy.params, "horizon_jobs"):
+            p = daemon.policy.params
+            print(f"{args.policy}: rolling horizon K = {p.horizon_jobs} jobs in the CP model, solver limit "
+                  f"{p.time_limit_s:g} s doubling up to {p.max_time_limit_s:g} s "
+                  f"({'wall-clock' if p.wall_clock else 'deterministic'} time)")
+        times, reports, notes = [], [], []
         for _ in range(args.cycles):
+            policy_log.messages.clear()
             t0 = time.perf_counter()
             reports.append(daemon.cycle())
             times.append(time.perf_counter() - t0)
+            notes.append("; ".join(policy_log.messages))
         daemon.store.close()
     first = reports[0]
     print(f"policy {args.policy}: {first.pending:,} queued, {first.running:,} running; the first cycle started "
           f"{len(first.started)} jobs ({backend.actions} Slurm actions over {args.cycles} cycles)")
-    print("cycle  seconds")
-    for i, t in enumerate(times, 1):
-        print(f"{i:>5}  {t:7.3f}")
+    print("cycle  seconds  policy log")
+    for i, (t, note) in enumerate(zip(times, notes, strict=True), 1):
+        print(f"{i:>5}  {t:7.3f}  {note or '-'}")
     med = statistics.median(times)
     worst = max(times)
     target = args.target_s

@@ -73,7 +73,14 @@ def _add_sim_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--time-limit", type=finite_float(), metavar="S", dest="time_limit_s",
                    help="stop the simulation at S seconds")
     g.add_argument("--bsld-threshold", type=finite_float(), metavar="S", dest="bsld_threshold_s",
-                   help="bounded slowdown threshold in seconds (default 10)")
+                   help="bounded slowdown threshold in seconds (default 300 for Borghesi's policies, else 10)")
+    g.add_argument("--bsld-definition", choices=("standard", "borghesi2018"),
+                   help="bounded slowdown of the summary: standard, or Eq. 3 of Borghesi et al. 2018 (slowed run "
+                   "time over nominal; default for ls, dec, bf, dvfs, simple, dynshare, dec+rapl)")
+    g.add_argument("--response", metavar="mixed|cpi|F|classes",
+                   help="how capped jobs slow down (Borghesi 2018 §5.1.1): F drawn per application class (mixed), "
+                   "Eq. 4 (cpi), one factor F in [0, 1], or the platform's class models (default; or the policy's "
+                   "`--param response=`)")
     g.add_argument("--max-nodes", type=_positive_int, metavar="N",
                    help="sanity limit on the machine size in nodes (default 200000)")
     g.add_argument("--max-ticks", type=_positive_int, metavar="N",
@@ -104,6 +111,8 @@ def _sim_config(args: argparse.Namespace):
         "tick_s": args.tick_s,
         "time_limit_s": args.time_limit_s,
         "bsld_threshold_s": args.bsld_threshold_s,
+        "bsld_definition": getattr(args, "bsld_definition", None),
+        "response": getattr(args, "response", None),
         "predictor": args.predictor,
         "baseline": args.baseline,
         "max_nodes": args.max_nodes,
@@ -272,21 +281,30 @@ def cmd_traces_info(args: argparse.Namespace) -> int:
 
 
 def cmd_traces_synth(args: argparse.Namespace) -> int:
-    from wattsched.workload.synthetic import DurationDist, NodesDist, UsersDist, generate
+    from wattsched.workload.synthetic import DurationDist, NodesDist, UsersDist, generate, preset
     from wattsched.workload.tables import write_job_table
 
-    workload = generate(
-        args.jobs,
-        window_s=args.window,
-        arrival=args.arrival,
-        seed=args.seed,
-        max_nodes=args.max_nodes,
-        nodes_dist=NodesDist(max_nodes=args.max_nodes),
-        duration_dist=DurationDist(median_s=args.median_runtime),
-        users=UsersDist(n_users=args.users),
-    )
+    kw = preset(args.preset) if args.preset else {}
+    if args.max_nodes is not None:
+        kw["max_nodes"] = args.max_nodes
+        kw["nodes_dist"] = kw.get("nodes_dist", NodesDist()).model_copy(update={"max_nodes": args.max_nodes})
+    kw.setdefault("max_nodes", 64)
+    kw.setdefault("nodes_dist", NodesDist(max_nodes=kw["max_nodes"]))
+    if args.median_runtime is not None or "duration_dist" not in kw:
+        kw["duration_dist"] = kw.get("duration_dist", DurationDist()).model_copy(
+            update={"median_s": args.median_runtime or 900.0})
+    if not 0.0 <= args.hot_start <= 1.0:
+        raise OptionError("--hot-start", f"a share of the nodes in [0, 1], got {args.hot_start:g}; e.g. 0.7")
+    workload = generate(args.jobs, window_s=args.window, arrival=args.arrival, seed=args.seed,
+                        users=UsersDist(n_users=args.users), hot_start=args.hot_start, **kw)
     n = write_job_table(workload.jobs, args.out)
-    print(f"wrote {n} jobs ({args.arrival} arrivals over {args.window:g} s, seed {args.seed}) to {args.out}")
+    hot = f", hot start {args.hot_start:g}" if args.hot_start else ""
+    print(f"wrote {n} jobs ({args.arrival} arrivals over {args.window:g} s{hot}, seed {args.seed}) to {args.out}")
+    if "queues" in kw:
+        import json
+
+        ewt = json.dumps(kw["queues"].ewt_param()).replace('"', "")
+        print(f"queues' expected waits for ls/dec: --param 'queue_ewt_s={ewt}'; machine: --platform eurora")
     return 0
 
 
@@ -345,6 +363,14 @@ def cmd_check_config(args: argparse.Namespace) -> int:
                            name_source=key_locator(config, "predictor")())
         if config.slurm.backend == "sim":
             _check_daemon_sim(config, locate)
+        if config.demand_response.openadr2 is not None:
+            import importlib.util
+
+            if importlib.util.find_spec("openleadr") is None:
+                from wattsched.errors import ConfigError
+
+                raise ConfigError(locate(config, ("demand_response", "openadr2"),
+                                         "needs openleadr: pip install 'wattsched[openadr]'"))
         mode = "dry-run" if config.dry_run else f"gate {config.gate}"
         print(f"{args.file}: valid {kind} config ({config.policy}, {config.slurm.backend} backend, {mode})")
         return 0
@@ -477,13 +503,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="arrival window in seconds (default 900)")
     t.add_argument("--arrival", choices=["uniform", "left-skewed", "burst"], default="uniform",
                    help="arrival pattern (default uniform)")
-    t.add_argument("--max-nodes", type=_positive_int, default=64, metavar="N", help="largest job in nodes (default 64)")
-    t.add_argument("--median-runtime", type=finite_float(), default=900.0, metavar="S",
+    t.add_argument("--preset", choices=["borghesi2018"],
+                   help="the instances of Borghesi et al. 2018 §5: Eurora's 64 nodes, jobs of 1-8 nodes, queues "
+                   "with expected waits, application classes (see docs/simulator.md)")
+    t.add_argument("--max-nodes", type=_positive_int, metavar="N",
+                   help="machine size and largest job in nodes (default 64)")
+    t.add_argument("--median-runtime", type=finite_float(), metavar="S",
                    help="median run time in seconds (lognormal; default 900)")
+    t.add_argument("--hot-start", type=finite_float(), default=0.0, metavar="F",
+                   help="share of the nodes busy at t=0 with jobs already running (0-1; the paper's HS, e.g. 0.7)")
     t.add_argument("--users", type=_positive_int, default=20, metavar="N",
                    help="number of users (Zipf-like; default 20)")
     t.add_argument("--seed", type=seed, default=0, help="seed (default 0)")
-    t.add_argument("--out", required=True, metavar="FILE", help="job table to write (.csv, .csv.gz, .parquet)")
+    t.add_argument("-o", "--out", required=True, metavar="FILE", help="job table to write (.csv, .csv.gz, .parquet)")
     t.set_defaults(func=cmd_traces_synth)
     t = tsub.add_parser("augment", help="add seeded per-job power to a trace and write a job table",
                         description="Give every job of a trace without power a per-node mean, max and std power "

@@ -10,14 +10,17 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
+from wattsched.agent.sysfs import Sysfs
 from wattsched.daemon.slurm.parse import parse_nodes_json, parse_squeue_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,6 +130,44 @@ class Cluster:
                 self.run("scontrol", "update", f"nodename={name}", "state=resume", check=False)
         wait_for(lambda: self.power_up_all() and not self.active() and all(
             n.state == "IDLE" and not n.flags for n in self.node_states().values()), 120, "cluster idle", interval_s=1)
+
+
+def cap_w(cluster, node: str) -> float:
+    """The node's RAPL long-term limit, summed over its packages, as its fake sysfs holds it."""
+    s = Sysfs(cluster.sysfs / node)
+    return sum(s.power_limit_w(p) for p in s.packages())
+
+
+def freq_hz(cluster, node: str) -> float:
+    """The node's frequency ceiling (scaling_max_freq) as its fake sysfs holds it."""
+    return Sysfs(cluster.sysfs / node).scaling_max_freq_hz()
+
+
+def agent_metrics(cluster, node: str) -> dict[str, float]:
+    """The node agent's ``/metrics`` (served in the node's namespace), by sample name summed over labels."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(f"http://{cluster.address(node)}:9818/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[sample.name] = out.get(sample.name, 0.0) + sample.value
+    return out
+
+
+def rows(db: Path, sql: str, args: tuple = ()) -> list[tuple]:
+    """Rows of the daemon's state store; none while the daemon has not created it (or its tables)."""
+    if not db.exists():
+        return []
+    con = sqlite3.connect(db)
+    try:
+        return list(con.execute(sql, args))
+    except sqlite3.OperationalError:  # the daemon has not created its tables yet
+        return []
+    finally:
+        con.close()
 
 
 def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.25):
@@ -249,3 +290,32 @@ def daemon(tmp_path):
     yield start
     for d in started:
         d.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def agent_daemon(cluster, daemon_config, daemon):
+    """Start the daemon with a policy and the agent actuator (munge-signed commands to the nodes' agents).
+
+    Returns ``start(policy, params, env=None, **config)``. Afterwards the daemons
+    are stopped and every node gets back the cap and frequency it had.
+    """
+    before = {n: (cap_w(cluster, n), freq_hz(cluster, n)) for n in cluster.nodes}
+    started = []
+
+    def start(policy: str, params: dict, env: dict | None = None, **config) -> DaemonProcess:
+        config.setdefault("telemetry", {"agent_url": "http://{address}:9818"})
+        path = daemon_config(policy=policy, params=params, gate="daemon",
+                             actuator={"kind": "agent", "munge_socket": str(cluster.munge_socket), "timeout_s": 10},
+                             **config)
+        d = daemon(path, env=env)
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        d.stop(signal.SIGKILL)
+    for node, (cap, freq) in before.items():
+        s = Sysfs(cluster.sysfs / node)
+        for p in s.packages():
+            s.set_power_limit_w(p, cap / len(s.packages()))
+        s.set_max_freq_hz(freq)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import sys
 import threading
 import time
@@ -20,34 +19,13 @@ import pytest
 
 from wattsched.agent.sysfs import Sysfs
 
-from .conftest import wait_for
+from .conftest import cap_w, freq_hz, rows, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
 from nodepolicy import install_entry_point  # noqa: E402
-
-
-def cap_w(cluster, node: str) -> float:
-    s = Sysfs(cluster.sysfs / node)
-    return sum(s.power_limit_w(p) for p in s.packages())
-
-
-def freq_hz(cluster, node: str) -> float:
-    return Sysfs(cluster.sysfs / node).scaling_max_freq_hz()
-
-
-def rows(db: Path, sql: str, args: tuple = ()) -> list[tuple]:
-    if not db.exists():
-        return []
-    con = sqlite3.connect(db)
-    try:
-        return list(con.execute(sql, args))
-    except sqlite3.OperationalError:  # the daemon has not created its tables yet
-        return []
-    finally:
-        con.close()
 
 
 def policy_state(db: Path) -> dict:
@@ -61,29 +39,15 @@ def cycle_no(db: Path) -> int:
 
 
 @pytest.fixture
-def node_daemon(cluster, daemon_config, daemon, tmp_path):
+def node_daemon(agent_daemon, tmp_path):
     """Start the daemon with the node-setting policy and the agent actuator; restores the nodes afterwards."""
     site = install_entry_point(tmp_path / "site")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(site)])}
-    before = {n: (cap_w(cluster, n), freq_hz(cluster, n)) for n in cluster.nodes}
-    started = []
 
     def start(params: dict, extra_env: dict | None = None, **config):
-        path = daemon_config(policy="node-setting", params=params, gate="daemon",
-                             actuator={"kind": "agent", "munge_socket": str(cluster.munge_socket), "timeout_s": 10},
-                             telemetry={"agent_url": "http://{address}:9818"}, **config)
-        d = daemon(path, env={**env, **(extra_env or {})})
-        started.append(d)
-        return d
+        return agent_daemon("node-setting", params, env={**env, **(extra_env or {})}, **config)
 
-    yield start
-    for d in started:
-        d.stop(signal.SIGKILL)
-    for node, (cap, freq) in before.items():
-        s = Sysfs(cluster.sysfs / node)
-        for p in s.packages():
-            s.set_power_limit_w(p, cap / len(s.packages()))
-        s.set_max_freq_hz(freq)
+    return start
 
 
 def test_policy_sees_next_cycle_the_caps_and_frequencies_it_set_as_read_through_the_agents(

@@ -54,3 +54,18 @@ def test_a_power_profile_gives_jobs_fluctuating_power_and_keeps_the_seed():
         values = [p for _, p in j.power_series]
         assert j.max_w == pytest.approx(max(values))
     assert "profile_step_s" not in base.as_dict() and prof.as_dict()["profile_step_s"] == 600.0
+
+
+def test_runs_on_a_platform_with_application_models_give_jobs_those_applications():
+    from collections import Counter
+
+    from wattsched.sweep.execute import _platform, _whole_trace
+
+    spec = {"trace": str(KTH), "sim": {"platform": "ahmed2017", "seed": 3}}
+    jobs = _whole_trace(spec, _platform(spec["sim"]))
+    classes = Counter(j.app_class for j in jobs)
+    assert set(classes) == {"qe", "gadget", "seissol", "walberla"}, classes
+    assert min(classes.values()) > len(jobs) / 8  # about equal shares
+    # a platform without them keeps the augmentation's own classes
+    spec = {"trace": str(KTH), "sim": {"procs": 100, "seed": 3}}
+    assert {j.app_class for j in _whole_trace(spec, _platform(spec["sim"]))} <= {"cpu", "memory", "mixed"}

@@ -308,3 +308,23 @@ def test_energy_meter_across_a_counter_wrap(tmp_path):
     advance_energy(root, 0, 50)
     now[0] = 103.0
     assert meter.sample() == pytest.approx(50.0)
+
+
+def test_a_read_waits_for_a_writer_descheduled_between_truncate_and_write(sysfs):
+    import threading
+    import time
+
+    pkg = sysfs.packages()[0]
+    path = pkg.path / f"constraint_{sysfs.constraint(pkg)}_power_limit_uw"
+    path.write_text("")  # truncated, as by a writer that a loaded machine has not run again yet for 20 ms
+    writer = threading.Timer(0.02, lambda: path.write_text("150000000\n"))
+    writer.start()
+    try:
+        assert sysfs.power_limit_w(pkg) == 150.0
+    finally:
+        writer.join()
+    path.write_text("")  # never written: an error naming the file, after a bounded wait
+    t0 = time.monotonic()
+    with pytest.raises(SysfsError, match=r"constraint_0_power_limit_uw: empty file"):
+        sysfs.power_limit_w(pkg)
+    assert time.monotonic() - t0 < 1.0

@@ -50,7 +50,9 @@ def test_minimal_config_and_defaults(tmp_path):
     assert c.trace == tmp_path / "t.swf"  # relative to the config file
     assert (c.procs, c.cores_per_node, c.platform) == (64, 1, None)
     assert c.policy == "easy" and c.params == {} and c.seed == 0
-    assert c.kill_at_walltime is True and c.default_walltime == "runtime" and c.bsld_threshold_s == 10
+    assert c.kill_at_walltime is True and c.default_walltime == "runtime"
+    # the bounded slowdown is the policy's default: standard at 10 s for easy
+    assert c.bsld_threshold_s is None and c.bsld_definition is None and c.response is None
     assert c.skip_bad_lines is False and c.augment == {} and c.tick_s is None and c.time_limit_s is None
     assert c.build_cap_schedule().is_uncapped and c.build_energy_budgets() == []
     assert c.source.endswith("sim.yaml")
@@ -324,7 +326,8 @@ def test_cli_overrides_env_and_file(tmp_path):
 
 def test_defaults_below_file(tmp_path):
     c = load(tmp_path, FILE)
-    assert (c.seed, c.bsld_threshold_s) == (1, 10)
+    assert (c.seed, c.kill_at_walltime) == (1, True)
+    assert c.bsld_threshold_s is None  # resolved per policy at run time: 10 s for fcfs
 
 
 def test_merge_overrides_returns_a_new_validated_config(tmp_path):
@@ -433,3 +436,14 @@ def test_demand_response_events_are_checked_and_built(tmp_path):
     events = c.build_dr_events(platform_from_procs(4))
     assert events[0].notice_s == 5 and events[0].cap_w == pytest.approx(4 * 95.0 + 0.5 * 4 * (190.738 - 95.0))
     assert events[1] == DemandResponseEvent(30.0, 30.0, 40.0, None, 100.0, "demand response")
+
+
+def test_daemon_job_class_must_be_one_of_the_platforms_response_classes(tmp_path):
+    from wattsched.config.daemon import DaemonConfig
+
+    path = write(tmp_path, "slurm: {backend: cli}\npoll_interval_s: 5\njob_class: cpuu\n", "d.yaml")
+    with pytest.raises(ConfigError, match=r"d\.yaml:3: job_class: unknown application class 'cpuu'; the "
+                                          r"platform's response classes are cpu, memory, mixed"):
+        load_config(path, DaemonConfig)
+    path.write_text("slurm: {backend: cli}\njob_class: memory\n")
+    assert load_config(path, DaemonConfig).job_class == "memory"

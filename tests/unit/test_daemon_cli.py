@@ -361,3 +361,16 @@ def test_status_shows_the_next_cap_change_and_announced_demand_response(tmp_path
     assert "cap: 5,000 W" in out
     assert "next cap change: " in out and " to 2,000 W" in out  # the event's window comes first
     assert "demand response 'grid': " in out and "cap 2,000 W (announced)" in out
+
+
+def test_check_config_says_an_openadr2_block_needs_openleadr(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    path = tmp_path / "wattsched.yaml"
+    path.write_text("slurm: {backend: cli}\ndemand_response:\n  openadr2:\n"
+                    "    vtn_url: http://127.0.0.1:8080/OpenADR2/Simple/2.0b\n    ven_name: hpc\n")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "openleadr" else real(name, *a))
+    assert main(["check-config", str(path)]) == 2
+    assert f"{path}:3: demand_response.openadr2: needs openleadr: pip install 'wattsched[openadr]'" in \
+        capsys.readouterr().err

@@ -681,3 +681,28 @@ def test_sqlite_state_is_a_plain_file_other_tools_can_read(make_sim, make_daemon
         assert db.execute("SELECT action, target, outcome FROM audit").fetchall() == [("start", "1", "applied")]
     finally:
         db.close()
+
+
+def test_evicting_a_job_slurm_has_not_started_takes_the_start_back_instead_of_a_requeue(
+        make_sim, make_daemon, clock):
+    from wattsched.daemon.loop import CycleReport
+    from wattsched.model.plan import Evict, Plan
+
+    class ReservedNode(SimCluster):
+        def _usable(self, node):
+            return super()._usable(node) and node.name != "node0000"
+
+    sim = make_sim([job(1, 100)], cls=ReservedNode)
+    d = make_daemon(sim, start_timeout_cycles=10)
+    assert d.cycle().started == [1]
+    clock.advance(5)
+    d.cycle()
+    assert sim.jobs[1].state == "PENDING" and not sim.jobs[1].held and 1 in d.store.starts()
+    rows, report = [], CycleReport(d.cycle_no)
+    d._apply(Plan([Evict(1)], reasons={1: "the cap cannot be met"}), d.last_view, rows, report, clock())
+    d.store.audit(rows)
+    assert report.rehold == [1] and report.evicted == []
+    assert sim.jobs[1].held and d.store.starts() == {} and 1 in d.store.holds()
+    assert audit(d, "requeue") == []
+    (hold,) = [e for e in audit(d, "hold") if "taken back" in e.reason]
+    assert hold.outcome == "applied" and "the cap cannot be met" in hold.reason

@@ -206,3 +206,20 @@ def test_a_draining_node_running_a_job_is_not_counted_twice(live):
     assert snap.jobs_power_w == 600.0
     # two busy nodes (job 1), wsn3 drained idle, wsn4 switching off: the same as before the drain
     assert snap.platform_power_w == 2 * 300.0 + 100.0 + 120.0
+
+
+# --------------------------------------------------------------------------- application classes
+
+
+def test_jobs_take_the_configured_class_unless_their_comment_names_one(live):
+    state = with_job(with_job(live, 2, admin_comment=MARKER, comment="wattsched:class=memory"),
+                     3, admin_comment=MARKER)
+    snap = build_view(state, partitions=frozenset(), holds={2: 0, 3: 0}, starts={}, power=POWER, cap_w=NO_CAP,
+                      estimator=None, epoch=1, include_adopted=False, platform_cache={},
+                      default_class="cpu").snapshot
+    assert {i: j.app_class for i, j in snap.pending.items()} == {2: "memory", 3: "cpu"}
+    assert snap.running[1].job.app_class == "cpu"
+    # the class gives the job its response model (dvfs slows only jobs that have one)
+    assert snap.response_for(snap.pending[3]) is snap.platform.response_classes["cpu"]
+    # without a configured class a job has none, as before
+    assert view(state, holds={2: 0, 3: 0}).snapshot.pending[3].app_class == ""

@@ -38,7 +38,7 @@ def test_every_alert_has_a_unit_test():
     rules = yaml.safe_load((DEPLOY / "wattsched-alerts.yml").read_text())
     names = {r["alert"] for g in rules["groups"] for r in g["rules"]}
     assert names == {"WattschedPowerAboveCap", "WattschedTelemetryStale", "WattschedDaemonDown",
-                     "WattschedCyclesFailing"}
+                     "WattschedCyclesFailing", "WattschedDemandResponseMissed"}
     tests = yaml.safe_load((DEPLOY / "wattsched-alerts.test.yml").read_text())
     fired = {c["alertname"] for t in tests["tests"] for c in t["alert_rule_test"] if c["exp_alerts"]}
     quiet = {c["alertname"] for t in tests["tests"] for c in t["alert_rule_test"] if not c["exp_alerts"]}
@@ -55,7 +55,7 @@ def test_promtool_check_config():
 @needs_promtool
 def test_promtool_check_rules():
     out = promtool("check", "rules", "wattsched-alerts.yml")
-    assert "4 rules found" in out
+    assert "5 rules found" in out
 
 
 @needs_promtool

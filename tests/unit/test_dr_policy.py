@@ -164,6 +164,27 @@ def test_baselines_run_at_their_fixed_frequency():
     assert [type(a) for a in perf.actions] == [Start]
 
 
+def test_admission_scans_the_queue_for_eligible_jobs_as_algorithm_1_line_1():
+    plat = ahmed_platform(4)
+    wide = Job(1, 0.0, 3600.0, 4, app_class="qe")  # too much power even at f_min under the cap
+    narrow = Job(2, 1.0, 3600.0, 1, app_class="qe")  # fits
+    snap = snapshot(plat, pending=[wide, narrow], now=10.0)
+    snap.platform_power_w = 240.0
+    snap.cap = CapSchedule([CapStep(0.0, 300.0, "")])
+    for name in ("dr", "performance", "powersave"):
+        plan = make_policy(name).decide(snap)
+        starts = [a.job_id for a in plan.actions if isinstance(a, Start)]
+        if name == "performance":  # at f_max the narrow job does not fit either (220 W + 3 idle nodes at 60 W > 300 W)
+            assert starts == [] and "exceed the cap" in plan.reason_for(2)
+        else:
+            assert starts == [2], name
+        assert "exceed the cap" in plan.reason_for(1)
+        # strict FCFS: the narrow job waits behind the wide one
+        plan = make_policy(name, {"queue": "fcfs"}).decide(snap)
+        assert not any(isinstance(a, Start) for a in plan.actions)
+        assert plan.reason_for(2) == "behind an earlier job (FCFS)"
+
+
 def test_cap_agnostic_baselines_admit_by_free_nodes_only():
     plat = ahmed_platform(4)
     job = Job(5, 0.0, 3600.0, 4, app_class="seissol")

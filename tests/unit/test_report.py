@@ -34,6 +34,7 @@ def small_result() -> SimResult:
         "wasted_node_s": np.array([0.0, 0.0, 0.0]),
         "evictions": np.array([0, 0, 0], dtype=np.int64),
         "state": np.array(["COMPLETED", "COMPLETED", "PENDING"], dtype=object),
+        "work_s": np.array([30.0, 0.1 + 0.2 + 2.0, NAN]),
     }
     timeline = {
         "t_s": np.array([0.0, 5.0, 10.0, 30.0]),
@@ -111,3 +112,18 @@ def test_missing_plot_is_regenerated(tmp_path):
 def test_not_a_run_directory(tmp_path):
     with pytest.raises(WattschedError, match="not a run directory"):
         load_run(tmp_path)
+
+
+def test_run_directory_without_work_s_still_loads(tmp_path):
+    # A run directory written before jobs had `work_s`: the column reads as NaN.
+    result = small_result()
+    del result.jobs["work_s"]
+    summary = summarize(result)
+    write_run(result, tmp_path, summary, plots=False)
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(tmp_path / "jobs.parquet").drop(["work_s"])
+    pq.write_table(table, tmp_path / "jobs.parquet")
+    run, _ = load_run(tmp_path)
+    assert np.isnan(run.jobs["work_s"]).all()
+    assert list(run.jobs["id"]) == [1, 2, 3]

@@ -97,8 +97,13 @@ class Sysfs:
         return f"Sysfs(root={str(self.root)!r}, min_power_w={self.min_power_w!r})"
 
     # --- raw file access ---------------------------------------------------------------------------------------
+    EMPTY_WAIT_S = 0.1
+    """How long a read waits for a file found empty to be written (a fake tree's writer between truncate and
+    write, descheduled on a loaded machine); sysfs itself is never empty."""
+
     def _read(self, path: Path) -> str:
-        for _ in range(3):
+        deadline = time.monotonic() + self.EMPTY_WAIT_S
+        while True:
             try:
                 with open(path) as f:
                     text = f.read().strip()
@@ -109,8 +114,9 @@ class Sysfs:
                 raise SysfsError(path, f"cannot read: {exc.strerror or exc}{hint}") from exc
             if text:
                 return text
-            time.sleep(0.001)  # a fake tree's writer between truncate and write; sysfs itself is never empty
-        raise SysfsError(path, "empty file")
+            if time.monotonic() > deadline:
+                raise SysfsError(path, "empty file")
+            time.sleep(0.001)
 
     def _read_int(self, path: Path) -> int:
         text = self._read(path)

@@ -380,6 +380,150 @@ class DaemonDemandResponseEventConfig(DemandResponseEventConfig):
         return self.start_s if self.notice_s is None else self.notice_s
 
 
+class OptRuleConfig(StrictModel):
+    """When wattsched takes part in an event from the grid (opts in) and when it declines (opts out)."""
+
+    doc_name: ClassVar[str] = "demand-response opt rule"
+
+    min_notice_s: float = Field(
+        default=0.0, ge=0,
+        description="Opt out of events announced less than this many seconds before their start (the policy "
+        "could not prepare). Default: `0` (any notice).",
+    )
+    max_duration_s: float | None = Field(
+        default=None, gt=0,
+        description="Opt out of events longer than this many seconds. Default: none (any length).",
+    )
+    below_idle: Literal["opt_out", "opt_in"] = Field(
+        default="opt_out",
+        description="An event whose target is below the idle power of the managed nodes cannot be met without "
+        "powering nodes down: `opt_out` declines it, `opt_in` takes part anyway. Default: `opt_out`.",
+    )
+
+
+def _check_url(value: str) -> str:
+    if not re.match(r"^https?://[^/\s]+", value):
+        raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+    return value
+
+
+def _check_levels(levels: dict[int, float]) -> dict[int, float]:
+    for level, value in levels.items():
+        if not 0 < level <= 3:
+            raise ValueError(f"SIMPLE levels are 1, 2 and 3, got {level}")
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"level {level}: the reduction must be a positive number, got {value}")
+    return levels
+
+
+class OpenADR2Config(StrictModel):
+    """The OpenADR 2.0b VEN (openleadr, extra ``[openadr]``): registers with the utility's VTN and polls it."""
+
+    doc_name: ClassVar[str] = "openadr2 block"
+
+    vtn_url: str = Field(
+        description="Base URL of the VTN's OpenADR 2.0b services (the `EiRegisterParty`, `EiEvent`, `EiReport` "
+        "and `OadrPoll` endpoints are under it). Required. Example: `https://vtn.utility.example/OpenADR2/Simple/2.0b`.",
+    )
+    ven_name: str = Field(min_length=1, description="Name this VEN registers under. Required. Example: `hpc-centre`.")
+    ven_id: str | None = Field(
+        default=None, description="VEN id agreed with the utility. Default: none (the VTN assigns one)."
+    )
+    cert: Path | None = Field(default=None, description="PEM certificate that signs messages (with `key`). "
+                              "Default: none (messages unsigned).")
+    key: Path | None = Field(default=None, description="PEM private key of `cert`. Default: none.")
+    ca_file: Path | None = Field(default=None, description="PEM CA bundle that verifies the VTN's TLS "
+                                 "certificate. Default: none.")
+    vtn_fingerprint: str | None = Field(
+        default=None, description="Fingerprint of the VTN's certificate; messages not signed by it are ignored. "
+        "Default: none (not checked).",
+    )
+    simple_levels: dict[int, float] = Field(
+        default_factory=lambda: {1: 0.1, 2: 0.2, 3: 0.4},
+        description="`SIMPLE` event levels as reductions: a level maps to a fraction of the platform power at "
+        "the notice time (a value below 1) or to watts (a value of 1 or more). Level 0 is normal operation. "
+        "Default: `{1: 0.1, 2: 0.2, 3: 0.4}` (moderate, high, special: 10, 20 and 40 %).",
+    )
+    load_dispatch_unit_w: float = Field(
+        default=1000.0, gt=0,
+        description="Watts per unit of a `LOAD_DISPATCH` payload (`setpoint`: the limit; `delta`: the "
+        "reduction). Default: `1000` (kW).",
+    )
+    report_interval_s: float = Field(
+        default=60.0, gt=0,
+        description="Shortest sampling period wattsched offers for its telemetry report of measured platform "
+        "power (`TELEMETRY_USAGE`, `RealPower` in W; up to an hour); the VTN chooses sampling and reporting "
+        "periods in that range. Default: `60`.",
+    )
+    retry_s: float = Field(
+        default=30.0, gt=0,
+        description="Seconds between attempts to register with a VTN that cannot be reached. Default: `30`.",
+    )
+
+    @field_validator("vtn_url")
+    @classmethod
+    def _url(cls, v):
+        return _check_url(v)
+
+    @field_validator("simple_levels")
+    @classmethod
+    def _levels(cls, v):
+        return _check_levels(v)
+
+    @model_validator(mode="after")
+    def _pair(self):
+        if (self.cert is None) != (self.key is None):
+            raise field_problems([("key" if self.key is None else "cert", "give cert and key together")])
+        return self
+
+
+class OpenADR3Config(StrictModel):
+    """An OpenADR 3.0 VEN: polls the VTN's REST API for programs and events, posts reports."""
+
+    doc_name: ClassVar[str] = "openadr3 block"
+
+    vtn_url: str = Field(
+        description="Base URL of the VTN's OpenADR 3.0 REST API (`/programs`, `/events`, `/reports` under it). "
+        "Required. Example: `https://vtn.utility.example/openadr3/3.0.1`.",
+    )
+    ven_name: str = Field(min_length=1, description="`clientName` of the reports this VEN posts. Required.")
+    token_file: Path | None = Field(
+        default=None,
+        description="File holding the OAuth2 bearer token the VTN issued (read at every poll, so a rotated token "
+        "is picked up). Default: none (no Authorization header).",
+    )
+    program: str | None = Field(
+        default=None, description="Take events of this program only (its `programName`). Default: all programs."
+    )
+    unit_w: float = Field(
+        default=1000.0, gt=0,
+        description="Watts per unit of a payload value when the event's payload descriptor gives no units "
+        "(`W`, `KW`, `MW` are understood). Default: `1000` (kW).",
+    )
+    simple_levels: dict[int, float] = Field(
+        default_factory=lambda: {1: 0.1, 2: 0.2, 3: 0.4},
+        description="`SIMPLE` payload levels as reductions, as in the openadr2 block. Default: `{1: 0.1, 2: 0.2, "
+        "3: 0.4}`.",
+    )
+    poll_interval_s: float = Field(default=30.0, gt=0, description="Seconds between polls. Default: `30`.")
+    timeout_s: float = Field(default=10.0, gt=0, description="Time limit of one request. Default: `10`.")
+    report: bool = Field(
+        default=True,
+        description="Post a report of measured platform power (`USAGE`, W) for each event opted in, at every "
+        "poll while it is in force. Default: `true`.",
+    )
+
+    @field_validator("vtn_url")
+    @classmethod
+    def _url(cls, v):
+        return _check_url(v)
+
+    @field_validator("simple_levels")
+    @classmethod
+    def _levels(cls, v):
+        return _check_levels(v)
+
+
 class DemandResponseConfig(StrictModel):
     doc_name: ClassVar[str] = "demand_response block"
 
@@ -387,6 +531,28 @@ class DemandResponseConfig(StrictModel):
         default_factory=list,
         description="Demand-response events known in advance (see *Daemon demand-response event keys*); each lowers "
         "the cap between its start and end, and policies see it from its notice time. Default: `[]`.",
+    )
+    deadline_s: float = Field(
+        default=300.0, ge=0,
+        description="The reduction is verified against measured platform power from this many seconds after an "
+        "event's start: above the target then is a miss (logged, audited, counted, and the "
+        "`WattschedDemandResponseMissed` alert). Default: `300`.",
+    )
+    tolerance_w: float = Field(
+        default=0.0, ge=0,
+        description="Measured power may exceed the target by this much without a miss. Default: `0`.",
+    )
+    opt: OptRuleConfig = Field(
+        default_factory=OptRuleConfig,
+        description="When to take part in events from the grid (see *Demand-response opt rule keys*).",
+    )
+    openadr2: OpenADR2Config | None = Field(
+        default=None,
+        description="Receive events from an OpenADR 2.0b VTN (see *Openadr2 block*). Default: none.",
+    )
+    openadr3: OpenADR3Config | None = Field(
+        default=None,
+        description="Receive events from an OpenADR 3.0 VTN (see *Openadr3 block*). Default: none.",
     )
 
 
@@ -463,6 +629,13 @@ class DaemonConfig(StrictModel):
         description="Shorthand for a platform of one group: the power model of every managed node (keys of a "
         "platform file's `power` block: `idle_w`, `busy_w`, `off_w`, `gpu_tdp_w`, ...; see *Node power model "
         "keys*). Default: none (the packaged default model).",
+    )
+    job_class: str = Field(
+        default="",
+        description="Application class of the managed jobs: a response class of the platform (`cpu`, `memory`, "
+        "`mixed` or one of the platform file's `response_classes`), which sets how a lower frequency or a node "
+        "cap slows them (`dvfs` slows only jobs with a class). A job names its own in its Slurm comment with "
+        "`wattsched:class=NAME` (`sbatch --comment`). Default: none. Example: `cpu`.",
     )
     partitions: list[str] = Field(
         default_factory=list,
@@ -593,9 +766,28 @@ class DaemonConfig(StrictModel):
             problems.append(("cap_schedule", "give either cap_w or cap_schedule, not both"))
         if self.platform is not None and self.node_power is not None:
             problems.append(("node_power", "give either platform or node_power, not both"))
+        if self.job_class:
+            classes = self._response_class_names()
+            if classes is not None and self.job_class not in classes:
+                problems.append(("job_class", f"unknown application class {self.job_class!r}; the platform's "
+                                              f"response classes are {', '.join(sorted(classes))}"))
         if problems:
             raise field_problems(problems)
         return self
+
+    def _response_class_names(self) -> set[str] | None:
+        """Names of the platform's response classes (None when the platform file cannot be read)."""
+        from wattsched.model.response import DEFAULT_CLASSES
+
+        if self.platform is None:
+            return set(DEFAULT_CLASSES)
+        from wattsched.config.platform import load_platform_config
+        from wattsched.errors import ConfigError
+
+        try:
+            return set(DEFAULT_CLASSES) | set(load_platform_config(self.platform)[0].response_classes)
+        except ConfigError:
+            return None  # the platform key reports it
 
     @property
     def zone(self) -> ZoneInfo:

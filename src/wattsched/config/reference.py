@@ -239,6 +239,9 @@ def render_config_reference() -> str:
         DemandResponseConfig,
         ForecastConfig,
         MetricsConfig,
+        OpenADR2Config,
+        OpenADR3Config,
+        OptRuleConfig,
         SimBackendConfig,
         SlurmConfig,
         TelemetryConfig,
@@ -267,10 +270,23 @@ def render_config_reference() -> str:
     )
     lines += _model_reference(DaemonBudgetConfig, "Daemon energy budget entries", "Items of `energy_budgets`.")
     lines += _model_reference(DemandResponseConfig, "Demand_response block (`demand_response`)",
-                              "Demand-response events. Events come from this file for now; each is added to the "
-                              "cap schedule from its notice time on.")
+                              "Demand-response events: from this file, and from the grid operator's VTN over "
+                              "OpenADR 2.0b or 3.0; each is added to the cap schedule from its notice time on and "
+                              "its reduction verified against measured power after `deadline_s`.",
+                              overrides={"opt": {"type": "demand-response opt rule"},
+                                         "openadr2": {"type": "openadr2 block"},
+                                         "openadr3": {"type": "openadr3 block"}})
     lines += _model_reference(DaemonDemandResponseEventConfig, "Daemon demand-response event keys",
                               "Items of `demand_response.events`.", overrides={"cap_w": {"type": _CAP_TYPE}})
+    lines += _model_reference(OptRuleConfig, "Demand-response opt rule keys (`demand_response.opt`)",
+                              "Events from a VTN are taken part in (opted in) unless one of these rules declines "
+                              "them; the decision and its reason are audited (`dr_opt`) and sent to the VTN.")
+    lines += _model_reference(OpenADR2Config, "Openadr2 block (`demand_response.openadr2`)",
+                              "The OpenADR 2.0b VEN (extra `[openadr]`, the openleadr library): `SIMPLE` and "
+                              "`LOAD_DISPATCH` events, telemetry reports of measured platform power.")
+    lines += _model_reference(OpenADR3Config, "Openadr3 block (`demand_response.openadr3`)",
+                              "An OpenADR 3.0 VEN over plain HTTP: `SIMPLE`, `IMPORT_CAPACITY_LIMIT`, "
+                              "`DISPATCH_SETPOINT` and `DISPATCH_SETPOINT_RELATIVE` events; `USAGE` reports.")
     lines += _model_reference(SlurmConfig, "Slurm block (`slurm`)", "How the daemon reaches Slurm.")
     lines += _model_reference(SimBackendConfig, "Sim block (`sim`)",
                               "The simulated cluster of `slurm.backend: sim` (`wattsched daemon --backend sim`).")

@@ -166,12 +166,34 @@ class SimConfig(StrictModel):
             "Example: `86400`."
         ),
     )
-    bsld_threshold_s: float = Field(
-        default=10.0,
+    bsld_threshold_s: float | None = Field(
+        default=None,
         gt=0,
         description=(
             "Threshold of the bounded slowdown, in seconds: `max(1, (wait + run) / max(run, "
-            "threshold))`. The papers use 10 s (Carastan-Santos 2024) and 300 s. Default: `10`."
+            "threshold))`. The papers use 10 s (Carastan-Santos 2024) and 300 s (Borghesi 2018). "
+            "Default: `300` for the policies of Borghesi et al. 2018 (`ls`, `dec`, `bf`, `dvfs`, `simple`, "
+            "`dynshare`, `dec+rapl`), `10` for the others."
+        ),
+    )
+    bsld_definition: Literal["standard", "borghesi2018"] | None = Field(
+        default=None,
+        description=(
+            "Which bounded slowdown the summary reports: `standard`, `max(1, (wait + run) / max(run, "
+            "threshold))` with the run time as it happened; or `borghesi2018`, Eq. 3 of Borghesi et al. "
+            "2018, `max(1, (wait + run') / max(threshold, run))`, the slowed-down run time `run'` over the "
+            "job's run time at nominal speed `run`. Default: `borghesi2018` for the policies of that "
+            "paper, `standard` for the others."
+        ),
+    )
+    response: str | None = Field(
+        default=None,
+        description=(
+            "How jobs slow down under node caps and lower frequencies in this run (Borghesi et al. 2018, "
+            "§5.1.1; the same as a policy's `response` parameter): `mixed` (a factor F drawn per job by "
+            "application class), `cpi` (Eq. 4, a CPI drawn per class), a factor F in [0, 1] "
+            "(`D' = F·D/M` for every job), or `classes` (each class's model of the platform). "
+            "Default: the policy's `response` parameter if it has one, else `classes`. Example: `mixed`."
         ),
     )
     skip_bad_lines: bool = Field(

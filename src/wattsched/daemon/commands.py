@@ -13,7 +13,7 @@ from wattsched.cliargs import positive_int
 from wattsched.errors import ConfigError, OptionError
 
 AUDIT_ACTIONS = ("hold", "start", "started", "release", "requeue", "cancel", "power_down", "power_up", "set_cap",
-                 "set_freq", "plan")
+                 "set_freq", "plan", "dr_event", "dr_opt", "dr_report", "dr_vtn", "dr_verify")
 """Actions the daemon writes into its audit log (``wattsched audit --action``)."""
 
 log = logging.getLogger("wattsched.daemon")

@@ -37,6 +37,8 @@ from wattsched.config import key_locator
 from wattsched.config.daemon import DaemonConfig
 from wattsched.daemon import policystate
 from wattsched.daemon.actuators import NodeSetting, Outcome, make_actuator, same_cap, same_freq
+from wattsched.daemon.grid.events import OptRule
+from wattsched.daemon.grid.hub import GridHub
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier
 from wattsched.daemon.schedule import LOOKAHEAD_S, LiveConstraints
@@ -45,8 +47,8 @@ from wattsched.daemon.slurm.hostlist import compress
 from wattsched.daemon.slurm.records import SlurmNode
 from wattsched.daemon.store import AuditEntry, Desired, Store
 from wattsched.daemon.view import PowerModels, View, build_view, is_our_hold, managed_nodes, managed_platform
-from wattsched.errors import PlanViolation, SlurmCommandError, WattschedError
-from wattsched.model.constraints import BudgetState, CapSchedule, EnergyBudget
+from wattsched.errors import ConfigError, PlanViolation, SlurmCommandError, WattschedError
+from wattsched.model.constraints import BudgetState, CapSchedule, EnergyBudget, NoticedEvent
 from wattsched.model.guard import plan_problems
 from wattsched.model.plan import Evict, PowerDown, PowerUp, Reason, Reshape, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodePowerModel, NodeState
@@ -129,6 +131,10 @@ class Daemon:
         self._report: CycleReport | None = None
         self._now = time.time()
         self.policy_state = None
+        self.grid: GridHub | None = None
+        self._grid_vens: list = []
+        self._changed_at: dict[str, float] = {}  # node -> when wattsched last changed what runs on it, or how
+        self._dr_verdicts: dict[str, str] = {}
         self.apply_config(config)
 
     # ------------------------------------------------------------------ configuration
@@ -171,6 +177,12 @@ class Daemon:
         self.constraints = LiveConstraints(config)
         self.telemetry = Telemetry(config.telemetry, self.metrics)
         self.actuator = actuator
+        opt = config.demand_response.opt
+        rule = OptRule(opt.min_notice_s, opt.max_duration_s, opt.below_idle)
+        if self.grid is None:
+            self.grid = GridHub(rule, self.metrics)
+        else:  # a reload keeps the events received; the new rule decides the next ones
+            self.grid.rule = rule
         self.metrics.dry_run.set(1 if config.dry_run else 0)
         self.metrics.info.info({
             "version": __version__, "policy": config.policy, "predictor": config.predictor or "none",
@@ -209,7 +221,8 @@ class Daemon:
             self._heartbeat(state.read_at)
         self._now = state.read_at
         nodes = managed_nodes(state, self.partitions)
-        measured = self.telemetry.read(nodes)
+        self._raw_measured = self.telemetry.read(nodes)
+        measured = self._settled(self._raw_measured, state.read_at)
         observed = self._observe(nodes)
         if not self._reconciled:
             self._reconcile(state, observed)
@@ -238,6 +251,7 @@ class Daemon:
             platform_cache=self._platform_cache,
             measured=measured,
             settle_s=cfg.telemetry.settle_s,
+            default_class=cfg.job_class,
         )
         self._measured = measured
         c = view.classified
@@ -246,6 +260,7 @@ class Daemon:
         self._reconcile_nodes(view, observed, report, now)
         self._fill_node_settings(view, observed)
         self._fill_demand_response(view, now)
+        self._verify_demand_response(view, now, audit)
         self._fill_budgets(view, now)
         view.snapshot.forecast = self._forecast(view.snapshot, None)
         self.last_view = view
@@ -280,6 +295,8 @@ class Daemon:
             if not report.rejected:
                 view.snapshot.forecast = self._forecast(view.snapshot, plan)
         # 4. Record.
+        audit.extend(AuditEntry(n.time_s, self.cycle_no, n.action, n.target, n.reason, cfg.dry_run, n.outcome)
+                     for n in self.grid.drain())
         self.store.audit(audit)
         self.store.put("cycle", self.cycle_no)
         report.duration_s = time.monotonic() - t0
@@ -378,6 +395,14 @@ class Daemon:
 
     # ------------------------------------------------------------------ node caps and frequencies
 
+    def _settled(self, measured: dict[str, float], now: float) -> dict[str, float]:
+        """Measured node power without the nodes wattsched changed less than ``telemetry.settle_s`` ago (a new
+        frequency or cap, an evicted job): their readings still show the power before the change (the query's rate
+        window, scrape intervals), so their predicted power stands in until the telemetry catches up."""
+        settle_s = self.config.telemetry.settle_s
+        self._changed_at = {n: t for n, t in self._changed_at.items() if now - t < settle_s}
+        return {n: w for n, w in measured.items() if n not in self._changed_at}
+
     def _observe(self, nodes: Sequence[SlurmNode]) -> dict[str, NodeSetting]:
         """Every managed node's cap and frequency as its actuator reads them (in parallel)."""
         if self.config.actuator.kind == "none" or not nodes:
@@ -429,6 +454,7 @@ class Daemon:
             else:
                 gauge.labels(node.name).set(value)
             setting = self._observed.get(node.name, NodeSetting())
+            self._changed_at[node.name] = now
             if kind == "cap":
                 self._observed[node.name] = dataclasses.replace(setting, cap_w=outcome.applied, has_cap=True)
             else:
@@ -521,8 +547,7 @@ class Daemon:
                 power_w = r.power_w
                 fmax = snap.platform.nodes[r.nodes[0]].power.max_freq_hz
                 resp = snap.response_for(r.job) or _CPU_BOUND
-                if job_freqs and fmax and not any(view.node_names[i] in measured
-                                                                       for i in r.nodes):
+                if job_freqs and fmax and not any(view.node_names[i] in measured for i in r.nodes):
                     # predicted, not measured: the job's power at the frequency in force (its response model)
                     power_w = r.power_w * resp.at_frequency_ratio(min(job_freqs) / fmax)[0]
                     snap.platform_power_w += power_w - r.power_w
@@ -545,11 +570,20 @@ class Daemon:
         when the event was first seen (kept in the store, so a restart keeps the same target)."""
         snap = view.snapshot
         baselines = dict(self.store.get("dr_baselines", {}) or {})
-        known = set(baselines)
+        known_before = set(baselines)
         events = self.constraints.noticed(snap.platform, now, baselines, snap.platform_power_w)
-        for key in set(baselines) - known:
+        for key in set(baselines) - known_before:
             log.info("demand-response event %s announced: baseline %.0f W", key, baselines[key])
-        if set(baselines) != known:
+        grid = self.grid.events(now)
+        for g in grid:
+            known = g.event.key in baselines
+            baseline = baselines.setdefault(g.event.key, g.baseline_w)
+            event = g.event.to_event(baseline)
+            events.append(NoticedEvent(event, baseline, event.target_cap_w(baseline)))
+            if not known:
+                log.info("demand-response event %s from the grid taken part in: %s", g.event.key,
+                         g.event.describe(baseline))
+        if set(baselines) != known_before:
             self.store.put("dr_baselines", baselines)
         cap = snap.cap
         for e in events:
@@ -557,7 +591,78 @@ class Daemon:
         snap.cap = cap
         snap.dr_events = events
         self._dr_events = events
+        measured = getattr(self, "_measured", None) or {}
+        self.grid.observe(power_w=snap.platform_power_w, idle_w=snap.platform.idle_power_w,
+                          measured_w=snap.platform_power_w if measured else None)
 
+    def _verify_demand_response(self, view: View, now: float, audit: list[AuditEntry]) -> None:
+        """Past an event's deadline (start + ``demand_response.deadline_s``), compare measured platform power
+        with its target: a miss is logged, audited, counted and exported (it drives the
+        ``WattschedDemandResponseMissed`` alert); meeting it again is audited too."""
+        cfg = self.config.demand_response
+        m = self.metrics
+        active = [e for e in self._dr_events if e.event.start_s <= now < e.event.end_s]
+        m.dr_event_active.set(1 if active else 0)
+        if not active:
+            m.dr_target.set(math.inf)
+            for g in (m.dr_baseline, m.dr_reduction, m.dr_deadline, m.dr_missed):
+                g.set(0)
+            return
+        strictest = min(active, key=lambda e: e.cap_w)
+        # what the nodes draw as telemetry reads it (also the nodes just changed, whose readings the policy sets
+        # aside for a while), predicted power for nodes without data
+        raw = getattr(self, "_raw_measured", None) or {}
+        measured_w = sum(raw.get(n, 0.0) for n in view.node_names if n in raw)
+        unmeasured = [i for i, n in enumerate(view.node_names) if n not in raw]
+        if unmeasured:
+            measured_w += self._predicted_nodes_w(view, unmeasured)
+        measured = raw
+        m.dr_target.set(strictest.cap_w)
+        m.dr_baseline.set(strictest.baseline_w)
+        deadline = strictest.event.start_s + cfg.deadline_s
+        m.dr_deadline.set(deadline)
+        m.dr_reduction.set(strictest.baseline_w - measured_w if measured else 0.0)
+        missed_now = False
+        for e in active:
+            key = f"{e.event.label} at {e.event.start_s:.0f}"
+            if now < e.event.start_s + cfg.deadline_s:
+                continue
+            if not measured:
+                verdict, why = "unverified", "no measured power (telemetry.source is none or stale)"
+            else:
+                coverage = f"measured on {len(view.node_names) - len(unmeasured)} of {len(view.node_names)} nodes"
+                over = measured_w - e.cap_w
+                if over > cfg.tolerance_w:
+                    verdict = "missed"
+                    missed_now = True
+                    why = (f"platform power {measured_w:.0f} W above the limit {e.cap_w:.0f} W by "
+                           f"{over:.0f} W, {now - e.event.start_s:.0f} s after the start ({coverage})")
+                else:
+                    verdict = "met"
+                    why = (f"platform power {measured_w:.0f} W within the limit {e.cap_w:.0f} W, "
+                           f"reduction {e.baseline_w - measured_w:.0f} W from {e.baseline_w:.0f} W "
+                           f"({coverage})")
+            if self._dr_verdicts.get(key) == verdict:
+                continue
+            self._dr_verdicts[key] = verdict
+            audit.append(AuditEntry(now, self.cycle_no, "dr_verify", key, why[:2000], self.config.dry_run, verdict))
+            if verdict == "missed":
+                m.dr_misses.inc()
+                log.warning("demand-response event %s missed its target: %s", key, why)
+            else:
+                log.info("demand-response event %s %s: %s", key, verdict, why)
+        m.dr_missed.set(1 if missed_now else 0)
+
+
+    @staticmethod
+    def _predicted_nodes_w(view: View, nodes: list[int]) -> float:
+        """Predicted power of some nodes: their share of the running jobs' power, idle power elsewhere."""
+        snap = view.snapshot
+        busy: dict[int, float] = {}
+        for r in snap.running.values():
+            for i in r.nodes:
+                busy[i] = r.power_w / max(len(r.nodes), 1)
+        return sum(busy.get(i, snap.platform.nodes[i].power.idle_w) for i in nodes)
 
     def _fill_budgets(self, view: View, now: float) -> None:
         """Integrate platform power into the budget windows (kept in the store); put them in the snapshot."""
@@ -648,6 +753,17 @@ class Daemon:
                 case Evict():
                     job = jobs.get(action.job_id)
                     requeue = action.requeue and cfg.evict == "requeue"
+                    if job is not None and job.state == "PENDING" and not job.held:
+                        # released but not started by Slurm yet (a requeued job's begin time, say): evicting it
+                        # is taking the start back, not a requeue Slurm would refuse
+                        reason = "start taken back before Slurm ran it: " + str(
+                            plan.reasons.get(action.job_id) or "evicted by the policy")
+                        if self._act("hold", action.job_id, reason[:2000], audit, now,
+                                     lambda j=job: self.backend.hold(j.job_id, with_marker(j.admin_comment))):
+                            self.store.drop_starts([action.job_id])
+                            self.store.add_hold(action.job_id, "daemon", "start taken back", now)
+                            report.rehold.append(action.job_id)
+                        continue
                     if requeue and job is not None and not (job.requeue and job.batch):
                         why = "not requeueable (--no-requeue)" if not job.requeue else "not a batch job"
                         audit.append(AuditEntry(now, self.cycle_no, "requeue", str(action.job_id),
@@ -661,6 +777,8 @@ class Daemon:
                     why = "evicted by the policy" + (f": {why}" if why else "")
                     if self._act(act, action.job_id, why[:2000], audit, now, fn):
                         report.evicted.append(action.job_id)
+                        for n in (job.nodes if job is not None else ()):
+                            self._changed_at[n] = now
                         if requeue and job is not None:
                             # requeued, the job is pending again: held, so that the policy decides its restart
                             reason = "evicted; waits for the policy"
@@ -876,6 +994,10 @@ class Daemon:
             config = load_config(self.config_path, DaemonConfig, env=os.environ)
             if config.slurm != self.config.slurm or config.state_dir != self.config.state_dir:
                 log.warning("SIGHUP: changes to slurm and state_dir take effect at the next restart")
+            old_dr, new_dr = self.config.demand_response, config.demand_response
+            if (old_dr.openadr2, old_dr.openadr3) != (new_dr.openadr2, new_dr.openadr3):
+                log.warning("SIGHUP: changes to demand_response.openadr2 and openadr3 take effect at the next "
+                            "restart (the VENs keep their connection)")
             self.apply_config(config)
         except Exception as exc:  # an invalid new config never stops the service
             log.error("SIGHUP: the new config is invalid, keeping the old one: %s", exc)
@@ -884,6 +1006,7 @@ class Daemon:
 
     def run(self, max_cycles: int | None = None) -> int:
         """Cycle until stopped (SIGTERM/SIGINT) or ``max_cycles``; returns the exit status."""
+        self.start_grid()
         self.notifier.ready(f"policy {self.config.policy}, {'dry-run' if self.config.dry_run else 'active'}")
         done = 0
         while True:
@@ -921,8 +1044,35 @@ class Daemon:
                 continue
             self.notifier.watchdog()
 
+    def start_grid(self) -> None:
+        """Start the VENs of ``demand_response.openadr2`` and ``openadr3`` in their threads (once)."""
+        if self._grid_vens:
+            return
+        dr = self.config.demand_response
+        try:
+            if dr.openadr2 is not None:
+                from wattsched.daemon.grid.openadr2 import OpenADR2Ven
+
+                self._grid_vens.append(OpenADR2Ven(dr.openadr2, self.grid))
+            if dr.openadr3 is not None:
+                from wattsched.daemon.grid.openadr3 import OpenADR3Ven
+
+                self._grid_vens.append(OpenADR3Ven(dr.openadr3, self.grid))
+        except ConfigError as exc:
+            key = "openadr2" if dr.openadr2 is not None and not self._grid_vens else "openadr3"
+            raise ConfigError(f"{key_locator(self.config, 'demand_response')((key,))}: {exc}") from None
+        for ven in self._grid_vens:
+            ven.start()
+            log.info("demand response: %s VEN started for %s", ven.source, ven.config.vtn_url)
+
+    def stop_grid(self) -> None:
+        for ven in self._grid_vens:
+            ven.stop()
+        self._grid_vens = []
+
     def stop(self) -> int:
         self.notifier.stopping()
+        self.stop_grid()
         if not self.config.dry_run:
             # the lua gate stops holding new jobs at once rather than when the heartbeat goes stale
             self.config.heartbeat_path.unlink(missing_ok=True)

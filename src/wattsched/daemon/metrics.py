@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info
 
 
@@ -71,6 +73,57 @@ class DaemonMetrics:
         self.dr_announced = Gauge(
             "wattsched_demand_response_announced", "Demand-response events announced and not yet over", registry=r
         )
+        self.dr_event_active = Gauge(
+            "wattsched_dr_event_active", "1 while a demand-response event is in force (from config or a VTN)",
+            registry=r,
+        )
+        self.dr_target = Gauge(
+            "wattsched_dr_event_target_watts",
+            "Effective platform power limit of the demand-response events in force (+Inf when none)", registry=r,
+        )
+        self.dr_baseline = Gauge(
+            "wattsched_dr_event_baseline_watts",
+            "Platform power when the event in force was first seen (the baseline of its reduction; 0 when none)",
+            registry=r,
+        )
+        self.dr_reduction = Gauge(
+            "wattsched_dr_measured_reduction_watts",
+            "Baseline at notice minus measured platform power, while an event is in force (0 otherwise)", registry=r,
+        )
+        self.dr_deadline = Gauge(
+            "wattsched_dr_event_deadline_timestamp_seconds",
+            "When the reduction of the event in force must be met (start + demand_response.deadline_s; epoch; "
+            "0 when none)", registry=r,
+        )
+        self.dr_missed = Gauge(
+            "wattsched_dr_deadline_missed",
+            "1 while measured power is above the event's target after its deadline", registry=r,
+        )
+        self.dr_misses = Counter(
+            "wattsched_dr_deadline_misses",
+            "Times measured power went above a demand-response event's target after its deadline",
+            registry=r,
+        )
+        self.dr_events_received = Counter(
+            "wattsched_dr_events_received", "Demand-response events received from a VTN (new or modified)",
+            ["source"], registry=r,
+        )
+        self.dr_opt = Counter(
+            "wattsched_dr_opt_decisions", "Opt-in and opt-out answers to VTN events", ["source", "decision"],
+            registry=r,
+        )
+        self.dr_reports = Counter(
+            "wattsched_dr_reports", "Reports of measured power sent to a VTN, by outcome", ["source", "outcome"],
+            registry=r,
+        )
+        self.dr_vtn_failures = Counter(
+            "wattsched_dr_vtn_failures", "Failed exchanges with a VTN (unreachable, refused, unreadable)", ["source"],
+            registry=r,
+        )
+        self.dr_vtn_connected = Gauge(
+            "wattsched_dr_vtn_connected", "1 when the last exchange with the VTN succeeded", ["source"], registry=r,
+        )
+        self.dr_target.set(math.inf)
         self.budget_consumed = Gauge(
             "wattsched_energy_budget_consumed_joules", "Energy used so far in an energy budget window in force",
             ["budget"], registry=r,

@@ -251,6 +251,7 @@ class SimCluster:
                 start_time=None if j.start_s is None else e + j.start_s, time_limit_s=tj.walltime_s,
                 node_count=max(tj.nodes, 1), cpus=max(tj.procs, 1), nodes=j.nodes, required_nodes=j.required,
                 admin_comment=j.admin_comment,
+                eligible_time=e + j.begin_s if math.isfinite(j.begin_s) else None,
             ))
         nodes = []
         watts = eng.node_power_w()

@@ -188,7 +188,23 @@ def node_state(node: SlurmNode, busy: bool) -> NodeState:
     return NodeState.IDLE
 
 
-def to_job(j: SlurmJob) -> Job:
+CLASS_RE = re.compile(r"(?:^|\s)wattsched:class=(\S+)")
+"""A job's own application class in its Slurm comment (``sbatch --comment=wattsched:class=memory``)."""
+
+
+def job_class(j: SlurmJob, default: str = "") -> str:
+    """The application class of a Slurm job: the one its comment names, else ``default``.
+
+    >>> job_class(SlurmJob(1, "PENDING", comment="run 3 wattsched:class=memory"), "cpu")
+    'memory'
+    >>> job_class(SlurmJob(2, "PENDING"), "cpu")
+    'cpu'
+    """
+    m = CLASS_RE.search(j.comment or "")
+    return m.group(1) if m else default
+
+
+def to_job(j: SlurmJob, default_class: str = "") -> Job:
     nodes = max(j.node_count, 1)
     walltime = j.time_limit_s if j.time_limit_s and math.isfinite(j.time_limit_s) else UNLIMITED_WALLTIME_S
     return Job(
@@ -203,6 +219,7 @@ def to_job(j: SlurmJob) -> Job:
         procs=j.cpus,
         cores_per_node=max(1, j.cpus // nodes),
         gpus_per_node=j.gpus_per_node,
+        app_class=job_class(j, default_class),
     )
 
 
@@ -233,6 +250,7 @@ def build_view(
     platform_cache: dict,
     measured: Mapping[str, float] | None = None,
     settle_s: float = 0.0,
+    default_class: str = "",
 ) -> View:
     """The snapshot a policy decides on.
 
@@ -241,7 +259,8 @@ def build_view(
     ``measured`` is node power by node name from telemetry; nodes missing from it
     are estimated (never taken as zero). A job that started less than
     ``settle_s`` ago keeps its predicted power: rate-based telemetry still shows
-    (part of) the idle node it replaced.
+    (part of) the idle node it replaced. ``default_class`` is the application
+    class of jobs whose comment names none (:func:`job_class`).
     """
     c = classify(state, partitions, holds, starts)
     nodes = managed_nodes(state, partitions)
@@ -256,16 +275,19 @@ def build_view(
         busy.update(index[n] for n in planned if n in index)
     states = [int(node_state(n, i in busy)) for i, n in enumerate(nodes)]
 
-    queue = c.ours + c.adopt if include_adopted else c.ours
-    queue.sort(key=lambda j: (j.submit_time or 0.0, j.job_id))
-    pending = {j.job_id: to_job(j) for j in queue}
     now = state.read_at
+    # a job Slurm will not start yet (the begin time it gives a requeued job, --begin) is not offered to the
+    # policy: a release would only time out
+    queue = [j for j in (c.ours + c.adopt if include_adopted else c.ours)
+             if not (j.eligible_time and j.eligible_time > now)]
+    queue.sort(key=lambda j: (j.submit_time or 0.0, j.job_id))
+    pending = {j.job_id: to_job(j, default_class) for j in queue}
     running_jobs = {}
     for j in c.running:
         idx = tuple(index[n] for n in j.nodes if n in index)
         if not idx:
             continue
-        job = to_job(j)
+        job = to_job(j, default_class)
         start = j.start_time or now
         running_jobs[j.job_id] = (job, start, idx)
     # Released jobs Slurm has not started yet count as running on their planned nodes: their
@@ -274,7 +296,7 @@ def build_view(
         planned, released_at = starts[j.job_id][0], starts[j.job_id][1]
         idx = tuple(index[n] for n in planned if n in index)
         if idx:
-            running_jobs[j.job_id] = (to_job(j), released_at, idx)
+            running_jobs[j.job_id] = (to_job(j, default_class), released_at, idx)
 
     estimates: dict[int, PowerEstimate] = {}
     if estimator is not None:

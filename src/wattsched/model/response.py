@@ -174,3 +174,130 @@ DEFAULT_CLASSES: dict[str, ResponseModel] = {
     "memory": CpiResponse(cpi=5.0, floor=0.3),
     "mixed": LinearResponse(f=0.5, floor=0.3),
 }
+
+
+# ---------------------------------------------------------------- per-job response scenarios
+# Borghesi et al. 2018, §5.1.1: "each job has its own factor ... drawn from one
+# among three random distributions, one for each application type - memory-bound
+# jobs will obtain lower factors (smaller duration increase) than the CPU
+# intensive ones". The paper gives no ranges; these are wattsched's assumption:
+# three adjacent intervals spanning the factors the paper tried (0.25, 0.5, 0.75, 1).
+MIXED_F_RANGES: dict[str, tuple[float, float]] = {
+    "cpu": (0.75, 1.0),
+    "mixed": (0.5, 0.75),
+    "memory": (0.25, 0.5),
+}
+"""Interval of ``F`` drawn (uniformly, per job) for each application class by the ``mixed`` scenario."""
+
+# The CPI scenario draws each job's cycles per instruction by class. Eq. 4 needs
+# only the CPI; a CPI of 1 is a purely CPU-bound job (D' = D / M), and the
+# existing `memory` class of the augmentation uses CPI 5 as memory-bound.
+CPI_RANGES: dict[str, tuple[float, float]] = {
+    "cpu": (1.0, 1.5),
+    "mixed": (1.5, 5.0),
+    "memory": (5.0, 10.0),
+}
+"""Interval of the CPI drawn (uniformly, per job) for each application class by the ``cpi`` scenario."""
+
+SCENARIO_KINDS = ("classes", "linear", "mixed", "cpi")
+
+
+def _unit_draw(seed: int, job_id: int) -> float:
+    """A uniform number in [0, 1) fixed by ``(seed, job_id)``: the same job gets the same draw live and in replay.
+
+    >>> _unit_draw(0, 7) == _unit_draw(0, 7), 0.0 <= _unit_draw(3, 7) < 1.0
+    (True, True)
+    """
+    import numpy as np
+
+    return float(np.random.default_rng([seed & 0xFFFFFFFF, job_id & 0xFFFFFFFFFFFF]).random())
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseScenario:
+    """How every job of a run responds to a power cut: one of §5.1.1's scenarios of Borghesi et al. 2018.
+
+    ``kind``
+        ``classes``: each job gets its application class's model from the
+        platform (``response_classes``), the ratios taken on the node's whole
+        power (wattsched's default).
+        ``linear``: every job ``D' = F · M^D · D`` with the one factor ``f``.
+        ``mixed``: ``F`` drawn per job from its class's interval
+        (:data:`MIXED_F_RANGES`; an unknown class counts as ``mixed``).
+        ``cpi``: Eq. 4 with a CPI drawn per job from its class's interval
+        (:data:`CPI_RANGES`).
+    ``floor_w``
+        The least dynamic power a job keeps on a node under any cap (W; the
+        paper's 1 W).
+    ``seed``
+        Seed of the per-job draws (each job's draw depends on the seed and its
+        id only, so it does not depend on the order in which jobs start).
+
+    In the three paper scenarios the power multiplier ``M^P`` applies to the
+    *dynamic* power, the node's power above its idle power (§5.1.1: "we can
+    remove from the power estimation the idle power of each resource"); the
+    engine asks :meth:`for_job` for the model and :attr:`dynamic` for how to
+    take the ratio.
+
+    >>> s = ResponseScenario.parse("0.5")
+    >>> s.kind, s.f, s.for_job(1, "cpu")
+    ('linear', 0.5, LinearResponse(f=0.5, floor=0.0))
+    >>> m = ResponseScenario.parse("mixed", seed=1).for_job(9, "memory")
+    >>> 0.25 <= m.f <= 0.5
+    True
+    """
+
+    kind: str = "classes"
+    f: float = 1.0
+    floor_w: float = 1.0
+    seed: int = 0
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether the power ratio is taken on the dynamic power (the paper's scenarios) or the whole node power."""
+        return self.kind != "classes"
+
+    @classmethod
+    def parse(cls, spec: str | float, *, floor_w: float = 1.0, seed: int = 0) -> ResponseScenario:
+        """Read a scenario: ``classes``, ``mixed``, ``cpi``, or a factor ``F`` in [0, 1] (``linear`` with it).
+
+        >>> ResponseScenario.parse("linear:0.25").f
+        0.25
+        >>> ResponseScenario.parse("fast")
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown response 'fast': give classes, mixed, cpi, or a factor F in [0, 1] such as 0.5
+        """
+        text = str(spec).strip().lower()
+        if text.startswith("linear:"):
+            text = text[len("linear:"):]
+        if text in ("classes", "mixed", "cpi"):
+            return cls(text, 1.0, floor_w, seed)
+        try:
+            f = float(text)
+        except ValueError:
+            raise ValueError(f"unknown response {spec!r}: give classes, mixed, cpi, or a factor F in [0, 1] "
+                             "such as 0.5") from None
+        if not 0.0 <= f <= 1.0:
+            raise ValueError(f"response factor F must be in [0, 1], got {spec!r}")
+        if floor_w < 0 or floor_w != floor_w:
+            raise ValueError(f"response floor must be >= 0 W, got {floor_w!r}")
+        return cls("linear", f, floor_w, seed)
+
+    def for_job(self, job_id: int, app_class: str, classes: dict | None = None) -> ResponseModel | None:
+        """The response model of one job (``None`` under ``classes`` for a class ``classes`` lacks)."""
+        if self.kind == "classes":
+            return (classes or DEFAULT_CLASSES).get(app_class)
+        if self.kind == "linear":
+            return LinearResponse(f=self.f)
+        cls_name = app_class if app_class in MIXED_F_RANGES else "mixed"
+        u = _unit_draw(self.seed, job_id)
+        if self.kind == "mixed":
+            lo, hi = MIXED_F_RANGES[cls_name]
+            return LinearResponse(f=lo + (hi - lo) * u)
+        lo, hi = CPI_RANGES[cls_name]
+        return CpiResponse(cpi=lo + (hi - lo) * u)
+
+    def label(self) -> str:
+        """Short text for reports: ``mixed``, ``cpi``, ``F=0.5`` or ``classes``."""
+        return f"F={self.f:g}" if self.kind == "linear" else self.kind

@@ -42,7 +42,7 @@ from wattsched.model.job import Job
 from wattsched.model.plan import Plan
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
-from wattsched.policies.base import BasePolicy
+from wattsched.policies.base import BasePolicy, ResponseParams
 from wattsched.policies.power import PowerLedger
 from wattsched.policies.prb import (
     LsParams,
@@ -253,7 +253,7 @@ class DecPolicy(BasePolicy):
         return fallback, note
 
 
-class DecRaplParams(DecParams):
+class DecRaplParams(DecParams, ResponseParams):
     arrival_threshold_s: float = Field(
         120.0, gt=0, description="dec while jobs arrive more often than one per this many seconds, dynshare otherwise.")
     arrival_window_s: float = Field(1800.0, gt=0, description="Window (s) over which the arrival rate is measured.")

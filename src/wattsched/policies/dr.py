@@ -1,11 +1,13 @@
 """Demand response by frequency scaling and eviction (Ahmed, Liu and Wu 2017, Algorithm 1).
 
 ``dr``
-    FCFS admission: the first pending job starts when enough nodes are free
+    Admission as Algorithm 1, line 1: the pending jobs are scanned in
+    submission order and each eligible one starts: enough nodes are free
     (Eq. 6) and its power at the lowest frequency, added to the running jobs'
     power, fits under the cap in force (Eq. 7) and, with every running job at
     its lowest frequency, under the lowest cap announced over its requested
-    time (an event seen from its notice time on). With no cap in force every
+    time (an event seen from its notice time on). ``queue: fcfs`` stops
+    at the first job that is not eligible instead (strict FCFS). With no cap in force every
     job runs at its highest frequency. With a cap in force (a demand-response
     event, or any capped window) the frequencies of all running jobs are
     chosen to minimise their remaining energy ``Σ e_R(j, f_j)`` (Eq. 8) under
@@ -20,7 +22,7 @@
     The same frequency and eviction logic over ``easy-pc`` admission (EASY
     backfilling with power checks) instead of FCFS.
 ``performance``, ``powersave``
-    The paper's baselines: FCFS admission (Eqs. 6-7 at their frequency), every
+    The paper's baselines: the same admission (Eqs. 6-7 at their frequency), every
     job always at the highest (``performance``) or lowest (``powersave``)
     frequency, no eviction. With ``cap_aware: false`` they admit by free nodes
     only (Eq. 6) and ignore caps and events, as the paper's
@@ -254,7 +256,12 @@ def knapsack_keep(values: Sequence[float], weights_w: Sequence[float], capacity_
 # --------------------------------------------------------------------------- the policies
 
 
-class DrParams(BaseModel):
+_QUEUE_DESC = ("How the queue is scanned: 'first-fit' starts, in submission order, every job that fits "
+               "(Algorithm 1, line 1: the first eligible job, again and again); 'fcfs' stops at the first job "
+               "that does not fit (strict FCFS: no job overtakes an earlier one).")
+
+
+class DrEasyPcParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     requeue: bool = Field(True, description="Evicted jobs are requeued (true) or cancelled (false).")
@@ -265,8 +272,14 @@ class DrParams(BaseModel):
                                   "capacity is cut into this many power buckets (at least 1 W each).")
 
 
+class DrParams(DrEasyPcParams):
+    queue: Literal["first-fit", "fcfs"] = Field("first-fit", description=_QUEUE_DESC)
+
+
 class BaselineParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    queue: Literal["first-fit", "fcfs"] = Field("first-fit", description=_QUEUE_DESC)
 
     cap_aware: bool = Field(True, description="Admit by Eq. 7 (power under the cap in force) and the lookahead. "
                             "false: admit by free nodes only (Eq. 6) and ignore caps and events altogether, "
@@ -322,7 +335,7 @@ class _DrBase(BasePolicy):
     # ---- admission
     def _admit(self, snapshot: Snapshot, ctx: _Ctx, state: PolicyState | None, plan: Plan,
                models: dict[int, JobPowerModel], freqs: dict[int, float]) -> list[tuple[Job, tuple[int, ...]]]:
-        """FCFS with Eqs. 6-7 at the policy's admission frequency. Fills ``plan`` reasons."""
+        """Eqs. 6-7 at the policy's admission frequency, first-fit or strict FCFS. Fills ``plan`` reasons."""
         free = snapshot.free_nodes
         end = len(free)
         started: list[tuple[Job, tuple[int, ...]]] = []
@@ -333,11 +346,16 @@ class _DrBase(BasePolicy):
         lookahead = getattr(self.params, "lookahead", True)
         if not getattr(self.params, "cap_aware", True):
             cap_now, lookahead = math.inf, False
+        strict = getattr(self.params, "queue", "first-fit") == "fcfs"
         for job in snapshot.pending.values():
+            if end == 0:
+                break
             k = job.nodes
             if k > end:
                 plan.reasons[job.id] = Reason("waiting for {} nodes ({} free)", k, end)
-                break
+                if strict:
+                    break
+                continue
             nodes = tuple(free[end - k:end])
             m = ctx.pending_model(job, nodes)
             f = m.f_max if self.freq_mode == "max" else m.f_min
@@ -346,7 +364,9 @@ class _DrBase(BasePolicy):
             if after > cap_now:
                 plan.reasons[job.id] = Reason("its power at {:.2f} GHz ({:.0f} W) would exceed the cap "
                                               "({:.0f} W of {:.0f} W)", f, p, after, cap_now)
-                break
+                if strict:
+                    break
+                continue
             if lookahead:
                 ahead = float(snapshot.lowest_cap(job.walltime_s))
                 after_min = other - m.idle_w + run_min_w + m.power_w(m.f_min)
@@ -354,14 +374,16 @@ class _DrBase(BasePolicy):
                     plan.reasons[job.id] = Reason("a cap of {:.0f} W is announced during its requested time; with "
                                                   "every job at its lowest frequency it would need {:.0f} W",
                                                   ahead, after_min)
-                    break
+                    if strict:
+                        break
+                    continue
             started.append((job, nodes))
             models[job.id], freqs[job.id] = m, f
             other -= m.idle_w
             run_w += p
             run_min_w += m.power_w(m.f_min)
             end -= k
-        plan.default_reason = "behind an earlier job (FCFS)"
+        plan.default_reason = "behind an earlier job (FCFS)" if strict else "no free nodes left for it"
         return started
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
@@ -451,7 +473,7 @@ class _DrBase(BasePolicy):
 
 
 class DrPolicy(_DrBase):
-    """Demand response (Ahmed et al. 2017): FCFS, energy-optimal frequencies under the cap, knapsack eviction."""
+    """Demand response (Ahmed et al. 2017): first-fit admission, energy-optimal frequencies, knapsack eviction."""
 
     name = "dr"
 
@@ -470,6 +492,7 @@ class DrEasyPcPolicy(DrPolicy):
     """``dr`` over easy-pc admission (EASY backfilling with power checks) instead of FCFS."""
 
     name = "dr-easy-pc"
+    Params = DrEasyPcParams
     State = EasyPcState
 
     def _admit(self, snapshot, ctx, state, plan, models, freqs):
@@ -487,7 +510,7 @@ class DrEasyPcPolicy(DrPolicy):
 
 
 class PerformancePolicy(_DrBase):
-    """Baseline of ``dr``: FCFS, every job at the highest frequency, no eviction."""
+    """Baseline of ``dr``: its admission, every job at the highest frequency, no eviction."""
 
     name = "performance"
     Params = BaselineParams
@@ -495,7 +518,7 @@ class PerformancePolicy(_DrBase):
 
 
 class PowersavePolicy(_DrBase):
-    """Baseline of ``dr``: FCFS, every job at the lowest frequency, no eviction."""
+    """Baseline of ``dr``: its admission, every job at the lowest frequency, no eviction."""
 
     name = "powersave"
     Params = BaselineParams

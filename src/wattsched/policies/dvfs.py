@@ -27,12 +27,13 @@ from wattsched.model.job import PowerEstimate
 from wattsched.model.plan import Plan, Start
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
+from wattsched.policies.base import ResponseParams
 from wattsched.policies.bf import BfParams, BfPolicy
 from wattsched.policies.easy import queue_order
 from wattsched.policies.power import PowerLedger
 
 
-class DvfsParams(BfParams):
+class DvfsParams(BfParams, ResponseParams):
     max_slowdown: float = Field(2.0, ge=1.0, description="Largest predicted duration multiplier of a slowed start.")
 
 

@@ -17,16 +17,16 @@ import math
 from dataclasses import replace
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from wattsched.model.plan import Plan, SetNodeCap
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
-from wattsched.policies.base import BasePolicy
+from wattsched.policies.base import BasePolicy, ResponseParams
 from wattsched.policies.easy import EasyPolicy
 
 
-class SimpleParams(BaseModel):
+class SimpleParams(ResponseParams):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     order: Literal["fcfs", "saf"] = Field("fcfs", description="EASY queue order: fcfs or saf.")
@@ -71,7 +71,7 @@ class SimplePolicy(BasePolicy):
         return plan
 
 
-class DynShareParams(BaseModel):
+class DynShareParams(ResponseParams):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     order: Literal["fcfs", "saf"] = Field("fcfs", description="EASY queue order: fcfs or saf.")
@@ -125,17 +125,20 @@ def shared_node_caps(snapshot: Snapshot, starting: set[int], headroom_w: float,
     """DynShare's node caps: nodes below their cap keep their draw plus ``headroom_w``; nodes at it share the rest.
 
     A node's draw is its running job's measured power per node, else its idle
-    power. Nodes with no cap yet get the even split (:func:`even_node_caps`);
-    nodes a job is starting on count as at their cap. Caps are clamped to each
-    node's hardware range; the caps of the nodes at their cap are lowered
-    evenly if the budget is overdrawn.
+    power. A node's allocation is the cap the plans so far gave it
+    (``desired_node_cap_w``); nodes without one get the even split
+    (:func:`even_node_caps`). A limit the node holds that no plan set (live,
+    the hardware's default RAPL limit) is not an allocation: it does not add
+    up to the budget. Nodes a job is starting on count as at their cap. Caps
+    are clamped to each node's hardware range; the caps of the nodes at their
+    cap are lowered evenly if the budget is overdrawn.
     """
     even = even_node_caps(snapshot)
     cap = snapshot.cap_w
     if cap == math.inf:
         return even
     nodes = snapshot.platform.nodes
-    current = {i: snapshot.desired_node_cap_w.get(i, snapshot.node_cap_w.get(i)) for i in range(len(nodes))}
+    current = {i: snapshot.desired_node_cap_w.get(i) for i in range(len(nodes))}
     if all(c is None for c in current.values()):
         return even
     draw = {i: node.power.idle_w for i, node in enumerate(nodes)}

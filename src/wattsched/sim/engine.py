@@ -22,6 +22,7 @@ change, a step of its measured power profile).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import heapq
 import math
 import time as _time
@@ -43,7 +44,7 @@ from wattsched.model.job import Job, JobState, PowerEstimate, RunningJob
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodeState, Platform
 from wattsched.model.queue_index import QueueIndex
-from wattsched.model.response import LinearResponse, ResponseModel
+from wattsched.model.response import LinearResponse, ResponseModel, ResponseScenario
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
 from wattsched.policies.base import Policy
@@ -105,14 +106,19 @@ class EngineOptions:
     response_classes: Mapping[str, ResponseModel] | None = None
     """Response model per application class; default: the platform's (:attr:`Platform.response_classes`)."""
     max_ticks: int | None = None
+    response: ResponseScenario | None = None
+    """Per-job response scenario (Borghesi et al. 2018, §5.1.1); default: the policy's ``response_scenario``
+    if it declares one, else each job's class model from ``response_classes``."""
 
 
 class _Run:
     """Engine-private record of a job attempt. Holds the ground truth."""
 
     __slots__ = (
+        "dynamic",
         "energy_j",
         "estimate",
+        "floor_w",
         "job",
         "job_cap_w",
         "job_freq_hz",
@@ -136,6 +142,8 @@ class _Run:
         self.job = job
         self.truth = truth
         self.response = response
+        self.dynamic = False
+        self.floor_w = 0.0
         self.version = 0
         self.energy_j = 0.0
         self.step_index = 0
@@ -207,6 +215,12 @@ class Engine:
         self.options = options or EngineOptions()
         self._responses: Mapping[str, ResponseModel] = (
             platform.response_classes if self.options.response_classes is None else self.options.response_classes)
+        self.response: ResponseScenario | None = self.options.response
+        if self.response is None and getattr(policy, "response_scenario", None) is not None:
+            # the policy's parameter names the scenario; the run's seed fixes its per-job draws
+            self.response = dataclasses.replace(policy.response_scenario, seed=seed)
+        if self.response is not None and self.response.kind == "classes":
+            self.response = None  # the class models, exactly as without a scenario
         self.seed = seed
         n = len(platform.nodes)
         self.now = 0.0
@@ -499,6 +513,7 @@ class Engine:
         submitted = 0
         calls = 0
         events = 0
+        hot: list[int] = []
         while True:
             t = heap[0][0] if heap else math.inf
             if nxt is not None and nxt.submit_s < t:
@@ -571,6 +586,8 @@ class Engine:
                 truth[job.id] = nxt
                 pending[job.id] = job
                 qappend(job)
+                if nxt.extra and nxt.extra.get("running_at_start"):
+                    hot.append(job.id)
                 submitted += 1
                 events += 1
                 nxt = next(self._jobs, None)
@@ -583,6 +600,9 @@ class Engine:
                 for job, est in zip(new, predicted):
                     estimates[job.id] = est
                     qindex.set_estimate(job.id, est.mean_w, est.max_w, est.std_w)
+            if hot:
+                self._start_hot(hot)
+                hot.clear()
             # decide
             # A queue-only policy has nothing to do with an empty queue; control events
             # (cap changes, ticks, ...) and node-managing policies are always served.
@@ -664,6 +684,22 @@ class Engine:
         """(power ratio, duration multiplier) of ``run`` on ``node`` under its cap and frequency."""
         ratio, mult = 1.0, 1.0
         cap = self.node_cap_w.get(node)
+        if run.dynamic:
+            # Borghesi's scenarios: the cap cuts the dynamic power (above idle), never below floor_w of it.
+            idle = self._idle_w[node]
+            dyn = nominal_w - idle
+            if dyn <= 0:
+                return ratio, mult
+            if cap is not None and cap < nominal_w:
+                r, mult = run.response.under_power_ratio(max(cap - idle, run.floor_w, 0.0) / dyn)
+                ratio = (idle + r * dyn) / nominal_w
+            freq = self.node_freq_hz.get(node)
+            if freq is not None:
+                fmax = self.platform.nodes[node].power.max_freq_hz
+                if fmax and freq < fmax:
+                    r2, m2 = run.response.at_frequency_ratio(freq / fmax)
+                    ratio, mult = min(ratio, (idle + max(r2 * dyn, min(run.floor_w, dyn))) / nominal_w), max(mult, m2)
+            return ratio, mult
         if cap is not None and cap < nominal_w:
             ratio, mult = run.response.under_power_ratio(cap / nominal_w)
         freq = self.node_freq_hz.get(node)
@@ -725,14 +761,36 @@ class Engine:
             if at < finish:
                 self._push(at, _STEP, run.job.id, run.version)
 
+    def _start_hot(self, job_ids: list[int]) -> None:
+        """Start jobs that were running before the replay began (a hot start) on free nodes, without the policy.
+
+        They are the machine's state at their submission time, not decisions:
+        the guard and the cap do not apply to them. One that does not find
+        enough free nodes stays pending as an ordinary job (counted in
+        ``stats["hot_start_pending"]``).
+        """
+        for jid in job_ids:
+            k = self.pending[jid].nodes
+            if len(self.free) >= k:
+                self._start(Start(jid, tuple(self.free[-k:])))
+                self.stats["hot_started"] = self.stats.get("hot_started", 0) + 1
+            else:
+                self.stats["hot_start_pending"] = self.stats.get("hot_start_pending", 0) + 1
+        self.epoch += 1
+
     def _start(self, action: Start) -> None:
         jid = action.job_id
         job = self.pending.pop(jid)
         self.qindex.remove(jid)
         truth = self._truth[jid]
         nodes = action.nodes
-        response = self._responses.get(job.app_class, DEFAULT_RESPONSE)
-        run = _Run(job, truth, response)
+        scenario = self.response
+        if scenario is None:
+            run = _Run(job, truth, self._responses.get(job.app_class, DEFAULT_RESPONSE))
+        else:
+            run = _Run(job, truth, scenario.for_job(job.id, job.app_class) or DEFAULT_RESPONSE)
+            run.dynamic = True
+            run.floor_w = scenario.floor_w
         run.start_s = self.now
         run.last_s = self.now
         run.nodes = nodes
@@ -824,7 +882,8 @@ class Engine:
         if self.predictor is not None:
             self._learn(run)
         self._estimates.pop(run.job.id, None)
-        self._record(run.job, JobState.COMPLETED if done else JobState.TIMEOUT, run.start_s, self.now, run.energy_j)
+        self._record(run.job, JobState.COMPLETED if done else JobState.TIMEOUT, run.start_s, self.now, run.energy_j,
+                     run.work_done_s)
 
     def _true_estimate(self, job_id: int) -> PowerEstimate:
         """Real per-node power of a job: what the oracle sees and what the predictor learns."""
@@ -851,20 +910,21 @@ class Engine:
 
     def _finalize_unfinished_run(self, run: _Run) -> None:
         self._settle(run)
-        self._record(run.job, JobState.RUNNING, run.start_s, math.nan, run.energy_j)
+        self._record(run.job, JobState.RUNNING, run.start_s, math.nan, run.energy_j, run.work_done_s)
 
-    def _record(self, job: Job, state: JobState, start: float, end: float, energy_j: float = 0.0) -> None:
+    def _record(self, job: Job, state: JobState, start: float, end: float, energy_j: float = 0.0,
+                work_s: float = math.nan) -> None:
         acc = self._accounts.pop(job.id, None)
         if acc is None:
             self._rows.append((
                 job.id, job.user, job.submit_s, start, end, start - job.submit_s, end - start,
-                job.walltime_s, job.nodes, energy_j, 0.0, 0.0, 0, state.value,
+                job.walltime_s, job.nodes, energy_j, 0.0, 0.0, 0, state.value, work_s,
             ))
         else:
             self._rows.append((
                 job.id, job.user, job.submit_s, start, end, start - job.submit_s, end - start,
                 job.walltime_s, job.nodes, energy_j + acc.energy_j, acc.wasted_j, acc.wasted_node_s,
-                acc.evictions, state.value,
+                acc.evictions, state.value, work_s,
             ))
         self._truth.pop(job.id, None)
 
@@ -1102,6 +1162,7 @@ class Engine:
             "seed": self.seed,
             "nodes": len(self.platform.nodes),
             "platform": self.platform.name,
+            "response": "classes" if self.response is None else self.response.label(),
             "kill_at_walltime": self.options.kill_at_walltime,
             "wall_time_s": wall_s,
             "energy_j": self.energy_j,

@@ -35,6 +35,7 @@ SUMMARY_KEYS = (
     "mean_turnaround_s", "max_turnaround_s",
     "bsld_threshold_s", "mean_bsld", "max_bsld",
     "makespan_s",
+    "bsld_definition",
     # platform use
     "nodes", "start_s", "end_s", "span_s", "utilization",
     # power and energy
@@ -90,7 +91,8 @@ def _finite(a: np.ndarray) -> np.ndarray:
     return a[np.isfinite(a)]
 
 
-def _job_metrics(jobs: dict[str, np.ndarray], bsld_threshold_s: float, window) -> dict[str, Any]:
+def _job_metrics(jobs: dict[str, np.ndarray], bsld_threshold_s: float, window,
+                 bsld_definition: str = "standard") -> dict[str, Any]:
     n = len(jobs["id"]) if "id" in jobs else len(next(iter(jobs.values()), ()))
     state = np.asarray(jobs["state"]) if "state" in jobs else np.full(n, "", dtype=object)
     if state.dtype.kind not in "US":
@@ -129,8 +131,14 @@ def _job_metrics(jobs: dict[str, np.ndarray], bsld_threshold_s: float, window) -
     out["mean_turnaround_s"] = _f(turnaround.mean()) if turnaround.size else None
     out["max_turnaround_s"] = _f(turnaround.max()) if turnaround.size else None
 
-    bsld = bounded_slowdown(wait[ended], runtime[ended], bsld_threshold_s)
+    if bsld_definition == "borghesi2018":
+        bsld = bounded_slowdown_eq3(wait[ended], runtime[ended], _col(jobs, "work_s", n)[ended], bsld_threshold_s)
+    elif bsld_definition == "standard":
+        bsld = bounded_slowdown(wait[ended], runtime[ended], bsld_threshold_s)
+    else:
+        raise ValueError(f"unknown bounded slowdown {bsld_definition!r}; choose one of {', '.join(BSLD_DEFINITIONS)}")
     bsld = _finite(bsld)
+    out["bsld_definition"] = bsld_definition
     out["bsld_threshold_s"] = float(bsld_threshold_s)
     out["mean_bsld"] = _f(bsld.mean()) if bsld.size else None
     out["max_bsld"] = _f(bsld.max()) if bsld.size else None
@@ -168,6 +176,46 @@ def bounded_slowdown(wait_s: np.ndarray, runtime_s: np.ndarray, threshold_s: flo
     with np.errstate(invalid="ignore"):
         # np.maximum (not fmax) so that NaN propagates.
         return np.maximum(1.0, (wait_s + runtime_s) / np.maximum(runtime_s, threshold_s))
+
+
+def bounded_slowdown_eq3(wait_s: np.ndarray, runtime_s: np.ndarray, work_s: np.ndarray,
+                         threshold_s: float) -> np.ndarray:
+    """Bounded slowdown of Borghesi et al. 2018, Eq. 3: ``max((wait + run') / max(threshold, run), 1)``.
+
+    ``run'`` (``runtime_s``) is the run time as it happened, slowed by caps or
+    lower frequencies; ``run`` (``work_s``) the run time at nominal speed. A
+    job slowed down counts its slowdown even when it did not wait. NaN in,
+    NaN out.
+
+    >>> bounded_slowdown_eq3(np.array([0.0, 0.0]), np.array([600.0, 600.0]), np.array([600.0, 400.0]), 300.0).tolist()
+    [1.0, 1.5]
+    """
+    wait_s = np.asarray(wait_s, dtype=np.float64)
+    runtime_s = np.asarray(runtime_s, dtype=np.float64)
+    work_s = np.asarray(work_s, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.maximum(1.0, (wait_s + runtime_s) / np.maximum(work_s, threshold_s))
+
+
+BSLD_DEFINITIONS = ("standard", "borghesi2018")
+"""The bounded slowdowns :func:`summarize` computes (``bsld_definition``)."""
+
+BORGHESI_FAMILY = frozenset({"ls", "dec", "bf", "dvfs", "simple", "dynshare", "dec+rapl"})
+"""Policies of Borghesi et al. 2018, whose runs report Eq. 3 with a 300 s threshold unless told otherwise."""
+
+
+def bsld_settings(policy: str, definition: str | None = None, threshold_s: float | None = None) -> tuple[str, float]:
+    """The bounded slowdown of a run: ``(definition, threshold_s)``, each the given one or the policy's default.
+
+    >>> bsld_settings("easy"), bsld_settings("dynshare"), bsld_settings("ls", "standard", 10.0)
+    (('standard', 10.0), ('borghesi2018', 300.0), ('standard', 10.0))
+    """
+    family = policy in BORGHESI_FAMILY
+    if definition is None:
+        definition = "borghesi2018" if family else "standard"
+    if threshold_s is None:
+        threshold_s = 300.0 if family else 10.0
+    return definition, float(threshold_s)
 
 
 def _timeline_metrics(timeline: dict[str, np.ndarray], nodes: int, window) -> dict[str, Any]:
@@ -256,6 +304,7 @@ def summarize(
     *,
     bsld_threshold_s: float = 10.0,
     window: tuple[float, float] | None = None,
+    bsld_definition: str = "standard",
 ) -> dict[str, Any]:
     """Compute the run metrics of DESIGN.md §5.
 
@@ -268,6 +317,8 @@ def summarize(
     bsld_threshold_s
         Runtime below which bounded slowdown treats a job as this long
         (papers use 10 s and 300 s).
+    bsld_definition
+        ``standard`` or ``borghesi2018`` (see :data:`BSLD_DEFINITIONS`).
     window
         ``(start_s, end_s)`` of a window of interest (a demand-response event,
         a budget period). Adds the jobs started in ``[start_s, end_s)`` and the
@@ -286,8 +337,10 @@ def summarize(
         - ``*_wait_s`` over jobs that started; ``p95`` interpolates linearly.
         - ``*_turnaround_s`` is ``end - submit`` over jobs that ended; its max
           measures starvation.
-        - ``*_bsld`` is the bounded slowdown over jobs that ended (see
-          :func:`bounded_slowdown`).
+        - ``*_bsld`` is the bounded slowdown over jobs that ended, by
+          ``bsld_definition``: ``standard`` (:func:`bounded_slowdown`) or
+          ``borghesi2018`` (Eq. 3, :func:`bounded_slowdown_eq3`, which needs
+          the jobs' ``work_s``).
         - ``makespan_s`` is the last end minus the first submit.
         - ``job_energy_j`` (every attempt), ``wasted_j``, ``wasted_node_s`` and
           ``evictions`` are sums over jobs.
@@ -327,7 +380,7 @@ def summarize(
     """
     if window is not None and (len(window) != 2 or not window[1] >= window[0]):
         raise ValueError(f"window must be (start_s, end_s) with end_s >= start_s, got {window!r}")
-    out = _job_metrics(result.jobs, bsld_threshold_s, window)
+    out = _job_metrics(result.jobs, bsld_threshold_s, window, bsld_definition)
     out.update(_timeline_metrics(result.timeline, _node_count(result), window))
     out["window_start_s"] = None if window is None else float(window[0])
     out["window_end_s"] = None if window is None else float(window[1])
@@ -462,6 +515,7 @@ _ROWS: tuple[tuple[str, tuple[tuple[str, str, Any], ...]], ...] = (
         ("mean_bsld", "mean bounded slowdown", _plain),
         ("max_bsld", "max bounded slowdown", _plain),
         ("bsld_threshold_s", "bsld threshold", format_duration),
+        ("bsld_definition", "bsld definition", str),
     )),
     ("Platform", (
         ("nodes", "nodes", _count),
@@ -522,6 +576,8 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
         for key, label, fmt in entries:
             if key in summary:
                 value = summary[key]
+                if key == "bsld_definition" and value in (None, "standard"):
+                    continue  # shown only when it is not the usual one
                 if isinstance(value, float) and not math.isfinite(value):
                     value = None
                 rows.append((section, label, fmt(value)))

@@ -11,6 +11,9 @@ A run directory holds (``docs/outputs.md`` gives every column with its unit):
     Columns :data:`~wattsched.sim.result.TIMELINE_COLUMNS` (piecewise constant).
 ``power.png``, ``utilization.png``, ``wait_slowdown.png``
     The plots.
+``node_caps.csv``, ``node_caps.png``
+    When the policy set node caps: every change and the caps over time
+    (:mod:`wattsched.sim.nodecaps`).
 ``report.html``
     One self-contained page (plots embedded), written by :func:`write_html_report`.
 ``complete.json``
@@ -36,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from wattsched.errors import RunDirError
-from wattsched.sim.result import JOB_COLUMNS, TIMELINE_COLUMNS
+from wattsched.sim.result import JOB_COLUMNS, LEGACY_JOB_COLUMNS, TIMELINE_COLUMNS
 
 PLOTS = ("power.png", "utilization.png", "wait_slowdown.png")
 MARKER = "complete.json"
@@ -94,7 +97,10 @@ def _arrow_table(columns: tuple[str, ...], table: dict[str, np.ndarray]):
     from wattsched.workload.tables import arrow_column
 
     kinds = {c: "string" if c in _TEXT_COLUMNS else "int64" if c in _INT_COLUMNS else "float64" for c in columns}
-    arrays = [arrow_column(table[c], kinds[c], nulls=False) for c in columns]
+    n = len(next(iter(table.values()))) if table else 0
+    # a job table built before work_s existed (or by hand) writes it as NaN
+    arrays = [arrow_column(table[c] if c in table or c != "work_s" else np.full(n, np.nan), kinds[c], nulls=False)
+              for c in columns]
     return pa.Table.from_arrays(arrays, names=list(columns))
 
 
@@ -130,6 +136,10 @@ def _read_table(run_dir: Path, name: str, columns: tuple[str, ...]) -> dict[str,
                                                                              strings_can_be_null=False))
     except (pa.ArrowException, OSError) as exc:
         raise RunDirError(f"{path}: cannot read the table: {exc}") from None
+    if name == "jobs" and tuple(at.column_names) == LEGACY_JOB_COLUMNS:
+        import pyarrow as pa
+
+        at = at.append_column("work_s", pa.array(np.full(at.num_rows, np.nan)))
     if tuple(at.column_names) != columns:
         raise RunDirError(f"{path}: unexpected columns {at.column_names}; expected {list(columns)}")
     out: dict[str, np.ndarray] = {}
@@ -142,13 +152,15 @@ def _read_table(run_dir: Path, name: str, columns: tuple[str, ...]) -> dict[str,
     return out
 
 
-def write_plots(result: Any, out_dir: Path, bsld_threshold_s: float = 10.0) -> list[Path]:
+def write_plots(result: Any, out_dir: Path, bsld_threshold_s: float = 10.0,
+                bsld_definition: str = "standard") -> list[Path]:
     from wattsched.sim.plots import plot_power, plot_utilization, plot_wait_slowdown
 
     return [
         plot_power(result, out_dir / "power.png"),
         plot_utilization(result, out_dir / "utilization.png"),
-        plot_wait_slowdown(result, out_dir / "wait_slowdown.png", bsld_threshold_s),
+        plot_wait_slowdown(result, out_dir / "wait_slowdown.png", bsld_threshold_s,
+                           bsld_definition=bsld_definition),
     ]
 
 
@@ -184,7 +196,7 @@ def write_run(result: Any, out_dir: str | Path, summary: dict, *, plots: bool = 
     doc = {"summary": _clean(summary), "info": _clean(info)}
     (out / "summary.json").write_text(json.dumps(doc, indent=2, default=_json_default) + "\n", encoding="utf-8")
     if plots:
-        write_plots(result, out, summary.get("bsld_threshold_s") or 10.0)
+        write_plots(result, out, summary.get("bsld_threshold_s") or 10.0, summary.get("bsld_definition") or "standard")
     if marker:
         write_marker(out, rows)
     return rows
@@ -270,7 +282,7 @@ def write_html_report(run_dir: str | Path, run: Any = None, summary: dict | None
     if run is None or summary is None:
         run, summary = load_run(run_dir)
     if any(not (run_dir / p).exists() for p in PLOTS):
-        write_plots(run, run_dir, summary.get("bsld_threshold_s") or 10.0)
+        write_plots(run, run_dir, summary.get("bsld_threshold_s") or 10.0, summary.get("bsld_definition") or "standard")
     info = run.info
     esc = html.escape
     facts = [
@@ -300,6 +312,7 @@ def write_html_report(run_dir: str | Path, run: Any = None, summary: dict | None
     fact_rows = "".join(f"<tr><td>{esc(k)}</td><td>{esc(str(v))}</td></tr>" for k, v in facts)
     images = "".join(f"<figure>{_embed(run_dir / p)}</figure>" for p in PLOTS if (run_dir / p).exists())
     images += _dr_section(run_dir)
+    images += _node_caps_section(run_dir)
     title = f"wattsched run: {info.get('trace', '')} / {info.get('policy', '')}"
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
@@ -364,4 +377,27 @@ def _dr_section(run_dir: Path) -> str:
                        for r in rows[1:limit + 1])
         more = f"<p>{len(rows) - 1 - limit} more rows in {name}</p>" if len(rows) - 1 > limit else ""
         parts.append(f"<h3>{title}</h3><table><tr>{head}</tr>{body}</table>{more}")
+    return "".join(parts)
+
+
+def _node_caps_section(run_dir: Path, limit: int = 200) -> str:
+    """The node caps the policy set over time (``wattsched.sim.nodecaps``), when it set any."""
+    path = run_dir / "node_caps.csv"
+    if not path.exists():
+        return ""
+    esc = html.escape
+    parts = ["<h2>Node caps</h2>"]
+    if (run_dir / "node_caps.png").exists():
+        parts.append(f"<figure>{_embed(run_dir / 'node_caps.png')}</figure>")
+    with path.open(newline="") as fh:
+        rows = list(csv.reader(fh))
+    if len(rows) > 1:
+        nodes = len({r[1] for r in rows[1:]})
+        parts.append(f"<p>{len(rows) - 1:,} cap changes on {nodes:,} nodes (all in node_caps.csv; an empty cap_w "
+                     "is a cap removed).</p>")
+        head = "".join(f"<th>{esc(c)}</th>" for c in rows[0])
+        body = "".join("<tr>" + "".join(f"<td class=num>{esc(c)}</td>" for c in r) + "</tr>"
+                       for r in rows[1:limit + 1])
+        more = f"<p>{len(rows) - 1 - limit:,} more rows in node_caps.csv</p>" if len(rows) - 1 > limit else ""
+        parts.append(f"<h3>First changes</h3><table><tr>{head}</tr>{body}</table>{more}")
     return "".join(parts)

@@ -10,7 +10,7 @@ from wattsched.model.platform import Platform
 
 JOB_COLUMNS = (
     "id", "user", "submit_s", "start_s", "end_s", "wait_s", "runtime_s", "walltime_s",
-    "nodes", "energy_j", "wasted_j", "wasted_node_s", "evictions", "state",
+    "nodes", "energy_j", "wasted_j", "wasted_node_s", "evictions", "state", "work_s",
 )
 """Columns of :attr:`SimResult.jobs`.
 
@@ -21,7 +21,14 @@ the energy and node-seconds of evicted attempts; ``state`` is the final
 :class:`~wattsched.model.job.JobState` value (``COMPLETED``, ``TIMEOUT``,
 ``CANCELLED``). Jobs still pending or running when the run stops (a time
 limit) have ``NaN`` start or end and state ``PENDING`` or ``RUNNING``.
+``work_s`` is the work the last attempt did, in seconds at nominal speed: the
+job's run time had no cap or lower frequency slowed it (for a completed job,
+its real run time); ``runtime_s / work_s`` is its slowdown by power reduction.
+It is ``NaN`` for jobs that never started.
 """
+
+LEGACY_JOB_COLUMNS = JOB_COLUMNS[:-1]
+"""Columns of run directories written before ``work_s`` existed; read with ``work_s`` as ``NaN``."""
 
 TIMELINE_COLUMNS = ("t_s", "power_w", "cap_w", "busy_nodes", "off_nodes", "pending_jobs")
 """Columns of :attr:`SimResult.timeline`.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -16,6 +17,7 @@ from pathlib import Path
 from wattsched.config import SimConfig, key_locator, locate
 from wattsched.errors import ConfigError
 from wattsched.model.platform import Platform
+from wattsched.sim.metrics import bsld_settings
 from wattsched.workload.records import Workload
 
 log = logging.getLogger(__name__)
@@ -241,6 +243,7 @@ def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: 
             workload.jobs = _taped(workload.jobs, tape.append)
 
     options = EngineOptions(
+        response=run_response(config, policy),
         kill_at_walltime=config.kill_at_walltime,
         tick_s=config.tick_s,
         strict=False,
@@ -286,14 +289,16 @@ def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: 
             "cores_per_node": platform.nodes[0].cores,
         }
     )
-    summary = summarize(result, bsld_threshold_s=config.bsld_threshold_s, window=window)
+    bsld_definition, bsld_threshold_s = bsld_settings(config.policy, config.bsld_definition, config.bsld_threshold_s)
+    summary = summarize(result, bsld_threshold_s=bsld_threshold_s, window=window, bsld_definition=bsld_definition)
     if baseline_workload is not None:
         from wattsched.model.constraints import CapSchedule
 
         base_policy = make_policy(config.baseline)
         base = Engine(platform, baseline_workload, base_policy, cap=CapSchedule(), options=options,
                       seed=config.seed).run()
-        base_summary = summarize(base, bsld_threshold_s=config.bsld_threshold_s, window=window)
+        base_summary = summarize(base, bsld_threshold_s=bsld_threshold_s, window=window,
+                                 bsld_definition=bsld_definition)
         summary.update(baseline_comparison(summary, base_summary, config.baseline))
     if out_dir is not None:
         from wattsched.sim.report import write_html_report, write_marker, write_run
@@ -303,14 +308,40 @@ def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: 
             from wattsched.workload.tables import write_job_table
 
             write_job_table(tape, out_dir / "workload.csv.gz")
-        if engine.noticed or engine.control_log:
+        if engine.noticed or any(entry[1] != "cap" for entry in engine.control_log):
             from wattsched.sim.drlog import write_dr_outputs
 
             write_dr_outputs(out_dir, engine.noticed, engine.control_log, result.timeline, len(platform))
+        if engine.control_log:
+            from wattsched.sim.nodecaps import write_node_cap_outputs
+
+            write_node_cap_outputs(out_dir, engine.control_log, result.timeline, [n.name for n in platform.nodes])
         if report:
             write_html_report(out_dir, result, summary)
         write_marker(out_dir, rows)
     return RunOutcome(result, summary, out_dir)
+
+
+def run_response(config: SimConfig, policy):
+    """The run's response scenario: the config's ``response``, else the policy's ``response`` parameter, else None.
+
+    Both given and different is an error naming the config key, so a run
+    never slows jobs by a scenario other than the one its outputs name.
+    """
+    from wattsched.model.response import ResponseScenario
+
+    own = getattr(policy, "response_scenario", None)
+    if config.response is None:
+        return None if own is None else dataclasses.replace(own, seed=config.seed)
+    try:
+        scenario = ResponseScenario.parse(config.response, seed=config.seed,
+                                          floor_w=own.floor_w if own is not None else 1.0)
+    except ValueError as exc:
+        raise ConfigError(locate(config, "response", str(exc))) from None
+    if own is not None and (own.kind, own.f) != (scenario.kind, scenario.f):
+        raise ConfigError(locate(config, "response", f"{config.response!r} differs from the policy's response "
+                                 f"parameter {own.label()!r}; give one of them"))
+    return scenario
 
 
 def _taped(jobs, keep):

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from wattsched.errors import ConfigError, MissingDependencyError
+from wattsched.model.response import ResponseScenario
+from wattsched.sim.metrics import bsld_settings
 
 # --------------------------------------------------------------------------- one run (on a worker)
 
@@ -46,12 +48,18 @@ def _platform(sim: dict):
     return p
 
 
-def _augment_params(sim: dict):
+def _augment_params(sim: dict, platform):
+    """The run's augmentation; on a platform with application models jobs get one of them, as in ``simulate``."""
+    from wattsched.appmodels import app_class_probs
     from wattsched.workload.augment import AugmentParams
 
     spec = dict(sim.get("augment") or {})
     if not spec.pop("enabled", True):
         return None
+    if "class_probs" not in spec:
+        probs = app_class_probs(platform.response_classes)
+        if probs:
+            spec["class_probs"] = probs
     return AugmentParams(**spec)
 
 
@@ -86,7 +94,7 @@ def _prepared_slice(spec: dict, platform, cache_dir: str | None):
         except Exception:  # a partial file from a killed writer: cut the slice again
             prep = None
     if prep is None:
-        prep = prepare_slice(SliceSpec(**spec["slice"]), platform, _augment_params(sim), sim["seed"])
+        prep = prepare_slice(SliceSpec(**spec["slice"]), platform, _augment_params(sim, platform), sim["seed"])
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -111,7 +119,7 @@ def _whole_trace(spec: dict, platform):
         cfg = SimConfig.model_validate({"trace": spec["trace"], **{k: v for k, v in sim.items() if k in (
             "default_walltime", "skip_bad_lines", "cores_per_node")}})
         wl = open_workload(cfg, platform)
-        params = _augment_params(sim)
+        params = _augment_params(sim, platform)
         if not wl.has_power and params is not None:
             wl = augment_workload(wl, platform.nodes[0].power, params, sim["seed"])
         jobs = list(wl.jobs)
@@ -272,6 +280,7 @@ def run_one(spec: dict, cache_dir: str | None = None) -> dict:
     elif name is not None:
         predictor = make_predictor(name, sim.get("predictor_params") or {})
     options = EngineOptions(
+        response=None if sim.get("response") is None else ResponseScenario.parse(sim["response"], seed=sim["seed"]),
         kill_at_walltime=sim.get("kill_at_walltime", True),
         tick_s=sim.get("tick_s"),
         strict=False,
@@ -286,7 +295,9 @@ def run_one(spec: dict, cache_dir: str | None = None) -> dict:
     measured = result
     if sl is not None and sl["warmup_s"] > 0:
         measured = _Measured(result, np.asarray(result.jobs["submit_s"]) >= sl["warmup_s"])
-    summary = summarize(measured, bsld_threshold_s=sim.get("bsld_threshold_s", 10.0), window=window)
+    definition, threshold_s = bsld_settings(sim.get("policy", "easy"), sim.get("bsld_definition"),
+                                           sim.get("bsld_threshold_s"))
+    summary = summarize(measured, bsld_threshold_s=threshold_s, window=window, bsld_definition=definition)
     row: dict[str, Any] = {
         "status": "ok",
         "sim_wall_s": round(wall, 3),

@@ -30,11 +30,32 @@ The job features are drawn independently of the arrivals:
 * user (:class:`UsersDist`): Zipf-like, user ``k`` (1-based rank) drawn with
   probability proportional to ``k ** -zipf_s``.
 
+* queue (:class:`QueueDist`, optional): the Slurm partition of each job,
+  drawn with the queues' probabilities; each queue has an *expected waiting
+  time* (``ewt_s``), the priority ``ls`` and ``dec`` order jobs by (pass
+  :meth:`QueueDist.ewt_param` to them as ``queue_ewt_s``);
+* application class (``app_classes``, optional): ``cpu``, ``memory`` or
+  ``mixed`` (or a site's classes) drawn with the given probabilities; it picks
+  the job's response to caps (``response=mixed``) and survives the power
+  augmentation.
+
+*Hot start* (``hot_start``, §5 of the paper, "HS"): a share of the machine's
+nodes is occupied at ``t = 0`` by jobs already running. They are extra jobs
+(ids after the instance's), submitted at 0 with ``extra["running_at_start"]``
+set: the engine starts them at once on free nodes without asking the policy,
+as a machine that was running them before the replay began. Their sizes come
+from the node distribution (the last one trimmed to fill the share exactly)
+and their remaining run times from the run-time distribution.
+
+:data:`PRESETS` holds ``borghesi2018``: the instances of the paper on Eurora's
+64 nodes (see :func:`preset`).
+
 Synthetic jobs carry no power; use :mod:`wattsched.workload.augment` to add it.
-Determinism: each of the five aspects (arrivals, nodes, run times,
-overestimation, users) has its own stream spawned from ``seed`` through
+Determinism: each aspect (arrivals, nodes, run times, overestimation, users,
+queues, classes, hot start) has its own stream spawned from ``seed`` through
 :class:`numpy.random.SeedSequence`, so the same arguments give the same jobs
-and changing, say, the node distribution leaves the arrival times unchanged.
+and changing, say, the node distribution leaves the arrival times unchanged;
+adding queues, classes or a hot start leaves the other aspects unchanged.
 """
 
 from __future__ import annotations
@@ -49,7 +70,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from wattsched.errors import ConfigError
 from wattsched.workload.records import CleaningReport, TraceJob, Workload
 
-__all__ = ["ARRIVALS", "ArrivalParams", "DurationDist", "NodesDist", "UsersDist", "generate"]
+__all__ = ["ARRIVALS", "PRESETS", "ArrivalParams", "DurationDist", "NodesDist", "QueueDist", "UsersDist", "generate",
+           "preset"]
 
 ARRIVALS = ("uniform", "left-skewed", "burst")
 """The arrival patterns :func:`generate` knows."""
@@ -147,6 +169,68 @@ class UsersDist(_Params):
     prefix: str = "user"
 
 
+class Queue(_Params):
+    """One queue: its name (the jobs' partition), expected waiting time and share of the jobs."""
+
+    name: str = Field(min_length=1)
+    ewt_s: float = Field(gt=0)
+    share: float = Field(gt=0)
+
+
+class QueueDist(_Params):
+    """Queues the jobs are submitted to, drawn by ``share`` (shares are normalised).
+
+    >>> q = QueueDist(queues=[Queue(name="debug", ewt_s=1800, share=1), Queue(name="long", ewt_s=86400, share=3)])
+    >>> q.ewt_param()
+    {'debug': 1800.0, 'long': 86400.0}
+    """
+
+    queues: list[Queue] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> QueueDist:
+        names = [q.name for q in self.queues]
+        if len(set(names)) != len(names):
+            raise ValueError(f"queue names repeat: {names}")
+        return self
+
+    def ewt_param(self) -> dict[str, float]:
+        """The ``queue_ewt_s`` parameter of ``ls``/``dec`` for these queues."""
+        return {q.name: q.ewt_s for q in self.queues}
+
+
+# Borghesi et al. 2018 do not list Eurora's queues; the ones below are
+# wattsched's assumption in the shape the paper describes (a debug queue with a
+# short expected wait, a parallel one, a long one), with the classes' shares
+# of augment's defaults. Eurora jobs were mostly small: 1 to 8 nodes,
+# log-uniform, powers of two favoured.
+PRESETS: dict[str, dict] = {
+    "borghesi2018": {
+        "max_nodes": 64,
+        "cores_per_node": 16,
+        "nodes_dist": NodesDist(kind="log-uniform", min_nodes=1, max_nodes=8, pow2_fraction=0.5),
+        "duration_dist": DurationDist(median_s=900.0, sigma=1.2, min_s=60.0, max_s=21600.0,
+                                      overestimate_min=1.0, overestimate_max=3.0),
+        "queues": QueueDist(queues=[Queue(name="debug", ewt_s=1800.0, share=0.3),
+                                    Queue(name="parallel", ewt_s=21600.0, share=0.6),
+                                    Queue(name="longpar", ewt_s=86400.0, share=0.1)]),
+        "app_classes": {"cpu": 0.4, "memory": 0.3, "mixed": 0.3},
+    },
+}
+"""Named sets of :func:`generate` arguments (see :func:`preset`)."""
+
+
+def preset(name: str) -> dict:
+    """The :func:`generate` keyword arguments of preset ``name``.
+
+    >>> sorted(preset("borghesi2018"))
+    ['app_classes', 'cores_per_node', 'duration_dist', 'max_nodes', 'nodes_dist', 'queues']
+    """
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    return dict(PRESETS[name])
+
+
 def _arrivals(rng: np.random.Generator, n: int, window_s: float, arrival: str, p: ArrivalParams) -> np.ndarray:
     if arrival == "uniform":
         t = rng.uniform(0.0, window_s, n)
@@ -196,6 +280,9 @@ def generate(
     max_nodes: int = 64,
     cores_per_node: int = 1,
     arrival_params: ArrivalParams | None = None,
+    queues: QueueDist | None = None,
+    app_classes: dict[str, float] | None = None,
+    hot_start: float = 0.0,
 ) -> Workload:
     """Generate a seeded synthetic workload (see the module documentation).
 
@@ -215,11 +302,21 @@ def generate(
         Size of the machine (Eurora had 64 nodes); no job asks for more.
     cores_per_node
         ``procs = nodes * cores_per_node``.
+    queues
+        Queues (partitions) with expected waiting times; ``None``: no partition.
+    app_classes
+        Application class probabilities, e.g. ``{"cpu": 0.4, "memory": 0.3,
+        "mixed": 0.3}``; ``None``: no class (the augmentation draws one).
+    hot_start
+        Share of the ``max_nodes`` nodes occupied at ``t = 0`` by jobs already
+        running (0 to 1; 0.7 is the paper's HS 70 %).
 
     Returns
     -------
     Workload
-        Jobs with ids ``1..n_jobs`` in submission order, status 1, no power.
+        Jobs with ids ``1..n_jobs`` in submission order, status 1, no power;
+        with a hot start, the running jobs first (submitted at 0, ids from
+        ``n_jobs + 1``).
 
     Raises
     ------
@@ -246,6 +343,13 @@ def generate(
     seed = _as_int(seed)
     if max_nodes < 1 or cores_per_node < 1:
         raise ConfigError(f"max_nodes and cores_per_node must be >= 1, got {max_nodes!r} and {cores_per_node!r}")
+    if not (isinstance(hot_start, int | float) and 0.0 <= hot_start <= 1.0):
+        raise ConfigError(f"hot_start must be a share of the nodes in [0, 1], got {hot_start!r}; e.g. 0.7")
+    if app_classes is not None:
+        bad = {k: v for k, v in app_classes.items() if not (isinstance(v, int | float) and v >= 0)}
+        if bad or not app_classes or sum(app_classes.values()) <= 0:
+            raise ConfigError(f"app_classes must map class names to probabilities >= 0 with a positive sum, "
+                              f"got {app_classes!r}; e.g. {{'cpu': 0.4, 'memory': 0.3, 'mixed': 0.3}}")
     nodes_dist = nodes_dist or NodesDist()
     duration_dist = duration_dist or DurationDist()
     users = users or UsersDist()
@@ -256,8 +360,9 @@ def generate(
     if nodes_dist.kind == "power-of-two" and 2 ** math.floor(math.log2(hi)) < lo:
         raise ConfigError(f"no power of two between min_nodes={lo} and {hi}; use kind='log-uniform'")
 
-    r_arr, r_nodes, r_run, r_over, r_user = (
-        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(5)
+    # spawn(8)'s first five children are spawn(5)'s: instances without queues, classes or a hot start are unchanged
+    r_arr, r_nodes, r_run, r_over, r_user, r_queue, r_class, r_hot = (
+        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(8)
     )
     submit = _arrivals(r_arr, n_jobs, float(window_s), arrival, arrival_params)
     nodes = _nodes(r_nodes, n_jobs, lo, hi, nodes_dist)
@@ -283,12 +388,32 @@ def generate(
             user_idx.tolist(),
         )
     ]
+    if queues is not None:
+        shares = np.array([q.share for q in queues.queues])
+        which = r_queue.choice(len(shares), size=n_jobs, p=shares / shares.sum())
+        for j, k in zip(jobs, which.tolist()):
+            j.partition = queues.queues[k].name
+    if app_classes is not None:
+        cls_names = list(app_classes)
+        probs = np.array([float(app_classes[c]) for c in cls_names])
+        which = r_class.choice(len(cls_names), size=n_jobs, p=probs / probs.sum())
+        for j, k in zip(jobs, which.tolist()):
+            j.app_class = cls_names[k]
+    hot = _hot_jobs(r_hot, round(hot_start * max_nodes), n_jobs, lo, hi, nodes_dist, d, cores_per_node, names,
+                    weights / weights.sum(), queues, app_classes)
+    jobs = hot + jobs
     params = {
         "arrival": arrival, "window_s": repr(float(window_s)), "seed": str(seed), "max_nodes": str(max_nodes),
         "cores_per_node": str(cores_per_node), "arrival_params": arrival_params.model_dump_json(),
         "nodes_dist": nodes_dist.model_dump_json(), "duration_dist": d.model_dump_json(),
         "users": users.model_dump_json(),
     }
+    if queues is not None:
+        params["queues"] = queues.model_dump_json()
+    if app_classes is not None:
+        params["app_classes"] = repr(dict(app_classes))
+    if hot_start:
+        params["hot_start"] = repr(float(hot_start))
     return Workload(
         name=f"synthetic-{arrival}-{n_jobs}jobs-{float(window_s):g}s-seed{seed}",
         jobs=iter(jobs),
@@ -296,6 +421,36 @@ def generate(
         max_nodes=max_nodes,
         header=params,
         notes=[f"synthetic workload (Borghesi et al. 2018 §5): {n_jobs} jobs, {arrival} arrivals "
-               f"over {float(window_s):g} s, seed {seed}"],
-        report=CleaningReport(read=n_jobs, kept=n_jobs),
+               f"over {float(window_s):g} s, seed {seed}"
+               + (f", hot start: {len(hot)} jobs running on {sum(j.nodes for j in hot)} of {max_nodes} nodes at 0"
+                  if hot else "")],
+        report=CleaningReport(read=len(jobs), kept=len(jobs)),
     )
+
+
+def _hot_jobs(rng: np.random.Generator, nodes_to_fill: int, n_jobs: int, lo: int, hi: int, nodes_dist: NodesDist,
+              d: DurationDist, cores_per_node: int, names: list[str], user_p: np.ndarray,
+              queues: QueueDist | None, app_classes: dict[str, float] | None) -> list[TraceJob]:
+    """Jobs running at ``t = 0`` on exactly ``nodes_to_fill`` nodes (see the module documentation)."""
+    out: list[TraceJob] = []
+    left = nodes_to_fill
+    while left > 0:
+        n = int(min(_nodes(rng, 1, lo, hi, nodes_dist)[0], left))
+        full = float(np.clip(rng.lognormal(math.log(d.median_s), d.sigma), d.min_s, d.max_s))
+        # it started before the replay: a uniform part of its run is left, its requested time is the rest of its own
+        remaining = max(full * float(rng.uniform(0.05, 1.0)), 1.0)
+        walltime = max(remaining * float(np.exp(rng.uniform(math.log(d.overestimate_min),
+                                                            math.log(d.overestimate_max)))), remaining)
+        job = TraceJob(n_jobs + len(out) + 1, 0.0, remaining, walltime, n * cores_per_node, n,
+                       user=names[int(rng.choice(len(names), p=user_p))])
+        if queues is not None:
+            shares = np.array([q.share for q in queues.queues])
+            job.partition = queues.queues[int(rng.choice(len(shares), p=shares / shares.sum()))].name
+        if app_classes is not None:
+            cls = list(app_classes)
+            probs = np.array([float(app_classes[c]) for c in cls])
+            job.app_class = cls[int(rng.choice(len(cls), p=probs / probs.sum()))]
+        job.extra["running_at_start"] = True
+        out.append(job)
+        left -= n
+    return out

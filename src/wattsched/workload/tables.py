@@ -46,6 +46,11 @@ column                    required  meaning
 ``mean_w``, ``max_w``,    no        per-node power of the job in watts (``>= 0``);
 ``std_w``                           an empty cell means "no power for this job"
 ``power_series``          no        measured per-node power profile, see below
+``running_at_start``      no        ``true``: the job was already running when the
+                                    replay begins (a *hot start*): the engine starts
+                                    it at its submission time on free nodes without
+                                    asking the policy; default ``false``. Written only
+                                    when some job has it
 ========================  ========  ===================================================
 
 An empty cell (or a Parquet null) in an optional column takes the default.
@@ -130,6 +135,9 @@ COLUMNS: tuple[str, ...] = (
     "mean_w", "max_w", "std_w", "power_series",
 )
 """Columns :func:`write_job_table` writes, in this order; also every column :func:`read_job_table` reads."""
+
+OPTIONAL_COLUMNS: tuple[str, ...] = ("running_at_start",)
+"""Columns read into ``TraceJob.extra`` and written after :data:`COLUMNS` only when some job has them."""
 
 _ALIASES: dict[str, tuple[str, ...]] = {
     "id": ("job_id", "jobid"),
@@ -389,7 +397,7 @@ def _resolve_columns(path: str, names: Sequence[str], header_line: int | None):
     positions: dict[str, int] = {}
     sources: dict[str, str] = {}
     notes: list[str] = []
-    for col in COLUMNS:
+    for col in COLUMNS + OPTIONAL_COLUMNS:
         if col in where:
             positions[col], sources[col] = where[col], col
             continue
@@ -592,7 +600,7 @@ def _parse_rows(
             conv("user", _str), conv("group", _str), conv("partition", _str), conv("status", _status),
             conv("app_class", _str), conv("min_nodes", _int), conv("max_nodes", _int),
             conv("malleable", _bool), conv("mean_w", _float), conv("max_w", _float), conv("std_w", _float),
-            conv("power_series", _series),
+            conv("power_series", _series), conv("running_at_start", _bool),
         ) if c is not None
     ]
     field_of = {sources[f]: f for f in sources}
@@ -706,7 +714,9 @@ def _parse_rows(
             if lo and hi and lo > hi:
                 col = sources.get("min_nodes", "min_nodes")
                 raise _Invalid(f"min_nodes {lo} is above max_nodes {hi}")
-            jobs.append(TraceJob(job_id, submit, runtime, walltime, procs, nodes, gpus_per_node=gpus, **values))
+            extra = {"running_at_start": True} if values.pop("running_at_start", False) else {}
+            jobs.append(TraceJob(job_id, submit, runtime, walltime, procs, nodes, gpus_per_node=gpus, extra=extra,
+                                 **values))
     except _Invalid as exc:
         raise TraceError(path, line, str(exc), field=col) from None
 
@@ -798,6 +808,7 @@ def arrow_column(values, kind: str, *, nulls: bool = True):
 
 def _job_arrow_table(jobs: Iterable[TraceJob]):
     pa, _ = _require_pyarrow()
+    jobs = jobs if isinstance(jobs, list) else list(jobs)
     cols = job_columns(jobs)
     arrays = []
     for name, kind in zip(COLUMNS, _WRITE_TYPES):
@@ -805,7 +816,12 @@ def _job_arrow_table(jobs: Iterable[TraceJob]):
             arrays.append(arrow_column(cols[name], kind))
         except OutputError as exc:
             raise OutputError(f"column {name!r}: {exc}") from None
-    return pa.Table.from_arrays(arrays, names=list(COLUMNS))
+    names = list(COLUMNS)
+    hot = [bool(j.extra.get("running_at_start")) for j in jobs]
+    if any(hot):
+        arrays.append(arrow_column(hot, "bool_"))
+        names.append("running_at_start")
+    return pa.Table.from_arrays(arrays, names=names)
 
 
 def write_csv_table(table, path: str | os.PathLike[str], *, compress: bool | None = None) -> None:
@@ -835,10 +851,11 @@ def write_csv_table(table, path: str | os.PathLike[str], *, compress: bool | Non
 def write_job_table(jobs: Iterable[TraceJob], path: str | os.PathLike[str]) -> int:
     """Write jobs as a job table that :func:`read_job_table` reads back identically.
 
-    The columns are :data:`COLUMNS`; the format follows the file name as for
-    reading. Floats are written in their shortest exact form in CSV, as
-    ``double`` in Parquet; ``.csv.gz`` is gzip level 1, reproducible byte for
-    byte. ``TraceJob.extra`` is not written. The jobs are gathered into columns
+    The columns are :data:`COLUMNS`, then those of :data:`OPTIONAL_COLUMNS`
+    that some job has; the format follows the file name as for reading.
+    Floats are written in their shortest exact form in CSV, as ``double`` in
+    Parquet; ``.csv.gz`` is gzip level 1, reproducible byte for byte.
+    ``TraceJob.extra`` is not written, but for ``running_at_start``. The jobs are gathered into columns
     and written in one pass, in the given order.
 
     Parameters

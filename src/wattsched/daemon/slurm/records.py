@@ -56,6 +56,7 @@ class SlurmJob:
     requeue: bool = True
     batch: bool = True
     restart_count: int = 0
+    eligible_time: float | None = None  # Slurm starts it no earlier (a requeued job's or --begin's begin time)
     gpus_per_node: int = 0
     features: str = ""
 
