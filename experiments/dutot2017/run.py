@@ -143,6 +143,15 @@ def tables(rows: list[dict]) -> str:
     rel = [[b] + [mean(_num(r.get("budget_window_relative_energy")) for r in runs
                        if r["algo"] == a and r["budget"] == b) for a in algos] for b in budgets]
     out += ["### Energy of the budget window / budget (not normalized)", "", md(["budget %", *algos], rel), ""]
+    # Per trace: the utilization and AVEbsld tables over that trace's weeks alone.
+    traces = sorted({r["trace"] for r in runs})
+    for tr in traces if len(traces) > 1 else []:
+        mine = [r for r in runs if r["trace"] == tr]
+        out += [f"### {tr}: {len({r['subject'] for r in mine})} weeks", ""]
+        for col, label in (("week_utilization", "utilization"), ("week_mean_bsld", "AVEbsld")):
+            table = [[b] + [mean(r[col + "_n"] for r in mine if r["algo"] == a and r["budget"] == b) for a in algos]
+                     for b in budgets]
+            out += [f"Normalized mean {label}:", "", md(["budget %", *algos], table), ""]
     return "\n".join(out)
 
 
