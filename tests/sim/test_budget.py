@@ -286,3 +286,26 @@ def test_budget_metrics_count_only_jobs_started_before_the_end():
     r = Engine(platform(1), [tj(1, 0, 1000, nodes=1), tj(2, 0, 100, nodes=1)], make_policy("easy")).run()
     assert budget_metrics(r, 0.0, 500.0)["jobs_started"] == 1  # job 2 starts at 1000
     assert budget_metrics(r, 0.0, 2000.0)["jobs_started"] == 2
+
+
+def test_a_node_powered_up_that_still_reads_off_is_not_powered_up_again():
+    # Live, a node powered up a moment ago can still read as off on the next call (the resource manager shows
+    # the request once its resume program runs): waking a second node for the same job would be a double
+    # decision. Switch-on time of builders' nodes: 20 s.
+    plat = platform(2)
+    pol = make_policy("easy-shutdown")
+    state = pol.init_state()
+
+    def snap(now):
+        s = snapshot(plat, [Job(1, 0.0, 100.0, 1)], [], now=now)
+        s.node_state[0] = s.node_state[1] = 2  # both off
+        s.free_nodes = []
+        return s
+
+    first = [a for a in pol.decide(snap(10.0), state).actions if isinstance(a, PowerUp)]
+    assert len(first) == 1
+    assert not [a for a in pol.decide(snap(11.0), state).actions if isinstance(a, PowerUp)]
+    # still off long after its switch-on time (and a minute): the request is taken as lost and made again
+    again = [a for a in pol.decide(snap(10.0 + 20.0 + 61.0), state).actions if isinstance(a, PowerUp)]
+    assert len(again) == 1
+    assert BudgetPolicyState.from_json(state.to_json()) == state

@@ -106,6 +106,8 @@ class BudgetPolicyState(PolicyState):
     reserved_job: int | None = None
     reserved_start_s: float | None = None
     idle_since_s: dict[int, float] = Field(default_factory=dict)
+    woken_s: dict[int, float] = Field(
+        default_factory=dict, description="nodes this policy powered up, by the time it did, until they are not off")
 
 
 # Row of _Power.table by node state: computing, idle (drained nodes too), off (down nodes too), switching.
@@ -409,6 +411,14 @@ def plan_shutdown(snapshot: Snapshot, plan: Plan, state: BudgetPolicyState, head
             arr = np.asarray(states)
             waking = int(np.count_nonzero(arr == NodeState.SWITCHING_ON))
             off = np.flatnonzero(arr == NodeState.OFF).tolist()
+            # A node powered up a moment ago may still read as off (a live resource manager shows the request
+            # only once its resume program runs): it is waking, not a node to power up again. Forgotten once it
+            # no longer reads as off, or after its switch-on time (and a minute) has passed.
+            woken = {n: t for n, t in state.woken_s.items()
+                     if n < len(arr) and arr[n] == NodeState.OFF and now - t <= models[n].power.switch_on_s + 60.0}
+            state.woken_s = woken
+            waking += len(woken)
+            off = [n for n in off if n not in woken]
             missing = head.nodes - len(left) - waking
             wake_s = max((models[n].power.switch_on_s for n in off), default=0.0)
             if missing <= len(off) and now + wake_s < shadow:
@@ -416,6 +426,7 @@ def plan_shutdown(snapshot: Snapshot, plan: Plan, state: BudgetPolicyState, head
                 keep = head.nodes
                 for n in off[: max(0, missing)]:
                     plan.actions.append(PowerUp(n))
+                    state.woken_s[n] = now
                     delta += pw.sw_on[n] - pw.off[n]
     # Keep the highest-indexed idle nodes for the head (the policies take nodes from the end).
     candidates = left[: max(0, len(left) - keep)] if power_down else []
