@@ -85,6 +85,12 @@ def test_budget_daemon_powers_idle_nodes_down_wakes_one_for_a_job_and_keeps_c_ea
              or job not in cluster.active(), 180, "the job to run on a powered-up node")
     powered = [n for n in cluster.node_states().values() if not n.powered_off]
     assert 1 <= len(powered) < len(cluster.nodes)  # one woken, the others still off
+    con = sqlite3.connect(db, timeout=5)
+    try:  # a node being resumed is waking, not one more node to power up each cycle
+        woken = [n for (n,) in con.execute("SELECT target FROM audit WHERE action='power_up'")]
+    finally:
+        con.close()
+    assert len(woken) == 1, woken
     # kill -9 in the middle of the window, then restart.
     before = wait_for(lambda: (s := policy_state(db)).get("window") and s, 30, "a saved C_ea")
     assert before["monitoring_stages"] == 1

@@ -135,6 +135,19 @@ def test_free_nodes_exclude_busy_drained_and_switching_ones(live):
     assert sorted(snap.free_nodes) == [3, 4]
 
 
+def test_a_node_being_resumed_is_switching_on_though_its_slurmd_does_not_answer_yet(live):
+    # Slurm 22.05 right after `scontrol update state=power_up`, before the resume program's slurmd registers:
+    # IDLE + NOT_RESPONDING + POWERING_UP. Read as down, a budget policy would wake another node every cycle.
+    def node(name, state, *flags):
+        return SlurmNode(name=name, state=state, flags=frozenset(flags), cpus=2, partitions=("batch",))
+
+    state = replace(live, nodes=(*live.nodes, node("wsn5", "IDLE", "NOT_RESPONDING", "POWERING_UP"),
+                                 node("wsn6", "IDLE", "NOT_RESPONDING"), node("wsn7", "DOWN", "POWERING_UP")))
+    snap = view(state).snapshot
+    assert snap.node_state[4:] == [NodeState.SWITCHING_ON, NodeState.DOWN, NodeState.DOWN]
+    assert 4 not in snap.free_nodes
+
+
 def test_nodes_are_in_natural_order():
     nodes = tuple(SlurmNode(name=n, state="IDLE", cpus=1, partitions=("b",)) for n in ("n10", "n2", "n1"))
     v = view(ClusterState((), nodes, read_at=1.0))

@@ -99,7 +99,10 @@ class SlurmNode:
 
     @property
     def down(self) -> bool:
-        return self.state in ("DOWN", "FAIL", "FUTURE", "UNKNOWN") or "NOT_RESPONDING" in self.flags
+        """Down, failed or not responding; a node being resumed does not respond until its slurmd starts."""
+        if self.state in ("DOWN", "FAIL", "FUTURE", "UNKNOWN"):
+            return True
+        return "NOT_RESPONDING" in self.flags and not self.powering_up
 
     @property
     def powered_off(self) -> bool:
