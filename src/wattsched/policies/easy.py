@@ -171,7 +171,8 @@ class EasyPolicy(BasePolicy):
             started.append((now + job.walltime_s, k))
             end -= k
         if head is None:
-            if state is not None:
+            # (pydantic's __setattr__ costs a call per decision: skip assigning None over None)
+            if state is not None and state.easy_memo is not None:
                 state.easy_memo = None
             return plan
         shadow, extra = shadow_time(snapshot, head.nodes, end, started)
@@ -185,7 +186,8 @@ class EasyPolicy(BasePolicy):
         self._explain(plan, head, end, shadow)
         if state is not None:
             if actions or order != "fcfs":
-                state.easy_memo = None
+                if state.easy_memo is not None:
+                    state.easy_memo = None
             else:
                 ends = snapshot.running_by_end()
                 valid_until = ends[0][0] if ends else math.inf
