@@ -225,16 +225,16 @@ class EasyPolicy(BasePolicy):
         sizes, walls, ids = index.nodes, index.wall, index.ids
         actions = plan.actions
         while len(found):
-            p = found[0]
-            k = int(sizes[p])
-            if now + float(walls[p]) <= shadow:
+            p = found.item(0)  # .item(): Python numbers straight away, no NumPy scalars
+            k = sizes.item(p)
+            if now + walls.item(p) <= shadow:
                 pass
             elif k <= extra:
                 extra -= k
             else:
                 found = found[1:]
                 continue
-            actions.append(Start(int(ids[p]), tuple(free[end - k : end])))
+            actions.append(Start(ids.item(p), tuple(free[end - k : end])))
             end -= k
             found = found[1:]
             if not end or not len(found):
