@@ -103,7 +103,7 @@ class CapSchedule:
         first = bisect.bisect_right(starts, start_s)
         now_cap = self.steps[first - 1].cap_w if first else math.inf
         finite_horizon = math.isfinite(horizon_s)
-        if np.ndim(duration_s) == 0:
+        if type(duration_s) is float or np.ndim(duration_s) == 0:  # (np.ndim costs more than this walk)
             # The length-1 case, without numpy's overhead: a walk over the changes in the window.
             d = max(float(duration_s), LOOKAHEAD_MIN_S)  # type: ignore[arg-type]
             stop = start_s + (min(d, max(horizon_s, 0.0)) if finite_horizon else d)

@@ -191,6 +191,19 @@ def _plain_starts_ok(snapshot: Snapshot, plan: Plan) -> bool:
     """
     pending = snapshot.pending
     state = snapshot.node_state
+    actions = plan.actions
+    if len(actions) == 1:  # most plans: one Start, no sets needed
+        action = actions[0]
+        if type(action) is not Start or action.cap_w is not None or action.freq_hz is not None:
+            return False
+        job = pending.get(action.job_id)
+        nodes = action.nodes
+        if job is None or len(nodes) != job.nodes:
+            return False
+        for n in nodes:
+            if n < 0 or state[n] != IDLE:  # an index past the end raises: caught below
+                return False
+        return len(nodes) == 1 or len(set(nodes)) == len(nodes)
     used: set[int] = set()
     jobs: set[int] = set()
     total = 0

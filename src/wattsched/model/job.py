@@ -8,7 +8,8 @@ here: the simulator keeps it in its own records so that a policy cannot read it.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 
 class JobState(str, enum.Enum):
@@ -130,3 +131,27 @@ class RunningJob:
         since = self.start_s if self.settled_s is None else self.settled_s
         done = self.work_done_s + max(0.0, now_s - since) * self.speed
         return min(1.0, max(0.0, done / wall))
+
+
+def _positional_constructor(cls: type) -> Any:
+    """A function building a ``cls`` (a frozen, slotted dataclass) from every field, positionally.
+
+    It sets the slots through their descriptors, which costs about half of the
+    generated ``__init__`` (one ``object.__setattr__`` per field): the simulator
+    builds a :class:`Job` and a :class:`RunningJob` for every job it replays.
+    The result is equal to ``cls(*values)``; no default is filled in.
+    """
+    names = [f.name for f in fields(cls)]
+    namespace = {"new": object.__new__, "cls": cls, **{f"set_{n}": getattr(cls, n).__set__ for n in names}}
+    body = "".join(f"    set_{n}(obj, {n})\n" for n in names)
+    exec(f"def build({', '.join(names)}):\n    obj = new(cls)\n{body}    return obj\n", namespace)
+    build = namespace["build"]
+    build.__doc__ = f"``{cls.__name__}(...)`` from every field, positionally (see ``_positional_constructor``)."
+    return build
+
+
+job_from_fields = _positional_constructor(Job)
+"""``Job(*values)`` with every field given, about twice as fast (the simulator's per-job path)."""
+
+running_job_from_fields = _positional_constructor(RunningJob)
+"""``RunningJob(*values)`` with every field given, about twice as fast (the simulator's per-job path)."""

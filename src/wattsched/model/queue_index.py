@@ -166,6 +166,6 @@ class QueueIndex:
         if extra < free:
             ok &= (self.wall[start:n] <= horizon_s) | (nodes <= extra)
         ok &= self.alive[start:n]
-        found = np.flatnonzero(ok)
+        found = ok.nonzero()[0]  # np.flatnonzero without its Python wrappers (ok is 1-D): called per decision
         found += start
         return found

@@ -171,7 +171,8 @@ class EasyPolicy(BasePolicy):
             started.append((now + job.walltime_s, k))
             end -= k
         if head is None:
-            if state is not None:
+            # (pydantic's __setattr__ costs a call per decision: skip assigning None over None)
+            if state is not None and state.easy_memo is not None:
                 state.easy_memo = None
             return plan
         shadow, extra = shadow_time(snapshot, head.nodes, end, started)
@@ -185,7 +186,8 @@ class EasyPolicy(BasePolicy):
         self._explain(plan, head, end, shadow)
         if state is not None:
             if actions or order != "fcfs":
-                state.easy_memo = None
+                if state.easy_memo is not None:
+                    state.easy_memo = None
             else:
                 ends = snapshot.running_by_end()
                 valid_until = ends[0][0] if ends else math.inf
@@ -223,16 +225,16 @@ class EasyPolicy(BasePolicy):
         sizes, walls, ids = index.nodes, index.wall, index.ids
         actions = plan.actions
         while len(found):
-            p = found[0]
-            k = int(sizes[p])
-            if now + float(walls[p]) <= shadow:
+            p = found.item(0)  # .item(): Python numbers straight away, no NumPy scalars
+            k = sizes.item(p)
+            if now + walls.item(p) <= shadow:
                 pass
             elif k <= extra:
                 extra -= k
             else:
                 found = found[1:]
                 continue
-            actions.append(Start(int(ids[p]), tuple(free[end - k : end])))
+            actions.append(Start(ids.item(p), tuple(free[end - k : end])))
             end -= k
             found = found[1:]
             if not end or not len(found):

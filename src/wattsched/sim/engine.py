@@ -40,7 +40,7 @@ from wattsched.model.constraints import BudgetState, CapSchedule, DemandResponse
 from wattsched.model.end_table import EndTable
 from wattsched.model.forecast import forecast
 from wattsched.model.guard import plan_problems
-from wattsched.model.job import Job, JobState, PowerEstimate, RunningJob
+from wattsched.model.job import Job, JobState, PowerEstimate, RunningJob, job_from_fields, running_job_from_fields
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodeState, Platform
 from wattsched.model.queue_index import QueueIndex
@@ -667,9 +667,9 @@ class Engine:
     @staticmethod
     def _make_job(tj: TraceJob) -> Job:
         # Positional, in Job's field order: this runs once per job.
-        return Job(
+        return job_from_fields(
             tj.id, tj.submit_s, tj.walltime_s, tj.nodes, tj.user, tj.group, "", tj.partition, "", tj.procs,
-            1, tj.gpus_per_node, 0, tj.min_nodes, tj.max_nodes, tj.malleable, True, 0.0, tj.app_class,
+            1, tj.gpus_per_node, 0, tj.min_nodes, tj.max_nodes, tj.malleable, True, 0.0, tj.app_class, (),
         )
 
     def _nominal_node_power(self, run: _Run, node: int) -> float:
@@ -831,7 +831,8 @@ class Engine:
         if run.job_settings or self.node_cap_w or self.node_freq_hz:
             run.view = RunningJob(job, self.now, nodes, expected, run.power_w, run.speed, *self._limits(nodes))
         else:
-            run.view = RunningJob(job, self.now, nodes, expected, run.power_w, run.speed)
+            run.view = running_job_from_fields(job, self.now, nodes, expected, run.power_w, run.speed, None, None,
+                                               0.0, None)
         self._runs[jid] = run
         self.running[jid] = run.view
         entry = (expected, k, jid)
@@ -918,13 +919,13 @@ class Engine:
         if acc is None:
             self._rows.append((
                 job.id, job.user, job.submit_s, start, end, start - job.submit_s, end - start,
-                job.walltime_s, job.nodes, energy_j, 0.0, 0.0, 0, state.value, work_s,
+                job.walltime_s, job.nodes, energy_j, 0.0, 0.0, 0, state._value_, work_s,
             ))
         else:
             self._rows.append((
                 job.id, job.user, job.submit_s, start, end, start - job.submit_s, end - start,
                 job.walltime_s, job.nodes, energy_j + acc.energy_j, acc.wasted_j, acc.wasted_node_s,
-                acc.evictions, state.value, work_s,
+                acc.evictions, state._value_, work_s,
             ))
         self._truth.pop(job.id, None)
 

@@ -320,13 +320,21 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
 
         bsld_s = summary.get("bsld_threshold_s") or 10.0
         bsld_def = summary.get("bsld_definition") or "standard"
+        from concurrent.futures import ThreadPoolExecutor
+
         if plotter is not None:
             plotter.send(result, out_dir, bsld_s, bsld_def)  # drawn while the tables are written
-        rows = write_run(result, out_dir, summary, plots=plotter is None, marker=False)
-        if tape is not None:
-            from wattsched.workload.tables import write_job_table
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wattsched-gzip") as pool:
+            # the augmented workload is compressed and written by a thread (zlib releases the GIL)
+            # while this one writes the run's tables
+            workload_written = None
+            if tape is not None:
+                from wattsched.workload.tables import submit_job_table
 
-            write_job_table(tape, out_dir / "workload.csv.gz")
+                workload_written = submit_job_table(tape, out_dir / "workload.csv.gz", pool)
+            rows = write_run(result, out_dir, summary, plots=plotter is None, marker=False)
+            if workload_written is not None:
+                workload_written.result()
         if engine.noticed or any(entry[1] != "cap" for entry in engine.control_log):
             from wattsched.sim.drlog import write_dr_outputs
 

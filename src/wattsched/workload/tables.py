@@ -116,10 +116,13 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wattsched.errors import MissingDependencyError, OutputError, TraceError
 from wattsched.workload.records import TraceJob, Workload
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor, Future
 
 __all__ = [
     "COLUMNS",
@@ -828,20 +831,25 @@ def write_csv_table(table, path: str | os.PathLike[str], *, compress: bool | Non
     strings are quoted, missing values are empty cells. A gzipped file has no
     name or time in its header, so the same table gives the same bytes.
     """
+    spath = os.fspath(path)
+    _store_csv(_csv_bytes(table), spath, spath.lower().endswith(".gz") if compress is None else compress)
+
+
+def _csv_bytes(table) -> bytes:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    spath = os.fspath(path)
-    if compress is None:
-        compress = spath.lower().endswith(".gz")
     sink = pa.BufferOutputStream()
     sink.write((",".join(table.column_names) + "\n").encode("utf-8"))
     if table.num_rows:
         pacsv.write_csv(table, sink, pacsv.WriteOptions(include_header=False, batch_size=65536))
-    data = sink.getvalue().to_pybytes()
+    return sink.getvalue().to_pybytes()
+
+
+def _store_csv(data: bytes, path: str, compress: bool) -> None:
     if compress:
         data = gzip.compress(data, compresslevel=_GZIP_LEVEL, mtime=0)
-    with open(spath, "wb") as fh:
+    with open(path, "wb") as fh:
         fh.write(data)
 
 
@@ -876,6 +884,29 @@ def write_job_table(jobs: Iterable[TraceJob], path: str | os.PathLike[str]) -> i
     else:
         write_csv_table(table, spath)
     return table.num_rows
+
+
+def submit_job_table(jobs: Iterable[TraceJob], path: str | os.PathLike[str], executor: Executor) -> Future[int]:
+    """:func:`write_job_table` of a CSV file whose compression and writing run on ``executor``.
+
+    The jobs are gathered and encoded as CSV now (that work holds the GIL);
+    gzip and the file write, which release it, run on ``executor`` alongside
+    the caller's next work. The future gives the number of jobs written, or
+    raises what the write raised. The file is the same, byte for byte.
+    """
+    spath = os.fspath(path)
+    if _format_of(spath) == "parquet":
+        raise ValueError(f"{spath}: submit_job_table writes CSV files only")
+    table = _job_arrow_table(jobs)
+    data = _csv_bytes(table)
+    rows = table.num_rows
+    del table
+
+    def store() -> int:
+        _store_csv(data, spath, spath.lower().endswith(".gz"))
+        return rows
+
+    return executor.submit(store)
 
 
 def recording(jobs: Iterable[TraceJob], path: str | os.PathLike[str]) -> Iterator[TraceJob]:
