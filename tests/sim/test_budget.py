@@ -80,6 +80,34 @@ def test_energy_reservation_stops_a_backfill():
     assert started(make_policy("easy").decide(_reservation_case(100.0, 2))) == {3}
 
 
+def test_a_backfilled_job_counts_in_the_energy_check_of_the_next_one():
+    # _reservation_case with two 1-node, 50-s jobs and C_ea = 40 kJ; the head (10 s) reserves 8 kJ.
+    # One job: P̃ = 800 + 200 = 1000 W against 500 W for 50 s, needs 25 kJ of the 32 kJ left: it starts.
+    # The second on top of it: 1200 W, needs 35 kJ: it waits. (Counting the first job's end but not its
+    # power would see 1000 W again and start both.)
+    plat = platform(4)
+    b = EnergyBudget(0.0, 10_000.0, 5_000_000.0)
+    run = [(Job(1, 0.0, 100.0, 2), 150.0, (0, 1))]
+    pending = [Job(2, 160.0, 10.0, 4), Job(3, 170.0, 50.0, 1), Job(4, 171.0, 50.0, 1)]
+    snap = snapshot(plat, pending, run, now=200.0, budgets=[BudgetState(b, 500 * 200 - 40_000.0)])
+    assert started(make_policy("energy-bud").decide(snap)) == {3}
+    snap = snapshot(plat, pending, run, now=200.0, budgets=[BudgetState(b, 500 * 200 - 45_000.0)])
+    assert started(make_policy("energy-bud").decide(snap)) == {3, 4}  # 45 - 8 >= 35 kJ: both
+
+
+def test_a_job_refused_for_energy_refuses_every_job_asking_more_for_longer():
+    # C_ea = 30 kJ, head reserves 8 kJ: 22 kJ for backfills ending by the shadow time (t = 250).
+    # Job 3 (1 node, 50 s) needs 25 kJ: refused; job 4 (1 node, 30 s): 1000 W for 30 s then 800 W (job 1
+    # still runs) for 20 s = 15 + 6 kJ: starts; job 5 asks as much power for longer than job 3: refused.
+    plat = platform(4)
+    b = EnergyBudget(0.0, 10_000.0, 5_000_000.0)
+    run = [(Job(1, 0.0, 100.0, 2), 150.0, (0, 1))]
+    pending = [Job(2, 160.0, 10.0, 4), Job(3, 170.0, 50.0, 1), Job(4, 171.0, 30.0, 1), Job(5, 172.0, 50.0, 1)]
+    snap = snapshot(plat, pending, run, now=200.0, budgets=[BudgetState(b, 500 * 200 - 30_000.0)])
+    plan = make_policy("energy-bud").decide(snap)
+    assert started(plan) == {4}
+
+
 def test_reduce_pc_refuses_the_short_wide_job_that_energy_bud_accepts():
     # The head's 8 kJ reservation at q=250 lowers the rate to 500 - 8000 / 50 = 340 W until then.
     # Job 3 takes every free node: 1200 W > 340 W, so reduce-pc refuses it; energy-bud has the energy.

@@ -254,15 +254,16 @@ class BudgetPolicy(BasePolicy):
                     drops.append((e, pw.extra_w(r.nodes)))
         state.reserved_j, state.reserved_job, state.reserved_start_s = 0.0, None, None
 
-        def fits_energy(nodes, job: Job, available_j: float, rate_w: float) -> bool:
+        def fits_energy(nodes, job: Job, available_j: float, rate_w: float, power_w: float) -> bool:
+            """Whether ``job`` on ``nodes`` keeps the energy balance, with the platform at ``power_w`` now."""
             dw = pw.extra_w(nodes)
             job_end = min(now + job.walltime_s, t_end)
             if job_end <= t_from:
                 return True  # over before the next window opens
-            if power + dw <= rate_w + _EPS:
+            if power_w + dw <= rate_w + _EPS:
                 return True
             # The estimated power when the window opens (now, or at its start if it lies ahead), and its drops.
-            p0, later = window_power(power + dw, t_from, drops)
+            p0, later = window_power(power_w + dw, t_from, drops)
             if self.mode == "powercap-easy":
                 return t_from > now and p0 <= rate_w + _EPS  # drops only lower the power after t_from
             horizon = max([job_end, *(t for t, _ in later)]) if later else job_end
@@ -277,7 +278,7 @@ class BudgetPolicy(BasePolicy):
                 head = job
                 break
             nodes = tuple(free[end - k : end])
-            if energy and not fits_energy(nodes, job, c_ea, rate):
+            if energy and not fits_energy(nodes, job, c_ea, rate, power):
                 head, head_energy_blocked = job, True
                 break
             actions.append(Start(job.id, nodes))
@@ -332,8 +333,13 @@ class BudgetPolicy(BasePolicy):
         spread = self.mode == "reduce-pc" and (q is None or q > t_from)
         if self.mode == "reduce-pc" and reserve_j > 0 and q is not None and q > t_from:
             reduced = rate - reserve_j / max(q - t_from, _EPS)
+        taken = {a.job_id for a in actions if type(a) is Start}
+        taken.add(head.id)
+        # Energy refusals as (extra power, requested time): every start only raises the estimated power, so a
+        # job asking at least as much power for at least as long is refused too, without computing it again.
+        refused: list[tuple[float, float]] = []
         for job in queue_order(snapshot, self.params.order):
-            if job.id == head.id or any(a.job_id == job.id for a in actions):
+            if job.id in taken:
                 continue
             k = job.nodes
             if k > end:
@@ -350,12 +356,16 @@ class BudgetPolicy(BasePolicy):
                 dw = pw.extra_w(nodes)
                 if now + job.walltime_s <= t_from:
                     ok = True  # over before the next window opens
+                elif any(dw >= f_dw and job.walltime_s >= f_wall for f_dw, f_wall in refused):
+                    continue
                 elif spread:
                     p0 = power + dw if t_from <= now else window_power(power + dw, t_from, drops)[0]
                     ok = p0 <= reduced + _EPS
                 else:
-                    ok = fits_energy(nodes, job, c_ea - reserve_j, rate)
+                    ok = fits_energy(nodes, job, c_ea - reserve_j, rate, power)
                 if not ok:
+                    refused = [f for f in refused if not (f[0] >= dw and f[1] >= job.walltime_s)]
+                    refused.append((dw, job.walltime_s))
                     continue
                 power += dw
                 if now + job.walltime_s < t_end:
@@ -363,6 +373,7 @@ class BudgetPolicy(BasePolicy):
             if uses_extra:
                 extra -= k
             actions.append(Start(job.id, nodes))
+            taken.add(job.id)
             end -= k
             if end == 0:
                 break
