@@ -248,7 +248,10 @@ def main(argv=None) -> int:
                     help="run only the N busiest of the 10 weeks, for every trace or per trace (kth=10,atlas=3); "
                          "the others are excluded from the sweep, so a later run with a larger N reuses these runs; "
                          "default 10")
+    ap.add_argument("--workers", type=int, metavar="N", help="local Dask workers of each sweep (default: cores)")
     args = ap.parse_args(argv)
+    if args.workers is not None and args.workers < 1:
+        ap.error(f"--workers: expected a positive integer, got {args.workers}")
     try:
         weeks = {name: int(args.weeks) for name, *_ in TRACES} if "=" not in args.weeks else \
             {k.strip(): int(v) for k, v in (part.split("=") for part in args.weeks.split(","))}
@@ -271,7 +274,8 @@ def main(argv=None) -> int:
         if not args.quick and n < count:
             path.write_text(sweep_text(name, trace, nodes, cpn, count, LEVELS, f"results/{tag}",
                                        sorted(by_load(path, nodes)[n:])))
-        rc = subprocess.call([str(wattsched), "sweep", str(path)])
+        workers = ["--workers", str(args.workers)] if args.workers else []
+        rc = subprocess.call([str(wattsched), "sweep", str(path), *workers])
         csv_path = HERE / "results" / tag / "runs.csv"
         if rc not in (0, 1) or not csv_path.exists():
             print(f"run.py: sweep {path.name} failed (exit {rc})", file=sys.stderr)
