@@ -108,6 +108,22 @@ def test_a_job_refused_for_energy_refuses_every_job_asking_more_for_longer():
     assert started(plan) == {4}
 
 
+def test_inside_the_window_power_alone_decides_and_one_start_can_block_the_rest():
+    policy = "powercap-easy"
+    # R = 1000 W; 800 W now (job 1 on 2 nodes, 2 idle). One more node computing makes 1000 W: job 3 starts;
+    # then any other job would exceed R, whatever its requested time (jobs 4 and 5 wait).
+    plat = platform(4)
+    b = EnergyBudget(0.0, 10_000.0, 10_000_000.0)
+    run = [(Job(1, 0.0, 100.0, 2), 150.0, (0, 1))]
+    pending = [Job(2, 160.0, 10.0, 4), Job(3, 170.0, 50.0, 1), Job(4, 171.0, 1.0, 1), Job(5, 172.0, 30.0, 1)]
+    snap = snapshot(plat, pending, run, now=200.0, budgets=[BudgetState(b, 0.0)])
+    assert started(make_policy(policy).decide(snap)) == {3}
+    # 1100 W: two nodes fit no more (1200 W), one does, whichever job comes first in the queue.
+    b = EnergyBudget(0.0, 10_000.0, 11_000_000.0)
+    snap = snapshot(plat, pending[:1] + pending[2:], run, now=200.0, budgets=[BudgetState(b, 0.0)])
+    assert started(make_policy(policy).decide(snap)) == {4}
+
+
 def test_reduce_pc_refuses_the_short_wide_job_that_energy_bud_accepts():
     # The head's 8 kJ reservation at q=250 lowers the rate to 500 - 8000 / 50 = 340 W until then.
     # Job 3 takes every free node: 1200 W > 340 W, so reduce-pc refuses it; energy-bud has the energy.

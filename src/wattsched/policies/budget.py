@@ -338,8 +338,14 @@ class BudgetPolicy(BasePolicy):
         # Energy refusals as (extra power, requested time): every start only raises the estimated power, so a
         # job asking at least as much power for at least as long is refused too, without computing it again.
         refused: list[tuple[float, float]] = []
+        # Inside the window, powercap-easy and reduce-pc's lowered rate refuse on power alone: once one more
+        # node computing would exceed the limit, only a job over before the window opens could start.
+        limit = reduced if spread else rate
+        power_only = energy and t_from <= now and (spread or self.mode == "powercap-easy")
+        floor_dw = min((pw.comp[i] - pw.idle[i] for i in free[:end]), default=0.0) if power_only else 0.0
+        blocked = power_only and floor_dw >= 0.0 and power + floor_dw > limit + _EPS
         for job in queue_order(snapshot, self.params.order):
-            if job.id in taken:
+            if job.id in taken or (blocked and now + job.walltime_s > t_from):
                 continue
             k = job.nodes
             if k > end:
@@ -374,6 +380,7 @@ class BudgetPolicy(BasePolicy):
                 extra -= k
             actions.append(Start(job.id, nodes))
             taken.add(job.id)
+            blocked = power_only and floor_dw >= 0.0 and power + floor_dw > limit + _EPS
             end -= k
             if end == 0:
                 break
