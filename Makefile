@@ -10,7 +10,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(STAMP): $(BIN)/python setup.cfg pyproject.toml
+$(STAMP): $(BIN)/python setup.cfg setup.py pyproject.toml src/wattsched/_native.py
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 

@@ -5,3 +5,7 @@ trace-replay simulator). See ``docs/`` for the user documentation.
 """
 
 __version__ = "0.1.0"
+
+from wattsched import _native
+
+_native.install_guard()  # compiled simulation core: used only while it matches its source

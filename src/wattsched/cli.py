@@ -11,7 +11,7 @@ import signal
 import sys
 from pathlib import Path
 
-from wattsched import __version__
+from wattsched import __version__, _native
 from wattsched.cliargs import Parser, finite_float, int_in, seed
 from wattsched.errors import OptionError, WattschedError
 
@@ -445,7 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Power-aware job dispatching for Slurm clusters: simulate policies on workload traces.",
         epilog=EPILOG,
     )
-    parser.add_argument("--version", action="version", version=f"wattsched {__version__}")
+    parser.add_argument("--version", action="version", version=f"wattsched {__version__} ({_core_kind()})")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -583,6 +583,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _SIM_DEFAULTS = argparse.Namespace()
+
+
+def _core_kind() -> str:
+    """How the simulation core runs, for ``--version``: compiled, or pure Python and why."""
+    if _native.compiled_in_use():
+        return "compiled simulation core"
+    why = sorted({v for v in _native.status().values() if v != "compiled"})
+    return "pure-Python simulation core: " + "; ".join(why) if why else "pure-Python simulation core"
 
 
 def main(argv: list[str] | None = None) -> int:

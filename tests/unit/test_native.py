@@ -1,0 +1,103 @@
+"""The compiled simulation core: same results as its sources, never used once its source changed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import wattsched
+from wattsched import _native
+
+PACKAGE = Path(wattsched.__file__).resolve().parent
+BUNDLED = PACKAGE / "data" / "traces" / "KTH-SP2-1996-2.1-cln-first5000.swf.gz"
+
+needs_compiled = pytest.mark.skipif(
+    not _native.compiled_in_use(),
+    reason=f"the compiled simulation core is not in use in this install: {sorted(set(_native.status().values()))}",
+)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != _native.ENV_PURE}
+    env.update(extra)
+    return env
+
+
+def _simulate(out: Path, env: dict[str, str]) -> None:
+    cmd = [sys.executable, "-m", "wattsched", "simulate", "--trace", str(BUNDLED), "--policy", "easy-pc",
+           "--cap", "60%", "--predictor", "history", "-q", "--no-report", "--out", str(out)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+
+
+def _version(env: dict[str, str]) -> str:
+    proc = subprocess.run([sys.executable, "-m", "wattsched", "--version"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@needs_compiled
+def test_the_compiled_core_schedules_exactly_as_its_sources(tmp_path):
+    assert "compiled simulation core" in _version(_env())
+    pure_env = _env(**{_native.ENV_PURE: "1"})
+    assert "pure-Python simulation core" in _version(pure_env)
+    _simulate(tmp_path / "compiled", _env())
+    _simulate(tmp_path / "pure", pure_env)
+    for name in ("jobs.csv", "timeline.csv", "workload.csv.gz"):
+        compiled = (tmp_path / "compiled" / name).read_bytes()
+        assert compiled == (tmp_path / "pure" / name).read_bytes(), name
+    assert b"\n" in (tmp_path / "compiled" / "jobs.csv").read_bytes()
+
+
+@needs_compiled
+def test_an_edited_source_is_loaded_instead_of_its_stale_compiled_module(tmp_path):
+    # a copy of the installed package, compiled modules and manifest included, with one source edited
+    copy = tmp_path / "wattsched"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.c"))
+    edited = copy / "model" / "plan.py"
+    edited.write_text(edited.read_text() + "\nEDITED_AFTER_THE_BUILD = True\n")
+    probe = (
+        "import wattsched.model.plan as plan, wattsched.model.job as job\n"
+        "from wattsched import _native\n"
+        "print(plan.__file__); print(job.__file__); print(plan.EDITED_AFTER_THE_BUILD)\n"
+        "print(_native.status()['wattsched.model.plan']); print(_native.compiled_in_use())\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], env=_env(PYTHONPATH=str(tmp_path)), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    plan_file, job_file, edited_flag, why, all_compiled = proc.stdout.split("\n")[:5]
+    assert plan_file == str(edited)
+    assert job_file.startswith(str(copy / "model" / "job.")) and not job_file.endswith(".py")
+    assert edited_flag == "True"
+    assert why.startswith("source (changed since it was compiled")
+    assert all_compiled == "False"
+
+
+def test_without_extension_modules_every_module_is_reported_as_source(tmp_path):
+    copy = tmp_path / "wattsched"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.c", "*.so", "*.pyd"))
+    probe = ("import wattsched.sim.engine as e\nfrom wattsched import _native\n"
+             "print(e.__file__); print(sorted(set(_native.status().values())))\n")
+    proc = subprocess.run([sys.executable, "-c", probe], env=_env(PYTHONPATH=str(tmp_path)), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    engine_file, kinds = proc.stdout.split("\n")[:2]
+    assert engine_file == str(copy / "sim" / "engine.py")
+    assert kinds == "['not compiled']"
+
+
+@pytest.mark.skipif(not os.environ.get("WATTSCHED_EXPECT_COMPILED"),
+                    reason="WATTSCHED_EXPECT_COMPILED is not set (CI sets it: its machine has a C compiler)")
+def test_the_install_compiled_the_simulation_core():
+    assert _native.compiled_in_use(), _native.status()
+
+
+def test_every_compiled_module_exists_as_source():
+    for name in _native.COMPILED:
+        assert PACKAGE.parent.joinpath(*name.split(".")).with_suffix(".py").is_file(), name
