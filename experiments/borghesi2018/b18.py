@@ -38,45 +38,31 @@ TRACES = REPO.parent / "shared" / "traces"
 THETA_S = 300.0
 """θ of Eq. 3: five minutes."""
 
-HOT_USER = "hotstart"
-"""User of the jobs that occupy the machine at t = 0 (hot start); not counted in the BSLD."""
+PRESET = "borghesi2018"
+"""The synthetic instances are the library's §5 preset (``wattsched.workload.synthetic``): Eurora's 64
+nodes, its queues with expected waiting times, application classes, arrivals, hot start."""
 
-QUEUES = (("debug", 1800.0, 1800.0), ("parallel", 6 * 3600.0, 21600.0), ("longpar", math.inf, 86400.0))
-"""Queues as (name, longest requested time, expected waiting time), Eurora-like (ASSUMPTION: the paper
-gives no values): a job goes to the first queue whose limit its requested time does not exceed."""
 
-QUEUE_EWT_S = {name: ewt for name, _, ewt in QUEUES}
+def _preset() -> dict:
+    from wattsched.workload.synthetic import preset
+
+    return preset(PRESET)
+
+
+QUEUE_EWT_S = _preset()["queues"].ewt_param()
+"""Expected waiting time per queue, the ``queue_ewt_s`` of ``ls``/``dec`` (the preset's queues)."""
+
+TRACE_QUEUE_LIMITS_S = (("debug", 1800.0), ("parallel", 6 * 3600.0), ("longpar", math.inf))
+"""Fig. 5 analogue only: a real trace's job goes to the first of the preset's queues whose limit its
+requested time does not exceed (ASSUMPTION: the traces have no such queues)."""
 
 VIOLATION_TOL = 0.01
 """A run breaks its budget when the platform power is above cap × (1 + this) for any time."""
 
 # --- response models (§5.1.1) ---------------------------------------------------------------------------------
-
-FLOOR = 0.3
-"""Least share of a job's nominal node power a cap leaves (the default of wattsched's classes). A busy
-Eurora node draws 250-480 W of which 120 W idle, so 0.3 leaves about the idle power: the paper's
-1 W floor on the *dynamic* power."""
-
-CLASSES = ("cpu", "memory", "mixed")
-
-
-def _linear(f: float) -> dict[str, Any]:
-    return {"model": "linear", "f": f, "floor": FLOOR}
-
-
-def response_all(f: float) -> dict[str, dict[str, Any]]:
-    """The same ``D' = F · M^D · D`` for every class (DynShare_F)."""
-    return {c: _linear(f) for c in CLASSES}
-
-
-RESPONSE_MIXED = {"cpu": _linear(0.8), "mixed": _linear(0.5), "memory": _linear(0.25)}
-"""DynShare_mixed: a factor per application class, memory-bound lowest (ASSUMPTION: the paper draws it
-from one distribution per class and gives no values; its mixed results sit near F = 0.5-0.6)."""
-
-RESPONSE_CPI = {c: {"model": "cpi", "cpi": cpi, "floor": FLOOR}
-                for c, cpi in (("cpu", 1.0), ("mixed", 2.5), ("memory", 5.0))}
-"""DynShare_CPI (Eq. 4): CPI 1 for CPU-bound, 5 for memory-bound (the paper's bounds), 2.5 between."""
-
+# The library's scenarios (``wattsched.model.response.ResponseScenario``), named by the policies'
+# ``response`` parameter: a factor F for every job (DynShare_F), ``mixed`` (F drawn per job within its
+# application class's interval), ``cpi`` (Eq. 4); taken on the dynamic power, with the paper's 1 W floor.
 
 # --- methods ---------------------------------------------------------------------------------------------------
 
@@ -88,9 +74,11 @@ class Method:
     policy: str
     params: dict = field(default_factory=dict)
     predictor: dict = field(default_factory=lambda: {"name": "oracle"})
-    response: dict = field(default_factory=lambda: RESPONSE_MIXED)
     proactive: bool = False
 
+
+MIXED = {"response": "mixed"}
+"""The response of the methods that slow jobs down, unless a figure names another (the paper's default)."""
 
 UNDER = {"name": "oracle", "params": {"under_share": 0.1, "under_by": 0.4, "seed": 7}}
 """§5.2.4: 10 % of the jobs predicted 40 % below their real power."""
@@ -104,15 +92,15 @@ def methods(dec_params: dict) -> dict[str, Method]:
         Method("LS", "ls", ls, proactive=True),
         Method("DEC", "dec", dec, proactive=True),
         Method("BF", "bf"),
-        Method("DVFS", "dvfs"),
-        Method("Simple", "simple"),
-        *(Method(f"DynShare_{f:g}", "dynshare", response=response_all(f)) for f in (0, 0.25, 0.5, 0.75, 1)),
-        Method("DynShare_mixed", "dynshare"),
-        Method("DynShare_CPI", "dynshare", response=RESPONSE_CPI),
-        *(Method(f"DynShare_{f:g}+AC", "dynshare", {"admission": True}, response=response_all(f))
+        Method("DVFS", "dvfs", MIXED),
+        Method("Simple", "simple", MIXED),
+        *(Method(f"DynShare_{f:g}", "dynshare", {"response": f"{f:g}"}) for f in (0, 0.25, 0.5, 0.75, 1)),
+        Method("DynShare_mixed", "dynshare", MIXED),
+        Method("DynShare_CPI", "dynshare", {"response": "cpi"}),
+        *(Method(f"DynShare_{f:g}+AC", "dynshare", {"admission": True, "response": f"{f:g}"})
           for f in (0, 0.25, 0.5, 0.75, 1)),
-        Method("DynShare_mixed+AC", "dynshare", {"admission": True}),
-        Method("DEC+RAPL", "dec+rapl", dec, proactive=True),
+        Method("DynShare_mixed+AC", "dynshare", {"admission": True, **MIXED}),
+        Method("DEC+RAPL", "dec+rapl", {**dec, **MIXED}, proactive=True),
         Method("LS_U", "ls", ls, UNDER, proactive=True),
         Method("DEC_U", "dec", dec, UNDER, proactive=True),
         Method("LS_vU99", "ls", {**ls, "cap_margin": 0.01}, UNDER, proactive=True),
@@ -188,45 +176,34 @@ FIGURE_BY_KEY = {f.key: f for f in FIGURES}
 # --- instances -------------------------------------------------------------------------------------------------
 
 def queue_of(walltime_s: float) -> str:
-    return next(name for name, limit, _ in QUEUES if walltime_s <= limit)
+    return next(name for name, limit in TRACE_QUEUE_LIMITS_S if walltime_s <= limit)
 
 
 def make_instance(family: Family, index: int, platform) -> list:
     """The jobs of instance ``index`` of ``family`` on ``platform`` (seeded by family and index).
 
-    Synthetic families follow §5: ``n_jobs`` arrivals in ``window_s`` (uniform, left-skewed or burst),
-    one to four whole nodes (the paper's job units sharing nodes are not modelled), run times
-    lognormal (median 30 min, no job under 5 min as in the paper's synthetic sets), requested times
-    1-2x the run time, queues by requested time, per-job power and application class (CPU-bound,
-    memory-bound, mixed) drawn by :func:`wattsched.workload.augment.augment`. A hot start adds,
-    at t = 0 and one second ahead of the instance, one-node jobs of user ``hotstart`` on
-    ``hot_start`` of the nodes. Trace families take ``n_jobs`` consecutive jobs of the trace from a
-    seeded start (at most 64 nodes each), shifted to start at 0.
+    Synthetic families are the library's §5 instances (:func:`wattsched.workload.synthetic.generate`
+    with the ``borghesi2018`` preset): ``n_jobs`` arrivals in ``window_s`` (uniform, left-skewed or
+    burst), queues with expected waiting times, application classes, and with ``hot_start`` that share
+    of the nodes busy with jobs already running at t = 0 (``running_at_start``: the engine starts them
+    before the replay, they are not decisions of the policy). Per-job power by
+    :func:`wattsched.workload.augment.augment` (it keeps the generator's classes). Trace families take
+    ``n_jobs`` consecutive jobs of the trace from a seeded start (at most 64 nodes each), shifted to
+    start at 0, queues by requested time.
     """
     from wattsched.workload.augment import AugmentParams, augment
-    from wattsched.workload.synthetic import DurationDist, NodesDist, generate
+    from wattsched.workload.synthetic import generate
 
     seed = 1000 * (abs(hash_key(family.key)) % 100000) + index
     node_power = platform.nodes[-1].power
     if family.trace is not None:
-        jobs = _trace_jobs(family, seed, len(platform.nodes))
+        jobs = [_job(j, partition=queue_of(j.walltime_s)) for j in _trace_jobs(family, seed, len(platform.nodes))]
     else:
+        kw = _preset()
+        kw["max_nodes"] = len(platform.nodes)
         wl = generate(family.n_jobs, window_s=family.window_s, arrival=family.arrival, seed=seed,
-                      nodes_dist=NodesDist(kind="log-uniform", min_nodes=1, max_nodes=4),
-                      duration_dist=DurationDist(median_s=1800.0, sigma=0.8, min_s=300.0, max_s=6 * 3600.0,
-                                                 overestimate_min=1.0, overestimate_max=2.0),
-                      max_nodes=len(platform.nodes), cores_per_node=16)
+                      hot_start=family.hot_start, **kw)
         jobs = list(wl.jobs)
-        n_hot = round(family.hot_start * len(platform.nodes))
-        if n_hot:
-            rng = np.random.default_rng(seed + 1)
-            hot = []
-            for k in range(n_hot):
-                run_s = float(np.clip(rng.lognormal(math.log(1800.0), 0.8), 300.0, 6 * 3600.0))
-                hot.append(_job(jobs[0], id=len(jobs) + k + 1, submit_s=0.0, runtime_s=run_s,
-                                walltime_s=math.ceil(run_s / 60) * 60, procs=16, nodes=1, user=HOT_USER))
-            jobs = hot + [_job(j, submit_s=j.submit_s + 1.0) for j in jobs]
-    jobs = [_job(j, partition=queue_of(j.walltime_s)) for j in jobs]
     return list(augment(jobs, node_power, AugmentParams(), seed=seed))
 
 
@@ -303,7 +280,6 @@ def sweep_file(instances: list[dict], figures: list[Figure], budgets: tuple[int,
                 "traces": [inst["path"]],
                 "policies": [{"name": m.policy, "params": m.params} if m.params else m.policy],
                 "predictors": [m.predictor if m.predictor.get("params") else m.predictor["name"]],
-                "response": [m.response],
                 "caps": caps,
             })
     return {"kind": "sweep", "name": name, "base": {"platform": "eurora", "bsld_threshold_s": THETA_S},
@@ -320,7 +296,7 @@ def _instance_facts(path: str) -> tuple[dict[int, float], frozenset[int]]:
         for row in csv.DictReader(fh):
             i = int(row["id"])
             runtime[i] = float(row["runtime_s"])
-            if row.get("user") == HOT_USER:
+            if row.get("running_at_start", "").lower() == "true":
                 hot.add(i)
     return runtime, frozenset(hot)
 
@@ -438,7 +414,7 @@ def _num(v) -> float | None:
 
 
 def _spec_method(m: Method) -> str:
-    return method_key(m.policy, m.params, m.predictor.get("params"), m.response)
+    return method_key(m.policy, m.params, m.predictor.get("params"), None)
 
 
 def _row_method(r: dict) -> str:

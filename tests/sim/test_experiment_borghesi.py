@@ -45,3 +45,31 @@ def test_bad_options_name_the_option():
     assert done.returncode == 2 and "--figures: unknown figure 'fig9'" in done.stderr
     done = subprocess.run([sys.executable, str(RUN), "--budgets", "150"], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 2 and "--budgets" in done.stderr
+
+
+def test_instances_are_the_librarys_section5_instances_with_a_real_hot_start():
+    sys.path.insert(0, str(RUN.parent))
+    try:
+        import b18
+    finally:
+        sys.path.remove(str(RUN.parent))
+    from wattsched.config.platform import load_platform
+    from wattsched.policies import make_policy
+    from wattsched.sim.engine import Engine
+
+    platform = load_platform("eurora")
+    jobs = b18.make_instance(b18.F50HS, 0, platform)
+    hot = [j for j in jobs if j.extra.get("running_at_start")]
+    assert sum(j.nodes for j in hot) == round(0.7 * 64) and all(j.submit_s == 0 for j in hot)
+    assert len(jobs) - len(hot) == 50
+    assert {j.partition for j in jobs} <= set(b18.QUEUE_EWT_S) and b18.QUEUE_EWT_S["debug"] == 1800.0
+    assert {j.app_class for j in jobs} == {"cpu", "memory", "mixed"}
+    # the hot-start jobs run from t = 0 whatever the policy: the engine starts them, not the policy
+    result = Engine(platform, jobs, make_policy("ls", {"queue_ewt_s": b18.QUEUE_EWT_S})).run()
+    started = dict(zip(result.jobs["id"].tolist(), result.jobs["start_s"].tolist()))
+    assert all(started[j.id] == 0 for j in hot)
+    # the methods name the library's response scenarios through the policies' own parameter
+    by_label = b18.methods({"time_limit_s": 0.01, "max_time_limit_s": 0.04})
+    assert by_label["DynShare_0.25"].params == {"response": "0.25"}
+    assert by_label["DynShare_mixed+AC"].params == {"admission": True, "response": "mixed"}
+    assert by_label["LS"].params == {"queue_ewt_s": b18.QUEUE_EWT_S}
