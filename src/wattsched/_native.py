@@ -14,14 +14,9 @@ every module whose source changed since the build, and for every module when
 
 from __future__ import annotations
 
-import hashlib
-import importlib.abc
 import importlib.machinery
-import importlib.util
-import json
 import os
 import sys
-from pathlib import Path
 
 # The hot path of a simulation, compiled at install time (read by setup.py: keep it one literal tuple).
 COMPILED = (
@@ -43,16 +38,21 @@ COMPILED = (
     "wattsched.workload.swf",
 )
 
-PACKAGE_DIR = Path(__file__).resolve().parent
-MANIFEST = PACKAGE_DIR / "_native.json"
+# os.path, not pathlib: this runs at every `import wattsched`, before anything else is imported
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+MANIFEST = os.path.join(PACKAGE_DIR, "_native.json")
 ENV_PURE = "WATTSCHED_PURE_PYTHON"
 
 _source_only: frozenset[str] = frozenset()
 _reasons: dict[str, str] = {}
 
 
-class _SourceFirst(importlib.abc.MetaPathFinder):
-    """Finds the listed modules as their ``.py`` source, ahead of a compiled extension of the same name."""
+def _module_base(name: str) -> str:
+    return os.path.join(os.path.dirname(PACKAGE_DIR), *name.split("."))
+
+
+class _SourceFirst:
+    """A meta path finder: the listed modules as their ``.py`` source, ahead of a compiled extension."""
 
     def __init__(self, names: frozenset[str]):
         self.names = names
@@ -60,18 +60,19 @@ class _SourceFirst(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
         if fullname not in self.names:
             return None
-        source = PACKAGE_DIR.parent.joinpath(*fullname.split(".")).with_suffix(".py")
-        if not source.is_file():
+        source = _module_base(fullname) + ".py"
+        if not os.path.isfile(source):
             return None
+        import importlib.util
+
         return importlib.util.spec_from_file_location(fullname, source)
 
 
-def _extension_path(name: str) -> Path | None:
-    base = PACKAGE_DIR.parent.joinpath(*name.split("."))
+def _extension_path(name: str) -> str | None:
+    base = _module_base(name)
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        candidate = base.with_name(base.name + suffix)
-        if candidate.is_file():
-            return candidate
+        if os.path.isfile(base + suffix):
+            return base + suffix
     return None
 
 
@@ -79,10 +80,7 @@ def install_guard() -> None:
     """Use the ``.py`` source of every compiled module that is out of date or disabled (see the module doc)."""
     global _source_only
     pure = bool(os.environ.get(ENV_PURE))
-    try:
-        built = json.loads(MANIFEST.read_text())
-    except (OSError, ValueError):
-        built = {}
+    built = None
     stale = set()
     for name in COMPILED:
         if _extension_path(name) is None:
@@ -92,9 +90,13 @@ def install_guard() -> None:
             _reasons[name] = f"source ({ENV_PURE} is set)"
             stale.add(name)
             continue
-        source = PACKAGE_DIR.parent.joinpath(*name.split(".")).with_suffix(".py")
+        if built is None:
+            built = _manifest()
         try:
-            digest = hashlib.sha256(source.read_bytes()).hexdigest()
+            with open(_module_base(name) + ".py", "rb") as fh:
+                import hashlib
+
+                digest = hashlib.sha256(fh.read()).hexdigest()
         except OSError:
             digest = None  # an installed wheel may ship the extension alone: it is then the module
         if digest is not None and built.get(name) != digest:
@@ -105,6 +107,16 @@ def install_guard() -> None:
     if stale:
         _source_only = frozenset(stale)
         sys.meta_path.insert(0, _SourceFirst(_source_only))
+
+
+def _manifest() -> dict:
+    import json
+
+    try:
+        with open(MANIFEST) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return {}
 
 
 def status() -> dict[str, str]:

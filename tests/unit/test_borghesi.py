@@ -196,6 +196,23 @@ def test_dvfs_starts_the_blocked_head_at_a_lower_frequency_within_the_slowdown_t
     assert make_policy("dvfs").decide(other).starts() == []
 
 
+def test_dvfs_under_a_response_scenario_predicts_the_slowed_power_on_the_dynamic_power():
+    from wattsched.model.response import LinearResponse
+
+    jobs = [Job(1, 0.0, 600.0, 2, app_class="cpu")]
+    snap = _snap(3, jobs, {1: 300.0}, cap_w=450.0)
+    snap.platform = snap.platform.with_response_classes({"cpu": LinearResponse(f=1.0)})
+    # the class model on the whole node power: 150 W a node at 1 GHz, 300 + 2 x 50 = 400 W <= 450 W
+    assert [(a.job_id, a.freq_hz) for a in make_policy("dvfs").decide(snap).starts()] == [(1, 1.0e9)]
+    # the paper's scenario F = 1 as the replay applies it: half the *dynamic* power, 100 + 0.5 x 200 = 200 W
+    # a node, 300 + 2 x 100 = 500 W > 450 W: the job waits
+    assert make_policy("dvfs", {"response": "1"}).decide(snap).starts() == []
+    snap.cap = CapSchedule.constant(520.0)
+    plan = make_policy("dvfs", {"response": "1"}).decide(snap)
+    assert [(a.job_id, a.freq_hz) for a in plan.starts()] == [(1, 1.0e9)]
+    assert plan.power_estimate_w == pytest.approx(500.0)
+
+
 def test_dec_falls_back_to_the_ls_schedule_when_the_solver_finds_nothing_in_time():
     jobs = [Job(1, 0.0, 180.0, 1), Job(2, 0.0, 120.0, 2), Job(3, 0.0, 300.0, 1)]
     snap = _snap(2, jobs, {1: 300.0, 2: 300.0, 3: 300.0})
