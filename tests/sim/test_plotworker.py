@@ -147,3 +147,15 @@ def test_worker_dies_with_a_killed_parent(tmp_path):
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or (os.cpu_count() or 1) < 2, reason="needs fork and two cores")
+def test_a_plot_drawn_beside_reports_success_and_failure(tmp_path):
+    from wattsched.sim.plotworker import _draw_beside, _succeeded
+
+    target = tmp_path / "drawn"
+    pid = _draw_beside(lambda: target.write_text("ok"))
+    assert pid is not None and _succeeded(pid)
+    assert target.read_text() == "ok"  # the child's work is visible to the worker
+    pid = _draw_beside(lambda: 1 / 0)
+    assert pid is not None and not _succeeded(pid)  # the worker then draws that plot itself

@@ -573,7 +573,8 @@ def vars_of(job):
 ])
 def test_irregular_files_go_line_by_line_with_located_errors(tmp_path, monkeypatch, bad):
     path = write(tmp_path, [bad, "2 50 0 10 1 -1 -1 -1 100 -1 1 1 1 -1 -1 -1 -1 -1"])
-    assert swf._fast_table(str(path)) is None
+    if bad.strip():  # a line of spaces is skipped by both paths alike
+        assert swf._fast_table(str(path)) is None
     for skip in (False, True):
         outcomes = []
         for fast_allowed in (True, False):

@@ -53,7 +53,8 @@ Loc = tuple[Any, ...]
 class StrictModel(BaseModel):
     """Base of every config model: frozen, unknown keys rejected, surrounding whitespace of strings stripped."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=False, str_strip_whitespace=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=False, str_strip_whitespace=True,
+                              defer_build=True)
 
 
 def field_problems(problems: Iterable[tuple[str | Loc, str]]) -> PydanticCustomError:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
-import numpy.typing as npt
+
+if TYPE_CHECKING:  # numpy.typing costs 40 ms at import
+    import numpy.typing as npt
 
 LOOKAHEAD_MIN_S = 1e-9
 """A job is taken to run at least this long when looking ahead (a zero walltime still sees the cap in force)."""

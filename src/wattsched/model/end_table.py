@@ -6,8 +6,12 @@ handed to them as :attr:`~wattsched.model.snapshot.Snapshot.end_table`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import numpy.typing as npt
+
+if TYPE_CHECKING:  # numpy.typing costs 40 ms at import
+    import numpy.typing as npt
 
 
 class EndTable:

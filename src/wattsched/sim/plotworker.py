@@ -2,10 +2,13 @@
 
 ``wattsched simulate`` starts ``python -m wattsched.sim.plotworker`` when a run
 begins. The worker imports matplotlib and the plotting code (a fair part of a
-short run's time) while the engine runs on the other core, then waits for one
-request on its standard input: the columns the plots need, pickled. It draws
-the PNG files into the run's staging directory and exits with status 0, or
-prints the error and exits with status 1.
+short run's time) while the engine runs on the other core, then reads pickled
+requests on its standard input: first, optionally, the run's workload as
+columns, which it writes as ``workload.csv.gz`` while the engine still runs
+(under a temporary name, renamed when complete); then the columns the plots
+need. It draws the PNG files into the run's staging directory and exits with
+status 0, or prints the error and exits with status 1. With two cores or more,
+a forked child draws one of the plots while the worker draws the others.
 
 A fresh interpreter, not a forked one: a forked child that a signal reaches can
 return into the caller's code. The worker dies with its parent: the end of its
@@ -55,6 +58,14 @@ class PlotWorker:
             return None
         return cls(proc)
 
+    def send_workload(self, columns: dict[str, list], path: Path) -> None:
+        """Have the worker write the job table ``path`` (``workload.csv.gz``) from ``columns`` (sent by a thread).
+
+        Call it before :meth:`send`. The file appears whole or not at all: after
+        :meth:`wait`, a missing file means the worker could not write it.
+        """
+        self._post({"workload": columns, "path": str(path)}, last=False)
+
     def send(self, result: Any, out_dir: Path, bsld_threshold_s: float, bsld_definition: str = "standard") -> None:
         """Hand the worker what it draws; written by a thread, so the caller goes on writing its tables."""
         info = {k: result.info.get(k) for k in ("trace", "policy")}
@@ -68,10 +79,28 @@ class PlotWorker:
             "info": info,
         }
 
+        self._post(request, last=True)
+
+    def _post(self, message: dict, *, last: bool) -> None:
+        """Send ``message`` to the worker, after the messages before it; close its input if ``last``.
+
+        Pickled here (milliseconds), written by a thread: a full pipe then
+        blocks that thread only, without the GIL.
+        """
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        before = self._sender
+
         def write() -> None:
+            if before is not None:
+                before.join()
+            if self._send_error is not None:
+                return
             try:
-                pickle.dump(request, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-                self.proc.stdin.close()
+                self.proc.stdin.write(data)
+                if last:
+                    self.proc.stdin.close()
+                else:
+                    self.proc.stdin.flush()
             except (OSError, ValueError) as exc:  # the worker is gone: wait() says why
                 self._send_error = exc
 
@@ -121,16 +150,68 @@ def main(argv: list[str] | None = None) -> int:
     _die_with_parent()
     if argv and os.getppid() != int(argv[0]):  # the parent died before the line above took effect
         return 0
-    import wattsched.sim.plots  # noqa: F401  (the slow import, done while the parent simulates)
-    from wattsched.sim.report import LoadedRun, write_plots
+    from wattsched.sim.plots import warm_up  # the slow import, done while the parent simulates
+    from wattsched.sim.report import PLOTS, LoadedRun, write_plots
 
+    warm_up()
     try:
         request = pickle.load(sys.stdin.buffer)
+        if "workload" in request:
+            _write_workload(request["workload"], Path(request["path"]))
+            request = pickle.load(sys.stdin.buffer)
     except EOFError:  # the parent ended without a request (the run failed): nothing to draw
         return 0
     run = LoadedRun(request["jobs"], request["timeline"], request["info"])
-    write_plots(run, Path(request["out_dir"]), request["bsld_threshold_s"], request["bsld_definition"])
+    args = (run, Path(request["out_dir"]), request["bsld_threshold_s"], request["bsld_definition"])
+    beside = _draw_beside(lambda: write_plots(*args, only=BESIDE))
+    write_plots(*args, only=[p for p in PLOTS if beside is None or p not in BESIDE])
+    if beside is not None and not _succeeded(beside):
+        write_plots(*args, only=BESIDE)  # drawn here, so that its error, if any, is this process's own
     return 0
+
+
+def _write_workload(columns: dict[str, list], path: Path) -> None:
+    """Write the job table under a temporary name, renamed when complete; on failure, say why and go on."""
+    from wattsched.workload.tables import write_job_columns
+
+    partial = path.with_name(f".partial-{path.name}")  # the same suffix: the same format
+    try:
+        write_job_columns(columns, partial)
+        os.replace(partial, path)
+    except Exception as exc:  # the parent writes it then, and reports its own error if it has one
+        partial.unlink(missing_ok=True)
+        print(f"warning: {path.name} not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+BESIDE = ("wait_slowdown.png",)
+"""The plot a forked child draws while the worker draws the others (about half of the drawing time)."""
+
+
+def _draw_beside(draw) -> int | None:
+    """Run ``draw`` in a forked child, so that two cores draw; the child's pid, or ``None`` (draw it here)."""
+    if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+        return None
+    try:
+        pid = os.fork()  # safe here: this process has one thread and holds no lock of the parent's
+    except OSError:
+        return None
+    if pid:
+        return pid
+    code = 1
+    try:
+        _die_with_parent()
+        draw()
+        code = 0
+    except BaseException as exc:  # the worker draws the plot again and reports its error
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _succeeded(pid: int) -> bool:
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import csv
 import html
 import json
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,15 +154,22 @@ def _read_table(run_dir: Path, name: str, columns: tuple[str, ...]) -> dict[str,
 
 
 def write_plots(result: Any, out_dir: Path, bsld_threshold_s: float = 10.0,
-                bsld_definition: str = "standard") -> list[Path]:
+                bsld_definition: str = "standard", only: Collection[str] = PLOTS) -> list[Path]:
+    """Draw the run's plots (those of :data:`PLOTS` named in ``only``) into ``out_dir``."""
     from wattsched.sim.plots import plot_power, plot_utilization, plot_wait_slowdown
 
-    return [
-        plot_power(result, out_dir / "power.png"),
-        plot_utilization(result, out_dir / "utilization.png"),
-        plot_wait_slowdown(result, out_dir / "wait_slowdown.png", bsld_threshold_s,
-                           bsld_definition=bsld_definition),
-    ]
+    unknown = set(only) - set(PLOTS)
+    if unknown:
+        raise ValueError(f"no such plot: {', '.join(sorted(unknown))}")
+    drawn = []
+    if "power.png" in only:
+        drawn.append(plot_power(result, out_dir / "power.png"))
+    if "utilization.png" in only:
+        drawn.append(plot_utilization(result, out_dir / "utilization.png"))
+    if "wait_slowdown.png" in only:
+        drawn.append(plot_wait_slowdown(result, out_dir / "wait_slowdown.png", bsld_threshold_s,
+                                        bsld_definition=bsld_definition))
+    return drawn
 
 
 def write_run(result: Any, out_dir: str | Path, summary: dict, *, plots: bool = True,

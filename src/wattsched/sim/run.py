@@ -254,8 +254,16 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
         # the reader's jobs are this run's own: set their power rather than copying them
         workload = augment_workload(workload, platform.reference_power, params, config.seed, in_place=True)
         if out_dir is not None:
-            tape: list = []
-            workload.jobs = _taped(workload.jobs, tape.append)
+            if plotter is not None:
+                # read whole now (the run keeps every job for this file anyway), so that the worker writes
+                # workload.csv.gz on the other core while the engine runs
+                from wattsched.workload.tables import job_table_columns
+
+                workload.jobs = tape = list(workload.jobs)
+                plotter.send_workload(job_table_columns(tape), out_dir / "workload.csv.gz")
+            else:
+                tape = []
+                workload.jobs = _taped(workload.jobs, tape.append)
 
     options = EngineOptions(
         response=run_response(config, policy),
@@ -328,7 +336,7 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
             # the augmented workload is compressed and written by a thread (zlib releases the GIL)
             # while this one writes the run's tables
             workload_written = None
-            if tape is not None:
+            if tape is not None and plotter is None:
                 from wattsched.workload.tables import submit_job_table
 
                 workload_written = submit_job_table(tape, out_dir / "workload.csv.gz", pool)
@@ -345,6 +353,10 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
             write_node_cap_outputs(out_dir, engine.control_log, result.timeline, [n.name for n in platform.nodes])
         if plotter is not None:
             problem = plotter.wait()
+            if tape is not None and not (out_dir / "workload.csv.gz").exists():
+                from wattsched.workload.tables import write_job_table
+
+                write_job_table(tape, out_dir / "workload.csv.gz")  # the worker could not: written here
             if problem is None and not all((out_dir / p).exists() for p in PLOTS):
                 problem = "the plot worker ended without drawing every plot"
             if problem is not None:

@@ -322,7 +322,6 @@ def _stream(
             )
 
 
-_FAST_CHUNK_CHARS = 1 << 22
 _ODD_WHITESPACE = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")
 """Whitespace that ``str.split`` splits at but the fast path does not expect: such files go line by line."""
 _COMMENT_LINE = re.compile(r"^[ \t]*;[^\n]*\n?", re.MULTILINE)
@@ -331,8 +330,7 @@ _COMMENT_LINE = re.compile(r"^[ \t]*;[^\n]*\n?", re.MULTILINE)
 def _fast_table(path: str):
     """All job lines of a well-formed SWF file as an ``(n, 18)`` float array, or ``None``.
 
-    The whole text is parsed in a few passes (split, then ``float`` on every
-    field). Anything irregular (a line without 18 fields, a value that is not
+    The whole text is parsed at once by numpy's C parser (``loadtxt``). Anything irregular (a line without 18 fields, a value that is not
     a number, a rule of :func:`_stream` broken, non-ASCII text, a damaged
     ``.gz``) gives ``None``, and the caller reads the
     file line by line instead: that path names the file, line and field of what
@@ -365,27 +363,21 @@ def _fast_table(path: str):
     if "\n\n" in text:  # empty lines between jobs
         text = re.sub("\n\n+", "\n", text)
     text = text.rstrip("\n")
-    parts = []
-    pos, size = 0, len(text)
-    while pos < size:
-        end = text.find("\n", min(pos + _FAST_CHUNK_CHARS, size))
-        end = size if end < 0 else end + 1
-        # a NaN closes every line: a line with other than 18 fields moves one off the 19th column
-        chunk = text[pos:end]
-        tokens = chunk.replace("\n", " nan\n").split()
-        if not chunk.endswith("\n"):
-            tokens.append("nan")
-        pos = end
-        if len(tokens) % 19:
-            return None
+    if not text:
+        table = np.empty((0, 18))
+    else:
+        import io
+        import warnings
+
         try:
-            values = np.fromiter(map(float, tokens), dtype=np.float64, count=len(tokens)).reshape(-1, 19)
-        except ValueError:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # numpy's "empty input" and the like: not a table
+                # numpy's C parser: the same doubles as float() on every field it accepts (others: None below)
+                table = np.loadtxt(io.StringIO(text), dtype=np.float64, comments=None, ndmin=2)
+        except (ValueError, Warning):  # a line with a different number of fields, a field not a number
             return None
-        if not np.isnan(values[:, 18]).all() or np.isnan(values[:, :18]).any():
+        if table.shape[1] != 18:
             return None
-        parts.append(values[:, :18])
-    table = np.concatenate(parts) if parts else np.empty((0, 18))
     numeric = table[:, _NUMERIC]
     if not np.isfinite(numeric).all() or (numeric > 1e15).any():
         return None

@@ -806,22 +806,48 @@ def arrow_column(values, kind: str, *, nulls: bool = True):
     return pa.Array.from_buffers(getattr(pa, kind)(), n, [validity, pa.py_buffer(data)])
 
 
-def _job_arrow_table(jobs: Iterable[TraceJob]):
-    pa, _ = _require_pyarrow()
+def job_table_columns(jobs: Iterable[TraceJob]) -> dict[str, list]:
+    """What :func:`write_job_table` writes of ``jobs``: :func:`job_columns`, and ``running_at_start`` if a job has it.
+
+    Plain lists, so that another process can write the table
+    (:func:`write_job_columns`): the simulator hands its workload to its
+    output worker that way.
+    """
     jobs = jobs if isinstance(jobs, list) else list(jobs)
     cols = job_columns(jobs)
+    hot = [bool(j.extra.get("running_at_start")) for j in jobs]
+    if any(hot):
+        cols["running_at_start"] = hot
+    return cols
+
+
+def _job_arrow_table(jobs: Iterable[TraceJob]):
+    return _arrow_job_table(job_table_columns(jobs))
+
+
+def _arrow_job_table(cols: dict[str, list]):
+    pa, _ = _require_pyarrow()
     arrays = []
-    for name, kind in zip(COLUMNS, _WRITE_TYPES):
+    names = [*COLUMNS, *(name for name in OPTIONAL_COLUMNS if name in cols)]
+    for name in names:
+        kind = _WRITE_TYPES[COLUMNS.index(name)] if name in COLUMNS else "bool_"
         try:
             arrays.append(arrow_column(cols[name], kind))
         except OutputError as exc:
             raise OutputError(f"column {name!r}: {exc}") from None
-    names = list(COLUMNS)
-    hot = [bool(j.extra.get("running_at_start")) for j in jobs]
-    if any(hot):
-        arrays.append(arrow_column(hot, "bool_"))
-        names.append("running_at_start")
     return pa.Table.from_arrays(arrays, names=names)
+
+
+def write_job_columns(cols: dict[str, list], path: str | os.PathLike[str]) -> int:
+    """:func:`write_job_table` of the columns :func:`job_table_columns` gave; the same bytes. Returns the row count."""
+    spath = os.fspath(path)
+    table = _arrow_job_table(cols)
+    if _format_of(spath) == "parquet":
+        _, pq = _require_pyarrow()
+        pq.write_table(table, spath, compression="zstd")
+    else:
+        write_csv_table(table, spath)
+    return table.num_rows
 
 
 def write_csv_table(table, path: str | os.PathLike[str], *, compress: bool | None = None) -> None:
@@ -876,14 +902,8 @@ def write_job_table(jobs: Iterable[TraceJob], path: str | os.PathLike[str]) -> i
         The number of jobs written.
     """
     spath = os.fspath(path)
-    fmt = _format_of(spath)
-    table = _job_arrow_table(jobs)
-    if fmt == "parquet":
-        _, pq = _require_pyarrow()
-        pq.write_table(table, spath, compression="zstd")
-    else:
-        write_csv_table(table, spath)
-    return table.num_rows
+    _format_of(spath)
+    return write_job_columns(job_table_columns(jobs), spath)
 
 
 def submit_job_table(jobs: Iterable[TraceJob], path: str | os.PathLike[str], executor: Executor) -> Future[int]:
