@@ -36,6 +36,7 @@ COMPILED = (
     "wattsched.model.response",
     "wattsched.sim.checks",
     "wattsched.workload.swf",
+    "wattsched.workload.records",
 )
 
 # os.path, not pathlib: this runs at every `import wattsched`, before anything else is imported

@@ -57,6 +57,28 @@ class Reshape:
     nodes: tuple[int, ...]
 
 
+class _StartLayout:
+    """A :class:`Start`'s slots without its frozen ``__setattr__`` (see :func:`start_nodes`)."""
+
+    __slots__ = Start.__slots__
+
+
+def start_nodes(job_id: int, nodes: tuple[int, ...]) -> Start:
+    """``Start(job_id, nodes)``, about three times as fast: the per-job path of the simulator's policies.
+
+    The slots are set on a :class:`_StartLayout`, whose class is then switched
+    to :class:`Start` (the same slots, the same memory layout), as
+    :func:`wattsched.model.job.job_from_fields` builds a Job.
+    """
+    obj = object.__new__(_StartLayout)
+    obj.job_id = job_id
+    obj.nodes = nodes
+    obj.freq_hz = None
+    obj.cap_w = None
+    obj.__class__ = Start
+    return obj
+
+
 Action = Start | Evict | SetNodeCap | SetNodeFreq | PowerDown | PowerUp | Reshape
 
 
@@ -75,6 +97,14 @@ class Plan:
     reasons: dict[int, str | Reason] = field(default_factory=dict)
     default_reason: str = ""
     power_estimate_w: float | None = None
+
+    def __init__(self, actions: list[Action] | None = None, reasons: dict[int, str | Reason] | None = None,
+                 default_reason: str = "", power_estimate_w: float | None = None) -> None:
+        # written out, so the compiled core compiles it (a policy makes one Plan per call); None: a new list/dict
+        self.actions = [] if actions is None else actions
+        self.reasons = {} if reasons is None else reasons
+        self.default_reason = default_reason
+        self.power_estimate_w = power_estimate_w
 
     def __bool__(self) -> bool:
         return bool(self.actions)

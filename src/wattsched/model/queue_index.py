@@ -77,9 +77,16 @@ class QueueIndex:
         cap = max(1024, 2 * len(self.ids))
         for name in self._ARRAYS:
             old = getattr(self, name)
-            new = np.zeros(cap, dtype=old.dtype)  # entries past ``size`` are set by append
+            new = np.zeros(cap, dtype=old.dtype)  # ids, nodes, wall and alive past ``size`` are set by append
             new[: self.size] = old[: self.size]
             setattr(self, name, new)
+        self._clear(self.size, cap)
+
+    def _clear(self, start: int, stop: int) -> None:
+        """Give entries ``start:stop`` the estimates of a job that has none (append sets only the rest)."""
+        self.est_mean[start:stop] = self.est_max[start:stop] = self.est_std[start:stop] = np.nan
+        self.inc_mean[start:stop] = self.inc_max[start:stop] = -np.inf
+        self.inc_var[start:stop] = 0.0
 
     def append(self, job: Job) -> None:
         i = self.size
@@ -89,13 +96,11 @@ class QueueIndex:
                 i = self.size
             if i == len(self.ids):
                 self._grow()
+        # four stores: the estimates past ``size`` are kept cleared (_clear), as a job without one has them
         self.ids[i] = job.id
         self.nodes[i] = job.nodes
         self.wall[i] = job.walltime_s
         self.alive[i] = True
-        self.est_mean[i] = self.est_max[i] = self.est_std[i] = np.nan
-        self.inc_mean[i] = self.inc_max[i] = -np.inf
-        self.inc_var[i] = 0.0
         self.pos[job.id] = i
         self.size = i + 1
 
@@ -128,6 +133,7 @@ class QueueIndex:
     def rebuild(self, jobs: Iterable[Job]) -> None:
         """Reset the index to ``jobs`` (in queue order)."""
         self.pos.clear()
+        self._clear(0, self.size)
         self.size = 0
         self.dead = 0
         self.alive[:] = False
@@ -145,6 +151,7 @@ class QueueIndex:
             arr[:m] = arr[keep]
         self.alive[:m] = True
         self.alive[m:n] = False
+        self._clear(m, n)
         self.size = m
         self.dead = 0
         self.pos = {int(j): p for p, j in enumerate(self.ids[:m].tolist())}

@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from wattsched.model.job import Job
-from wattsched.model.plan import Plan, Reason, Start
+from wattsched.model.plan import Plan, Reason, Start, start_nodes
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
 from wattsched.policies.base import BasePolicy
@@ -93,7 +93,7 @@ def shadow_time(
 
 
 class _EasyMemo:
-    """What a pass found, for the next call of the same epoch (only new jobs can then backfill)."""
+    """What a pass found, for the next call of the same epoch (only new jobs can then backfill); ``epoch`` -1: none."""
 
     __slots__ = ("epoch", "extra", "free", "head_id", "seen", "shadow_s", "valid_until_s")
 
@@ -153,7 +153,7 @@ class EasyPolicy(BasePolicy):
                 if not actions:
                     memo.seen = len(pending)
                 else:
-                    state.easy_memo = None
+                    memo.epoch = -1  # spent (epochs count from 0)
                 return plan
 
         # Full pass: start jobs in order while they fit.
@@ -167,13 +167,12 @@ class EasyPolicy(BasePolicy):
             if k > end:
                 head = job
                 break
-            actions.append(Start(job.id, tuple(free[end - k : end])))
+            actions.append(start_nodes(job.id, tuple(free[end - k : end])))
             started.append((now + job.walltime_s, k))
             end -= k
         if head is None:
-            # (pydantic's __setattr__ costs a call per decision: skip assigning None over None)
-            if state is not None and state.easy_memo is not None:
-                state.easy_memo = None
+            if memo is not None:
+                memo.epoch = -1
             return plan
         shadow, extra = shadow_time(snapshot, head.nodes, end, started)
         if end:
@@ -186,12 +185,17 @@ class EasyPolicy(BasePolicy):
         self._explain(plan, head, end, shadow)
         if state is not None:
             if actions or order != "fcfs":
-                if state.easy_memo is not None:
-                    state.easy_memo = None
+                if memo is not None:
+                    memo.epoch = -1
             else:
                 ends = snapshot.running_by_end()
                 valid_until = ends[0][0] if ends else math.inf
-                state.easy_memo = _EasyMemo(snapshot.epoch, head.id, shadow, extra, valid_until, nfree, len(pending))
+                if memo is None:  # made once, then updated in place: pydantic's __setattr__ costs a call
+                    state.easy_memo = _EasyMemo(snapshot.epoch, head.id, shadow, extra, valid_until, nfree,
+                                                len(pending))
+                else:
+                    memo.epoch, memo.head_id, memo.shadow_s, memo.extra = snapshot.epoch, head.id, shadow, extra
+                    memo.valid_until_s, memo.free, memo.seen = valid_until, nfree, len(pending)
         return plan
 
     @staticmethod
@@ -207,7 +211,7 @@ class EasyPolicy(BasePolicy):
                 extra -= k
             else:
                 continue
-            actions.append(Start(job.id, tuple(free[end - k : end])))
+            actions.append(start_nodes(job.id, tuple(free[end - k : end])))
             end -= k
             if end == 0:
                 break
@@ -234,7 +238,7 @@ class EasyPolicy(BasePolicy):
             else:
                 found = found[1:]
                 continue
-            actions.append(Start(ids.item(p), tuple(free[end - k : end])))
+            actions.append(start_nodes(ids.item(p), tuple(free[end - k : end])))
             end -= k
             found = found[1:]
             if not end or not len(found):

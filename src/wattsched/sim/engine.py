@@ -369,7 +369,15 @@ class Engine:
         free = self.free
         if len(nodes) <= 8:
             for n in nodes:
-                bisect.insort_left(free, n, key=neg)
+                # bisect.insort_left(free, n, key=neg), written out: the compiled core runs it on C integers
+                lo, hi = 0, len(free)
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if free[mid] > n:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                free.insert(lo, n)
         else:
             free.extend(nodes)
             free.sort(reverse=True)
@@ -810,7 +818,9 @@ class Engine:
         if self._homogeneous:
             idle = self._idle_w[0] * len(nodes)
         else:
-            idle = sum(self._idle_w[n] for n in nodes)
+            idle = 0.0
+            for n in nodes:  # a loop, not sum() of a generator: the compiled core types this method
+                idle += self._idle_w[n]
         if run.job_settings:
             run.job_cap_w, run.job_freq_hz = action.cap_w, action.freq_hz
             for n in nodes:
@@ -855,7 +865,9 @@ class Engine:
         if self._homogeneous:
             idle = self._idle_w[0] * len(run.nodes)
         else:
-            idle = sum(self._idle_w[n] for n in run.nodes)
+            idle = 0.0
+            for n in nodes:
+                idle += self._idle_w[n]
         if run.job_settings:
             # A cap or frequency given with Start lasts as long as the job: the node's own setting returns.
             for n in run.nodes:

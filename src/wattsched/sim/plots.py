@@ -158,7 +158,7 @@ def warm_up() -> None:
 
     fig, (ax,) = _new_figure(rows=1, height=2.0)
     ax.step([0.0, 1.0, 2.0], [0.0, 1.0, 0.5], where="post", label="warm")
-    ax.set_title("warm — up")
+    ax.set_title("warm — up", y=1.0)
     ax.set_xlabel("time (h)")
     ax.set_ylabel("power (kW)")
     ax.legend(loc="upper right", fontsize="small")
@@ -190,7 +190,7 @@ def plot_power(result: Any, path: str | Path, *, max_points: int = MAX_POINTS) -
     power exceeds it is shaded red.
     """
     fig, (ax,) = _new_figure(1, 4.2)
-    ax.set_title(_title(result, "Platform power"))
+    ax.set_title(_title(result, "Platform power"), y=1.0)  # y given: no title placement pass (no top labels)
     t, idx = _timeline(result)
     if t.size < 2:
         _empty(ax, "empty timeline")
@@ -250,7 +250,7 @@ def plot_utilization(result: Any, path: str | Path, *, max_points: int = MAX_POI
         ``path``.
     """
     fig, (ax_nodes, ax_queue) = _new_figure(2, 2.8)
-    ax_nodes.set_title(_title(result, "Utilization and queue"))
+    ax_nodes.set_title(_title(result, "Utilization and queue"), y=1.0)
     t, idx = _timeline(result)
     if t.size < 2:
         _empty(ax_nodes, "empty timeline")
@@ -351,7 +351,7 @@ def plot_wait_slowdown(
         zero = np.count_nonzero(w <= 0) / w.size
         ax_w.set_title(
             f"{w.size:,} started · median {np.median(w) / scale:.3g} {unit} · {100 * zero:.0f} % no wait",
-            fontsize="medium",
+            fontsize="medium", y=1.0,
         )
     else:
         _empty(ax_w, "no job started")
@@ -376,7 +376,7 @@ def plot_wait_slowdown(
         ax_b.axvline(float(b.mean()), color="k", ls=":", lw=1, label=f"mean {b.mean():.3g}")
         ax_b.legend(loc="lower right", fontsize="small")
         eq = " · Eq. 3 (Borghesi 2018)" if bsld_definition == "borghesi2018" else ""
-        ax_b.set_title(f"{b.size:,} ended · threshold {bsld_threshold_s:g} s{eq}", fontsize="medium")
+        ax_b.set_title(f"{b.size:,} ended · threshold {bsld_threshold_s:g} s{eq}", fontsize="medium", y=1.0)
     else:
         _empty(ax_b, "no job ended")
     ax_b.set_xlabel("bounded slowdown")

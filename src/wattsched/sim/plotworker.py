@@ -6,9 +6,11 @@ short run's time) while the engine runs on the other core, then reads pickled
 requests on its standard input: first, optionally, the run's workload as
 columns, which it writes as ``workload.csv.gz`` while the engine still runs
 (under a temporary name, renamed when complete); then the columns the plots
-need. It draws the PNG files into the run's staging directory and exits with
-status 0, or prints the error and exits with status 1. With two cores or more,
-a forked child draws one of the plots while the worker draws the others.
+need (and, if asked, the whole tables, which it writes as Parquet files). It
+draws the PNG files into the run's staging directory and exits with status 0,
+or prints the error and exits with status 1. With two cores or more, a forked
+child draws one of the plots (and writes the Parquet tables) while the worker
+draws the others.
 
 A fresh interpreter, not a forked one: a forked child that a signal reaches can
 return into the caller's code. The worker dies with its parent: the end of its
@@ -66,17 +68,25 @@ class PlotWorker:
         """
         self._post({"workload": columns, "path": str(path)}, last=False)
 
-    def send(self, result: Any, out_dir: Path, bsld_threshold_s: float, bsld_definition: str = "standard") -> None:
-        """Hand the worker what it draws; written by a thread, so the caller goes on writing its tables."""
+    def send(self, result: Any, out_dir: Path, bsld_threshold_s: float, bsld_definition: str = "standard", *,
+             parquet: bool = False) -> None:
+        """Hand the worker what it draws; written by a thread, so the caller goes on writing its tables.
+
+        With ``parquet``, the worker also writes ``jobs.parquet`` and
+        ``timeline.parquet`` (each whole or not at all: after :meth:`wait`, a
+        missing file means it could not).
+        """
         info = {k: result.info.get(k) for k in ("trace", "policy")}
         info["nodes"] = len(result.platform)
+        columns = JOB_COLUMNS if not parquet else tuple(result.jobs)
         request = {
             "out_dir": str(out_dir),
             "bsld_threshold_s": float(bsld_threshold_s),
             "bsld_definition": bsld_definition,
-            "jobs": {c: result.jobs[c] for c in JOB_COLUMNS if c in result.jobs},
+            "jobs": {c: result.jobs[c] for c in columns if c in result.jobs},
             "timeline": dict(result.timeline),
             "info": info,
+            "parquet": parquet,
         }
 
         self._post(request, last=True)
@@ -151,9 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv and os.getppid() != int(argv[0]):  # the parent died before the line above took effect
         return 0
     from wattsched.sim.plots import warm_up  # the slow import, done while the parent simulates
-    from wattsched.sim.report import PLOTS, LoadedRun, write_plots
+    from wattsched.sim.report import PLOTS, LoadedRun, write_parquet_tables, write_plots
 
     warm_up()
+    import pyarrow.parquet  # noqa: F401  (for the tables, also imported while the parent simulates)
     try:
         request = pickle.load(sys.stdin.buffer)
         if "workload" in request:
@@ -162,12 +173,27 @@ def main(argv: list[str] | None = None) -> int:
     except EOFError:  # the parent ended without a request (the run failed): nothing to draw
         return 0
     run = LoadedRun(request["jobs"], request["timeline"], request["info"])
-    args = (run, Path(request["out_dir"]), request["bsld_threshold_s"], request["bsld_definition"])
-    beside = _draw_beside(lambda: write_plots(*args, only=BESIDE))
+    out = Path(request["out_dir"])
+    args = (run, out, request["bsld_threshold_s"], request["bsld_definition"])
+
+    def beside_work() -> None:
+        write_plots(*args, only=BESIDE)
+        if request.get("parquet"):
+            _write_tables(write_parquet_tables, run, out)
+
+    beside = _draw_beside(beside_work)
     write_plots(*args, only=[p for p in PLOTS if beside is None or p not in BESIDE])
-    if beside is not None and not _succeeded(beside):
-        write_plots(*args, only=BESIDE)  # drawn here, so that its error, if any, is this process's own
+    if beside is None or not _succeeded(beside):
+        beside_work()  # done here, so that an error of the plots is this process's own
     return 0
+
+
+def _write_tables(write, run, out: Path) -> None:
+    """The parquet tables; on failure, say why and go on (the parent writes them then)."""
+    try:
+        write(run, out)
+    except Exception as exc:
+        print(f"warning: parquet tables not written: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def _write_workload(columns: dict[str, list], path: Path) -> None:

@@ -105,15 +105,37 @@ def _arrow_table(columns: tuple[str, ...], table: dict[str, np.ndarray]):
     return pa.Table.from_arrays(arrays, names=list(columns))
 
 
-def _write_table(out: Path, name: str, columns: tuple[str, ...], table: dict[str, np.ndarray]) -> int:
-    import pyarrow.parquet as pq
-
+def _write_table(out: Path, name: str, columns: tuple[str, ...], table: dict[str, np.ndarray], *,
+                 parquet: bool = True) -> int:
     from wattsched.workload.tables import write_csv_table
 
     at = _arrow_table(columns, table)
-    pq.write_table(at, out / f"{name}.parquet", compression="zstd")
+    if parquet:
+        import pyarrow.parquet as pq
+
+        pq.write_table(at, out / f"{name}.parquet", compression="zstd")
     write_csv_table(at, out / f"{name}.csv")
     return at.num_rows
+
+
+def write_parquet_tables(result: Any, out_dir: str | Path) -> None:
+    """Write ``jobs.parquet`` and ``timeline.parquet`` of ``result``, each under a temporary name renamed when whole.
+
+    :func:`write_run` with ``parquet=False`` leaves them to this (the plot
+    worker calls it while the caller writes the CSV files).
+    """
+    import os
+
+    import pyarrow.parquet as pq
+
+    out = Path(out_dir)
+    for name, cols in _TABLES.items():
+        partial = out / f".partial-{name}.parquet"
+        try:
+            pq.write_table(_arrow_table(cols, getattr(result, name)), partial, compression="zstd")
+            os.replace(partial, out / f"{name}.parquet")
+        finally:
+            partial.unlink(missing_ok=True)
 
 
 def _read_table(run_dir: Path, name: str, columns: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -173,7 +195,7 @@ def write_plots(result: Any, out_dir: Path, bsld_threshold_s: float = 10.0,
 
 
 def write_run(result: Any, out_dir: str | Path, summary: dict, *, plots: bool = True,
-              marker: bool = True) -> dict[str, int]:
+              marker: bool = True, parquet: bool = True) -> dict[str, int]:
     """Write ``result`` and its ``summary`` into ``out_dir`` (created if needed), the marker last.
 
     Parameters
@@ -190,6 +212,9 @@ def write_run(result: Any, out_dir: str | Path, summary: dict, *, plots: bool = 
     marker
         Write the completion marker (a caller that adds more files writes it
         itself with :func:`write_marker` when it is done).
+    parquet
+        Write the Parquet tables too (otherwise the caller has them written,
+        e.g. by :func:`write_parquet_tables` in the plot worker).
 
     Returns
     -------
@@ -199,7 +224,8 @@ def write_run(result: Any, out_dir: str | Path, summary: dict, *, plots: bool = 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER).unlink(missing_ok=True)
-    rows = {f"{name}_rows": _write_table(out, name, cols, getattr(result, name)) for name, cols in _TABLES.items()}
+    rows = {f"{name}_rows": _write_table(out, name, cols, getattr(result, name), parquet=parquet)
+            for name, cols in _TABLES.items()}
     info = {**result.info, "tables": rows}
     doc = {"summary": _clean(summary), "info": _clean(info)}
     (out / "summary.json").write_text(json.dumps(doc, indent=2, default=_json_default) + "\n", encoding="utf-8")

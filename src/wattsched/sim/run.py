@@ -324,14 +324,22 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
                                  bsld_definition=bsld_definition)
         summary.update(baseline_comparison(summary, base_summary, config.baseline))
     if out_dir is not None:
-        from wattsched.sim.report import PLOTS, write_html_report, write_marker, write_plots, write_run
+        from wattsched.sim.report import (
+            PLOTS,
+            write_html_report,
+            write_marker,
+            write_parquet_tables,
+            write_plots,
+            write_run,
+        )
 
         bsld_s = summary.get("bsld_threshold_s") or 10.0
         bsld_def = summary.get("bsld_definition") or "standard"
         from concurrent.futures import ThreadPoolExecutor
 
         if plotter is not None:
-            plotter.send(result, out_dir, bsld_s, bsld_def)  # drawn while the tables are written
+            # drawn, and the parquet tables written, while this process writes the CSV tables
+            plotter.send(result, out_dir, bsld_s, bsld_def, parquet=True)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wattsched-gzip") as pool:
             # the augmented workload is compressed and written by a thread (zlib releases the GIL)
             # while this one writes the run's tables
@@ -340,7 +348,7 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
                 from wattsched.workload.tables import submit_job_table
 
                 workload_written = submit_job_table(tape, out_dir / "workload.csv.gz", pool)
-            rows = write_run(result, out_dir, summary, plots=plotter is None, marker=False)
+            rows = write_run(result, out_dir, summary, plots=plotter is None, marker=False, parquet=plotter is None)
             if workload_written is not None:
                 workload_written.result()
         if engine.noticed or any(entry[1] != "cap" for entry in engine.control_log):
@@ -357,6 +365,8 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
                 from wattsched.workload.tables import write_job_table
 
                 write_job_table(tape, out_dir / "workload.csv.gz")  # the worker could not: written here
+            if not all((out_dir / f"{name}.parquet").exists() for name in ("jobs", "timeline")):
+                write_parquet_tables(result, out_dir)
             if problem is None and not all((out_dir / p).exists() for p in PLOTS):
                 problem = "the plot worker ended without drawing every plot"
             if problem is not None:

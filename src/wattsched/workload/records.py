@@ -46,6 +46,33 @@ class TraceJob:
     malleable: bool = False
     extra: dict = field(default_factory=dict)
 
+    def __init__(self, id: int, submit_s: float, runtime_s: float, walltime_s: float, procs: int, nodes: int,
+                 user: str = "", group: str = "", partition: str = "", status: int = 1, mean_w: float | None = None,
+                 max_w: float | None = None, std_w: float | None = None, app_class: str = "",
+                 power_series: tuple[tuple[float, float], ...] | None = None, gpus_per_node: int = 0,
+                 min_nodes: int = 0, max_nodes: int = 0, malleable: bool = False, extra: dict | None = None) -> None:
+        # written out (the dataclass keeps it), so that the compiled core compiles it: one per job of a trace
+        self.id = id
+        self.submit_s = submit_s
+        self.runtime_s = runtime_s
+        self.walltime_s = walltime_s
+        self.procs = procs
+        self.nodes = nodes
+        self.user = user
+        self.group = group
+        self.partition = partition
+        self.status = status
+        self.mean_w = mean_w
+        self.max_w = max_w
+        self.std_w = std_w
+        self.app_class = app_class
+        self.power_series = power_series
+        self.gpus_per_node = gpus_per_node
+        self.min_nodes = min_nodes
+        self.max_nodes = max_nodes
+        self.malleable = malleable
+        self.extra = {} if extra is None else extra
+
 
 def true_power(tj: TraceJob, platform) -> PowerEstimate:
     """Real per-node power of a job (mean, max, std), as a node's meter shows it over the run.

@@ -1,0 +1,64 @@
+# C types for the compiled engine (Cython reads this beside engine.py; pure Python ignores it).
+# Only the per-job hot path is typed: the run records, the engine's counters and lists, and the
+# methods called once or twice per job. Everything else stays a Python attribute (Engine.__dict__).
+cimport cython
+
+
+# event kinds and node states (module constants, C integers here)
+cdef int _END, _SWITCH, _STEP, _CAP, _BUDGET, _TICK, _DR
+cdef int _IDLE, _BUSY, _OFF, _SW_ON, _SW_OFF
+cdef double _EPS
+
+
+@cython.final
+cdef class _Run:
+    cdef public object job, truth, response, estimate, view, nodes, job_cap_w, job_freq_hz
+    cdef public bint dynamic, job_settings
+    cdef public double floor_w, energy_j, last_s, node_power_w, power_w, speed, start_s, work_done_s, work_left_s
+    cdef public Py_ssize_t version, step_index
+
+
+@cython.final
+cdef class _JobAccount:
+    cdef public Py_ssize_t evictions
+    cdef public double energy_j, wasted_j, wasted_node_s
+
+
+@cython.final
+cdef class Engine:
+    cdef dict __dict__
+    cdef public double now, power_w, energy_j
+    cdef public Py_ssize_t _seq, epoch
+    cdef public bint _homogeneous
+    cdef public list _heap, state, free, _idle_w, _busy_w, _gpu_tdp_w, _ends, _rows, _running_est
+    cdef public list state_node_s, state_energy_j, _state_count, _state_power, _state_t
+    cdef public dict node_cap_w, node_freq_hz, _node_cap_set, _node_freq_set, pending, running, _runs, _truth
+    cdef public dict _accounts, _estimates, _default_estimates, stats
+    cdef public object _responses, response, options, qindex, _end_table, _snapshot, predictor
+
+    cpdef _push(self, double t, int kind, object obj=*, Py_ssize_t version=*)
+
+    @cython.locals(now=cython.double, dt=cython.double)
+    cpdef _occupy(self, Py_ssize_t count, double idle_w, double busy_w)
+
+    @cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, n=Py_ssize_t, free=list)
+    cpdef _give_all(self, tuple nodes)
+
+    @cython.locals(total=cython.double, mult=cython.double)
+    cpdef _rate(self, _Run run)
+
+    @cython.locals(dt=cython.double, done=cython.double)
+    cpdef _settle(self, _Run run)
+
+    @cython.locals(now=cython.double, finish=cython.double, kill=cython.double)
+    cpdef _schedule_end(self, _Run run)
+
+    @cython.locals(run=_Run, k=Py_ssize_t, idle=cython.double, re=list)
+    cpdef _start(self, object action)
+
+    @cython.locals(idle=cython.double, k=Py_ssize_t, re=list, i=Py_ssize_t)
+    cpdef _release(self, _Run run)
+
+    cpdef _end(self, _Run run)
+
+    cpdef _record(self, object job, object state, double start, double end, double energy_j=*, double work_s=*)

@@ -1,0 +1,53 @@
+"""The simulator's per-job constructors build exactly what the dataclasses' own constructors build."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+
+from wattsched.model.job import Job, RunningJob, job_from_fields, running_job_from_fields
+
+
+@pytest.mark.parametrize(("cls", "build"), [(Job, job_from_fields), (RunningJob, running_job_from_fields)])
+def test_builders_take_every_field_in_order(cls, build):
+    assert list(inspect.signature(build).parameters) == [f.name for f in dataclasses.fields(cls)]
+
+
+def test_built_jobs_equal_constructed_ones_and_stay_frozen():
+    values = (7, 1.5, 60.0, 2, "u", "g", "a", "p", "q", 16, 8, 1, 1024, 1, 4, True, False, 3.0, "cpu", ("x",))
+    job = job_from_fields(*values)
+    assert type(job) is Job
+    assert job == Job(*values) and hash(job) == hash(Job(*values))
+    assert dataclasses.astuple(job) == values
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.nodes = 3
+    running = running_job_from_fields(job, 10.0, (0, 1), 70.0, 500.0, 0.5, 2.0e9, 250.0, 4.0, 12.0)
+    assert type(running) is RunningJob
+    assert running == RunningJob(job, 10.0, (0, 1), 70.0, 500.0, 0.5, 2.0e9, 250.0, 4.0, 12.0)
+    assert running.progress(14.0) == pytest.approx((4.0 + 2.0 * 0.5) / 60.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        running.speed = 1.0
+    assert dataclasses.replace(job, nodes=3).nodes == 3
+
+
+def test_start_nodes_is_a_plain_start():
+    from wattsched.model.plan import Start, start_nodes
+
+    built = start_nodes(4, (3, 2))
+    assert type(built) is Start and built == Start(4, (3, 2)) and hash(built) == hash(Start(4, (3, 2)))
+    assert built.freq_hz is None and built.cap_w is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.nodes = (1,)
+
+
+def test_trace_job_init_covers_every_field_in_order():
+    from wattsched.workload.records import TraceJob
+
+    names = [f.name for f in dataclasses.fields(TraceJob)]
+    assert list(inspect.signature(TraceJob.__init__).parameters)[1:] == names
+    job = TraceJob(3, 1.0, 5.0, 10.0, 4, 1)
+    assert job.extra == {} and job.extra is not TraceJob(3, 1.0, 5.0, 10.0, 4, 1).extra
+    assert job.mean_w is None and job.status == 1 and job.app_class == ""
+    assert dataclasses.replace(job, mean_w=200.0).mean_w == 200.0
