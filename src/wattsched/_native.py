@@ -23,6 +23,7 @@ COMPILED = (
     "wattsched.sim.engine",
     "wattsched.policies.easy",
     "wattsched.policies.easy_pc",
+    "wattsched.policies.power",
     "wattsched.predictors.history",
     "wattsched.model.guard",
     "wattsched.model.job",
