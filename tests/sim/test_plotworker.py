@@ -159,3 +159,17 @@ def test_a_plot_drawn_beside_reports_success_and_failure(tmp_path):
     assert target.read_text() == "ok"  # the child's work is visible to the worker
     pid = _draw_beside(lambda: 1 / 0)
     assert pid is not None and not _succeeded(pid)  # the worker then draws that plot itself
+
+
+def test_a_worker_that_does_not_finish_in_time_is_stopped(run_dir, tmp_path):
+    run, _ = load_run(run_dir)
+    run.platform = range(run.info["nodes"])
+    worker = PlotWorker.start()
+    pid = worker.proc.pid
+    try:
+        worker.send(run, tmp_path, 10.0)
+        problem = worker.wait(timeout_s=0.001)  # still importing matplotlib
+    finally:
+        worker.close()
+    assert problem == "the plot worker did not finish within 0.001 s and was stopped"
+    assert _wait_dead(pid)

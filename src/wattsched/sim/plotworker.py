@@ -9,8 +9,8 @@ columns, which it writes as ``workload.csv.gz`` while the engine still runs
 need (and, if asked, the whole tables, which it writes as Parquet files). It
 draws the PNG files into the run's staging directory and exits with status 0,
 or prints the error and exits with status 1. With two cores or more, a forked
-child draws one of the plots (and writes the Parquet tables) while the worker
-draws the others.
+child draws one of the plots while the worker draws the others and writes the
+Parquet tables.
 
 A fresh interpreter, not a forked one: a forked child that a signal reaches can
 return into the caller's code. The worker dies with its parent: the end of its
@@ -32,6 +32,10 @@ from typing import Any
 
 JOB_COLUMNS = ("submit_s", "start_s", "end_s", "wait_s", "runtime_s", "work_s")
 """The per-job columns the plots use (the rest is not sent)."""
+
+
+WAIT_TIMEOUT_S = 600.0
+"""How long :meth:`PlotWorker.wait` waits for the worker (drawing the plots of a large trace takes seconds)."""
 
 
 class PlotWorker:
@@ -117,12 +121,20 @@ class PlotWorker:
         self._sender = threading.Thread(target=write, name="wattsched-plot-request", daemon=True)
         self._sender.start()
 
-    def wait(self) -> str | None:
-        """Wait for the plots; ``None`` once they are drawn, else what went wrong (the worker's last words)."""
+    def wait(self, timeout_s: float = WAIT_TIMEOUT_S) -> str | None:
+        """Wait for the plots; ``None`` once they are drawn, else what went wrong (the worker's last words).
+
+        A worker still running after ``timeout_s`` is killed (the caller then
+        draws the plots itself): a run never hangs on its plots.
+        """
         if self._sender is not None:
-            self._sender.join()
-        err = self.proc.stderr.read()  # to its end: the worker has exited or closed it
-        self.proc.wait()
+            self._sender.join(timeout_s)
+        try:
+            self.proc.wait(timeout=timeout_s)  # its stderr is a few lines at most: the pipe never fills
+        except subprocess.TimeoutExpired:
+            self.close()
+            return f"the plot worker did not finish within {timeout_s:g} s and was stopped"
+        err = self.proc.stderr.read()
         if self.proc.returncode == 0:
             return None
         text = (err or b"").decode("utf-8", "replace").strip()
@@ -176,15 +188,14 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(request["out_dir"])
     args = (run, out, request["bsld_threshold_s"], request["bsld_definition"])
 
-    def beside_work() -> None:
-        write_plots(*args, only=BESIDE)
-        if request.get("parquet"):
-            _write_tables(write_parquet_tables, run, out)
-
-    beside = _draw_beside(beside_work)
+    # the child only draws (matplotlib starts no thread); pyarrow, whose thread pools a fork does not
+    # carry over, writes here
+    beside = _draw_beside(lambda: write_plots(*args, only=BESIDE))
     write_plots(*args, only=[p for p in PLOTS if beside is None or p not in BESIDE])
-    if beside is None or not _succeeded(beside):
-        beside_work()  # done here, so that an error of the plots is this process's own
+    if request.get("parquet"):
+        _write_tables(write_parquet_tables, run, out)
+    if beside is not None and not _succeeded(beside):
+        write_plots(*args, only=BESIDE)  # drawn here, so that its error, if any, is this process's own
     return 0
 
 
