@@ -146,6 +146,20 @@ def test_console_script_and_module_entry_point(tmp_path):
     assert "--cap-schedule" in out.stdout
 
 
+def test_simulate_as_a_program_prints_everything_and_exits_with_its_status(trace, tmp_path, capsys):
+    # run as the program, simulate ends the process without the interpreter's finalisation:
+    # its output through a pipe must still be all of it, and its exit status the command's
+    out = subprocess.run([sys.executable, "-m", "wattsched", "simulate", "--trace", str(trace), "--out",
+                          str(tmp_path / "run"), "-q"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert main(["simulate", "--trace", str(trace), "--out", str(tmp_path / "here"), "-q"]) == 0
+    assert out.stdout == capsys.readouterr().out and "mean bounded slowdown" in out.stdout
+    load_run(tmp_path / "run")
+    bad = subprocess.run([sys.executable, "-m", "wattsched", "simulate", "--trace", str(tmp_path / "none.swf"),
+                          "-q"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "no such file" in bad.stderr
+
+
 @pytest.mark.slow
 def test_demo_runs_on_the_bundled_trace(tmp_path, capsys):
     out = tmp_path / "demo"
