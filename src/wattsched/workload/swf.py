@@ -330,12 +330,12 @@ _COMMENT_LINE = re.compile(r"^[ \t]*;[^\n]*\n?", re.MULTILINE)
 def _fast_table(path: str):
     """All job lines of a well-formed SWF file as an ``(n, 18)`` float array, or ``None``.
 
-    The whole text is parsed at once by numpy's C parser (``loadtxt``). Anything irregular (a line without 18 fields, a value that is not
-    a number, a rule of :func:`_stream` broken, non-ASCII text, a damaged
-    ``.gz``) gives ``None``, and the caller reads the
-    file line by line instead: that path names the file, line and field of what
-    is wrong, or skips bad lines. On a file this accepts, both paths give the
-    same jobs and the same cleaning report.
+    The whole text is parsed at once by numpy's C parser (``loadtxt``). Anything
+    irregular (a line without 18 fields, a value that is not a number, a rule of
+    :func:`_stream` broken, non-ASCII text, a damaged ``.gz``) gives ``None``,
+    and the caller reads the file line by line instead: that path names the file,
+    line and field of what is wrong, or skips bad lines. On a file this accepts,
+    both paths give the same jobs and the same cleaning report.
     """
     import numpy as np
 
