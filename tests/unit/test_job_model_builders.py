@@ -51,3 +51,13 @@ def test_trace_job_init_covers_every_field_in_order():
     assert job.extra == {} and job.extra is not TraceJob(3, 1.0, 5.0, 10.0, 4, 1).extra
     assert job.mean_w is None and job.status == 1 and job.app_class == ""
     assert dataclasses.replace(job, mean_w=200.0).mean_w == 200.0
+
+
+def test_power_estimate_builder_is_a_plain_estimate():
+    from wattsched.model.job import PowerEstimate, power_estimate
+
+    built = power_estimate(300.0, 350.0, 20.0)
+    assert type(built) is PowerEstimate and built == PowerEstimate(300.0, 350.0, 20.0)
+    assert hash(built) == hash(PowerEstimate(300.0, 350.0, 20.0)) and built.total_mean_w(4) == 1200.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.mean_w = 1.0

@@ -108,3 +108,20 @@ def test_rounding_noise_at_the_cap_is_not_time_above_it():
     s = _capped_run(1000.01)
     assert s["time_above_cap_s"] == 400.0
     assert s["energy_above_cap_j"] == pytest.approx(4.0)
+
+
+def test_median_is_numpys_without_numpy_ma():
+    import subprocess
+    import sys
+
+    from wattsched.sim.metrics import median
+
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 3, 4, 51, 1000):
+        for _ in range(50):
+            x = rng.exponential(100.0, n) * rng.integers(0, 3, n)  # ties and zeros, as waits have
+            assert median(x) == float(np.median(x))
+    assert np.isnan(median(np.array([1.0, np.nan, 3.0])))
+    code = ("import sys, numpy as np\nfrom wattsched.sim.metrics import median\n"
+            "median(np.arange(4.0))\nprint('numpy.ma' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"

@@ -132,6 +132,22 @@ class RunningJob:
         return min(1.0, max(0.0, done / wall))
 
 
+class _PowerEstimateLayout:
+    """A :class:`PowerEstimate`'s slots without its frozen ``__setattr__`` (see :func:`power_estimate`)."""
+
+    __slots__ = PowerEstimate.__slots__
+
+
+def power_estimate(mean_w: float, max_w: float, std_w: float) -> PowerEstimate:
+    """``PowerEstimate(mean_w, max_w, std_w)``, built as :func:`job_from_fields` builds a Job (per completed job)."""
+    obj = object.__new__(_PowerEstimateLayout)
+    obj.mean_w = mean_w
+    obj.max_w = max_w
+    obj.std_w = std_w
+    obj.__class__ = PowerEstimate
+    return obj
+
+
 class _JobLayout:
     """A :class:`Job`'s slots without its frozen ``__setattr__``: :func:`job_from_fields` fills one."""
 

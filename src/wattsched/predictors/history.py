@@ -33,7 +33,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from wattsched.model.job import Job, PowerEstimate
+from wattsched.model.job import Job, PowerEstimate, power_estimate
 from wattsched.predictors.base import BasePredictor, CompletedJob, node_max_w
 
 
@@ -108,7 +108,7 @@ class _Stats:
         """:meth:`whole` as a :class:`PowerEstimate`, made once per completed job, not per prediction."""
         est = self.cached
         if est is None and self.count:
-            est = self.cached = PowerEstimate(*self.whole())
+            est = self.cached = power_estimate(*self.whole())
         return est
 
     def window(self, r: float, s: float, alpha: float) -> tuple[float, float, float] | None:

@@ -10,6 +10,10 @@ cdef int _IDLE, _BUSY, _OFF, _SW_ON, _SW_OFF
 cdef double _EPS
 
 
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t)
+cpdef Py_ssize_t _insertion_point(list free, Py_ssize_t node) except -1
+
+
 @cython.final
 cdef class _Run:
     cdef public object job, truth, response, estimate, view, nodes, job_cap_w, job_freq_hz
@@ -41,7 +45,7 @@ cdef class Engine:
     @cython.locals(now=cython.double, dt=cython.double)
     cpdef _occupy(self, Py_ssize_t count, double idle_w, double busy_w)
 
-    @cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, n=Py_ssize_t, free=list)
+    @cython.locals(n=Py_ssize_t, top=Py_ssize_t, free=list)
     cpdef _give_all(self, tuple nodes)
 
     @cython.locals(total=cython.double, mult=cython.double)

@@ -30,7 +30,6 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
-from operator import neg
 from typing import Any, assert_never
 
 import numpy as np
@@ -109,6 +108,19 @@ class EngineOptions:
     response: ResponseScenario | None = None
     """Per-job response scenario (Borghesi et al. 2018, §5.1.1); default: the policy's ``response_scenario``
     if it declares one, else each job's class model from ``response_classes``."""
+
+
+def _insertion_point(free: list[int], node: int) -> int:
+    """Where ``node`` goes in the decreasing list ``free``: ``bisect_left(free, -node, key=neg)``, written out
+    so that the compiled core runs it on C integers."""
+    lo, hi = 0, len(free)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if free[mid] > node:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 class _Run:
@@ -360,24 +372,22 @@ class Engine:
     # ------------------------------------------------------------ free nodes
     def _take(self, node: int) -> None:
         free = self.free
-        del free[bisect.bisect_left(free, -node, key=neg)]
+        del free[_insertion_point(free, node)]
 
     def _give(self, node: int) -> None:
-        bisect.insort_left(self.free, node, key=neg)
+        self.free.insert(_insertion_point(self.free, node), node)
 
     def _give_all(self, nodes: tuple[int, ...]) -> None:
         free = self.free
         if len(nodes) <= 8:
             for n in nodes:
-                # bisect.insort_left(free, n, key=neg), written out: the compiled core runs it on C integers
-                lo, hi = 0, len(free)
-                while lo < hi:
-                    mid = (lo + hi) >> 1
-                    if free[mid] > n:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                free.insert(lo, n)
+                free.insert(_insertion_point(free, n), n)
+            return
+        top = _insertion_point(free, max(nodes))
+        if top == _insertion_point(free, min(nodes)):
+            # no free node lies between the job's lowest and highest: its nodes go in as one block
+            # (the usual case: a job gets a run of neighbouring free nodes), without sorting the list
+            free[top:top] = sorted(nodes, reverse=True)
         else:
             free.extend(nodes)
             free.sort(reverse=True)
@@ -812,7 +822,7 @@ class Engine:
             del free[-k:]
         else:
             for n in nodes:
-                del free[bisect.bisect_left(free, -n, key=neg)]
+                del free[_insertion_point(free, n)]
         for n in nodes:
             state[n] = _BUSY
         if self._homogeneous:

@@ -72,6 +72,22 @@ def _node_count(result: Any) -> int:
     return int(nodes)
 
 
+def median(x: np.ndarray) -> float:
+    """``np.median`` of a non-empty 1-D float array, the same value, without importing ``numpy.ma``.
+
+    ``np.median``'s NaN check imports ``numpy.ma`` (10 ms of every simulation run).
+    Like it: NaN if any value is NaN, else the middle value or the mean of the two middle ones.
+    """
+    n = x.size
+    if np.isnan(x).any():
+        return math.nan
+    h = n // 2
+    if n % 2:
+        return float(np.partition(x, h)[h])
+    part = np.partition(x, [h - 1, h])
+    return float(np.add(part[h - 1], part[h]) / 2.0)
+
+
 def _f(x: Any) -> float | None:
     """A Python float, or ``None`` for NaN, infinity or ``None`` (strict JSON has neither)."""
     if x is None:
@@ -120,7 +136,7 @@ def _job_metrics(jobs: dict[str, np.ndarray], bsld_threshold_s: float, window,
     w = _finite(wait)
     if w.size:
         out["mean_wait_s"] = _f(w.mean())
-        out["median_wait_s"] = _f(np.median(w))
+        out["median_wait_s"] = _f(median(w))
         out["p95_wait_s"] = _f(np.percentile(w, 95.0))
         out["max_wait_s"] = _f(w.max())
     else:

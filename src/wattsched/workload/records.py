@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from wattsched.model.job import PowerEstimate
+from wattsched.model.job import PowerEstimate, power_estimate
 
 
 @dataclass(slots=True)
@@ -92,7 +92,7 @@ def true_power(tj: TraceJob, platform) -> PowerEstimate:
         var = sum(w * (p - mean) ** 2 for w, (_, p) in zip(weights, series)) / total
         return PowerEstimate(mean, max(p for _, p in series), var**0.5)
     if tj.mean_w is not None:
-        return PowerEstimate(tj.mean_w, tj.max_w if tj.max_w is not None else tj.mean_w, tj.std_w or 0.0)
+        return power_estimate(tj.mean_w, tj.max_w if tj.max_w is not None else tj.mean_w, tj.std_w or 0.0)
     w = platform.max_busy_w(tj.gpus_per_node)
     return PowerEstimate(w, w, 0.0)
 
