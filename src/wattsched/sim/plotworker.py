@@ -229,7 +229,7 @@ def _draw_beside(draw) -> int | None:
     if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
         return None
     try:
-        pid = os.fork()  # safe here: this process has one thread and holds no lock of the parent's
+        pid = os.fork()  # the child only draws: matplotlib takes no lock that pyarrow's threads here may hold
     except OSError:
         return None
     if pid:
