@@ -16,7 +16,7 @@ $(STAMP): $(BIN)/python setup.cfg setup.py pyproject.toml src/wattsched/_native.
 
 ## demo: set up, simulate the bundled trace under a power cap (runs/demo/report.html), then run the
 ## daemon against the built-in simulated cluster and show its decisions and metrics, then again with
-## the dr policy through a demand-response event (frequencies lowered, a job evicted, power under the limit)
+## the dr policy through a demand-response event (frequencies lowered; a job evicted when that is not enough)
 demo: $(STAMP)
 	$(BIN)/wattsched demo --out runs/demo
 	rm -rf runs/daemon-sim
