@@ -132,15 +132,26 @@ class RunningJob:
         return min(1.0, max(0.0, done / wall))
 
 
-class _PowerEstimateLayout:
-    """A :class:`PowerEstimate`'s slots without its frozen ``__setattr__`` (see :func:`power_estimate`)."""
+def slot_layout(cls: type) -> type:
+    """A class with the slots of ``cls`` (a slotted dataclass), hence its memory layout, and nothing else.
 
-    __slots__ = PowerEstimate.__slots__
+    The per-job constructors of the compiled core (:func:`job_from_fields` and the like) fill one
+    with plain attribute stores, then make it a ``cls`` by assigning ``__class__``: a frozen
+    dataclass's generated ``__init__`` sets each field through ``object.__setattr__``, at about
+    three times the cost.
+    """
+    return type(f"_{cls.__name__}Layout", (), {"__slots__": cls.__slots__})
+
+
+_PowerEstimateLayout = slot_layout(PowerEstimate)
+_JobLayout = slot_layout(Job)
+_RunningJobLayout = slot_layout(RunningJob)
+_new = object.__new__
 
 
 def power_estimate(mean_w: float, max_w: float, std_w: float) -> PowerEstimate:
     """``PowerEstimate(mean_w, max_w, std_w)``, built as :func:`job_from_fields` builds a Job (per completed job)."""
-    obj = object.__new__(_PowerEstimateLayout)
+    obj = _new(_PowerEstimateLayout)
     obj.mean_w = mean_w
     obj.max_w = max_w
     obj.std_w = std_w
@@ -148,30 +159,14 @@ def power_estimate(mean_w: float, max_w: float, std_w: float) -> PowerEstimate:
     return obj
 
 
-class _JobLayout:
-    """A :class:`Job`'s slots without its frozen ``__setattr__``: :func:`job_from_fields` fills one."""
-
-    __slots__ = Job.__slots__
-
-
-class _RunningJobLayout:
-    """As :class:`_JobLayout`, for :class:`RunningJob`."""
-
-    __slots__ = RunningJob.__slots__
-
-
-_new = object.__new__
-
-
 def job_from_fields(id, submit_s, walltime_s, nodes, user, group, account, partition, qos, procs, cores_per_node,
                     gpus_per_node, mem_per_node_mb, min_nodes, max_nodes, malleable, exclusive, priority, app_class,
                     features) -> Job:
     """``Job(*values)`` with every field given, in field order, no default filled in: the simulator's per-job path.
 
-    The fields are set as plain slots of a :class:`_JobLayout`, whose class is
-    then switched to :class:`Job` (the same slots, so the same memory layout):
-    about a third of the cost of the dataclass ``__init__``, which sets each field
-    through ``object.__setattr__``. The result is equal to ``Job(*values)``
+    The fields are set on a :func:`slot_layout` of :class:`Job`, whose class is
+    then switched to :class:`Job`: about a third of the cost of the dataclass
+    ``__init__``. The result is equal to ``Job(*values)``
     (a unit test holds the parameters to ``fields(Job)``).
     """
     obj = _new(_JobLayout)

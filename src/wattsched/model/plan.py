@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from wattsched.model.job import slot_layout
+
 
 @dataclass(frozen=True, slots=True)
 class Start:
@@ -57,18 +59,15 @@ class Reshape:
     nodes: tuple[int, ...]
 
 
-class _StartLayout:
-    """A :class:`Start`'s slots without its frozen ``__setattr__`` (see :func:`start_nodes`)."""
-
-    __slots__ = Start.__slots__
+_StartLayout = slot_layout(Start)
 
 
 def start_nodes(job_id: int, nodes: tuple[int, ...]) -> Start:
     """``Start(job_id, nodes)``, about three times as fast: the per-job path of the simulator's policies.
 
-    The slots are set on a :class:`_StartLayout`, whose class is then switched
-    to :class:`Start` (the same slots, the same memory layout), as
-    :func:`wattsched.model.job.job_from_fields` builds a Job.
+    The slots are set on a :func:`~wattsched.model.job.slot_layout` of
+    :class:`Start`, whose class is then switched to :class:`Start`, as
+    :func:`~wattsched.model.job.job_from_fields` builds a Job.
     """
     obj = object.__new__(_StartLayout)
     obj.job_id = job_id

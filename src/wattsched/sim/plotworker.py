@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and os.getppid() != int(argv[0]):  # the parent died before the line above took effect
         return 0
     from wattsched.sim.plots import warm_up  # the slow import, done while the parent simulates
-    from wattsched.sim.report import PLOTS, LoadedRun, write_parquet_tables, write_plots
+    from wattsched.sim.report import PLOTS, LoadedRun, write_plots
 
     warm_up()
     import pyarrow.parquet  # noqa: F401  (for the tables, also imported while the parent simulates)
@@ -193,16 +193,18 @@ def main(argv: list[str] | None = None) -> int:
     beside = _draw_beside(lambda: write_plots(*args, only=BESIDE))
     write_plots(*args, only=[p for p in PLOTS if beside is None or p not in BESIDE])
     if request.get("parquet"):
-        _write_tables(write_parquet_tables, run, out)
+        _write_tables(run, out)
     if beside is not None and not _succeeded(beside):
         write_plots(*args, only=BESIDE)  # drawn here, so that its error, if any, is this process's own
     return 0
 
 
-def _write_tables(write, run, out: Path) -> None:
+def _write_tables(run, out: Path) -> None:
     """The parquet tables; on failure, say why and go on (the parent writes them then)."""
+    from wattsched.sim.report import write_parquet_tables
+
     try:
-        write(run, out)
+        write_parquet_tables(run, out)
     except Exception as exc:
         print(f"warning: parquet tables not written: {type(exc).__name__}: {exc}", file=sys.stderr)
 

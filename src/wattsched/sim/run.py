@@ -305,8 +305,8 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
     engine = Engine(platform, workload, policy, cap=cap, budgets=budgets, options=options, seed=config.seed,
                     predictor=predictor, dr_events=config.build_dr_events(platform))
     result = engine.run()
-    if tape is not None:
-        for _ in workload.jobs:  # the rest of the trace, if the run stopped early
+    if tape is not None and not isinstance(workload.jobs, list):
+        for _ in workload.jobs:  # the rest of the streamed trace, if the run stopped early
             pass
     window = _cap_window(cap)
     if predictor is None and not cap.is_uncapped:
