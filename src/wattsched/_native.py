@@ -24,6 +24,7 @@ COMPILED = (
     "wattsched.policies.easy",
     "wattsched.policies.easy_pc",
     "wattsched.policies.power",
+    "wattsched.policies.scan",
     "wattsched.predictors.history",
     "wattsched.model.guard",
     "wattsched.model.job",

@@ -168,10 +168,12 @@ class _Plain(EasyPcPolicy):
         self._backfill_filtered(snapshot, plan, ledger, end, res, head)
 
 
+@pytest.mark.parametrize("scan", [True, False], ids=["scan", "numpy-filter"])
 @settings(max_examples=60, deadline=None)
 @given(st.lists(job_strategy, min_size=20, max_size=200), st.sampled_from(["mean", "max", "gaussian_99"]),
        st.sampled_from(["history", None]), st.sampled_from([6, 40, 150]), st.floats(0.2, 0.95))
-def test_constant_cap_shortcuts_match_the_plain_computation(raw, check, predictor, n, fraction):
+def test_constant_cap_shortcuts_match_the_plain_computation(scan, raw, check, predictor, n, fraction):
+    # Both ways of the shortcut: the compiled scan (pure Python where not compiled) and numpy's filter.
     raw = sorted(raw, key=lambda x: x[0])
     rng = random.Random(len(raw) * n)
     scale = max(1, n // 10)
@@ -183,8 +185,8 @@ def test_constant_cap_shortcuts_match_the_plain_computation(raw, check, predicto
     def go(policy):
         return starts(run(jobs, policy, make_predictor(predictor) if predictor else None, n=n, cap=cap))
 
-    with patch.object(easy_module, "INDEX_MIN_QUEUE", 0):  # the indexed backfill for every queue
-        fast = go(EasyPcPolicy({"check": check}))
+    with patch.object(easy_module, "INDEX_MIN_QUEUE", 0), patch.object(easy_pc, "_SCAN", scan):
+        fast = go(EasyPcPolicy({"check": check}))  # the indexed backfill for every queue
         with patch.object(easy_pc, "_shadow_walk", lambda *a: None), \
                 patch.object(easy_pc, "_never_fits", lambda *a: False):
             plain = go(_Plain({"check": check}))

@@ -61,3 +61,17 @@ def test_power_estimate_builder_is_a_plain_estimate():
     assert hash(built) == hash(PowerEstimate(300.0, 350.0, 20.0)) and built.total_mean_w(4) == 1200.0
     with pytest.raises(dataclasses.FrozenInstanceError):
         built.mean_w = 1.0
+
+
+def test_the_engine_builds_completed_jobs_like_the_dataclass():
+    from wattsched.predictors.base import CompletedJob
+    from wattsched.sim.engine import _completed_job_builder
+
+    build = _completed_job_builder()
+    assert list(inspect.signature(build).parameters) == [f.name for f in dataclasses.fields(CompletedJob)]
+    job = Job(3, 0.0, 60.0, 2)
+    done = build(job, 5.0, 50.0, 210.0, 280.0, 12.5)
+    assert type(done) is CompletedJob and done == CompletedJob(job, 5.0, 50.0, 210.0, 280.0, 12.5)
+    assert hash(done) == hash(CompletedJob(job, 5.0, 50.0, 210.0, 280.0, 12.5))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        done.mean_w = 1.0

@@ -40,6 +40,8 @@ from wattsched.policies import easy as easy_module
 from wattsched.policies.base import BasePolicy
 from wattsched.policies.easy import EasyPolicy, EasyState, queue_order
 from wattsched.policies.power import PowerLedger
+from wattsched.policies.scan import COMPILED as _SCAN
+from wattsched.policies.scan import Scanner
 
 Check = Literal["mean", "max", "gaussian_68", "gaussian_95", "gaussian_99"]
 
@@ -86,6 +88,7 @@ class EasyPcPolicy(BasePolicy):
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)
         self._easy = EasyPolicy(order=self.params.order)
+        self._scanner: Scanner | None = None  # typed views of the queue index's arrays, while they last
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         cap = snapshot.cap
@@ -297,6 +300,9 @@ class EasyPcPolicy(BasePolicy):
         hi = index.size
         if lo >= hi:
             return
+        if _SCAN:
+            self._backfill_scanned(snapshot, plan, ledger, end, res, head, cap_w, lo, hi)
+            return
         inc_mean, inc_max, inc_var, nodes, wall = index.inc_mean, index.inc_max, index.inc_var, index.nodes, index.wall
         key = inc_max if ledger.method == "max" else inc_mean
         ok = key[lo:hi] <= ledger.max_increment(cap_w)
@@ -404,6 +410,74 @@ class EasyPcPolicy(BasePolicy):
             if end == 0 or hopeless(p + 1):
                 return
             misses = 0
+
+    def _backfill_scanned(self, snapshot: Snapshot, plan: Plan, ledger: PowerLedger, end: int, res: _Reservation,
+                          head: Job, cap_w: float, lo: int, hi: int) -> None:
+        """:meth:`_backfill_constant` over queue positions ``lo:hi`` with the compiled scan (:mod:`.scan`).
+
+        The same decisions: the scan stops at each position that passes, with slack, the test of
+        :meth:`_backfill_constant`'s filter at the current state, where the same exact checks
+        are made; after a start it goes on with the new state. The reservation is computed, as
+        there, only if some job fits the nodes and power now.
+        """
+        index = snapshot.queue_index
+        inc_mean, inc_max, inc_var, nodes, wall = index.inc_mean, index.inc_max, index.inc_var, index.nodes, index.wall
+        key = inc_max if ledger.method == "max" else inc_mean
+        scanner = self._scanner
+        if scanner is None or not scanner.over(key, inc_var, nodes, wall):
+            scanner = self._scanner = Scanner(key, inc_var, nodes, wall)
+        next_candidate = scanner.next_candidate
+        inf = math.inf
+        k_sigma = ledger.k
+        base, var0, limit = ledger.scan_terms(cap_w)
+        p = next_candidate(lo, hi, end, base, k_sigma, var0, limit, inf, -1, 0.0, 0.0, -inf)
+        if p >= hi:
+            return
+        res.compute()
+        now = snapshot.now_s
+        shadow = res.shadow
+        horizon = (shadow - now) * (1 + 1e-12) + 1e-9  # _filter's, a superset of the exact test
+        at = res.at_shadow  # None: the shadow is at infinity, nothing can delay the head
+        cap_s = res.cap_at_shadow
+        pending = snapshot.pending
+        estimate = snapshot.estimate
+        free = snapshot.free_nodes
+        actions = plan.actions
+        ids = index.ids
+        at_base, at_var0, at_limit = (0.0, 0.0, -inf) if at is None else at.scan_terms(cap_s)
+        while True:
+            p = next_candidate(p, hi, end, base, k_sigma, var0, limit, horizon, -1 if at is None else res.extra,
+                               at_base, at_var0, at_limit)
+            if p >= hi:
+                return
+            im, ix, iv = inc_mean.item(p), inc_max.item(p), inc_var.item(p)
+            k = nodes.item(p)
+            # _filter (nodes, power now, reservation), then _backfill's exact checks
+            if not (k <= end and ledger.fits_increment(im, ix, iv, cap_w) and (
+                    wall.item(p) <= horizon or (at is not None and k <= res.extra
+                                                and at.fits_increment(im, ix, iv, cap_s)))):
+                p += 1
+                continue
+            job = pending.get(ids.item(p))
+            p += 1
+            if job is None or job.id == head.id:
+                continue
+            est = estimate(job)
+            if not ledger.fits(est, k, cap_w):
+                continue
+            if now + job.walltime_s > shadow:
+                if k <= res.extra and at is not None and at.fits(est, k, cap_s):
+                    res.extra -= k
+                    at.add(est, k)
+                    at_base, at_var0, at_limit = at.scan_terms(cap_s)
+                else:
+                    continue
+            actions.append(Start(job.id, tuple(free[end - k : end])))
+            ledger.add(est, k)
+            end -= k
+            if end == 0:
+                return
+            base, var0, limit = ledger.scan_terms(cap_w)
 
     def _shadow_vectorised(self, snapshot: Snapshot, head: Job, free: int, ledger: PowerLedger, started: list):
         """:meth:`_shadow` with cumulative sums over the snapshot's end table (constant cap only)."""

@@ -173,6 +173,29 @@ class PowerLedger:
                 scale += sigma
         return limit - used + 1e-6 * (scale + abs(limit) + 1.0)
 
+    def scan_terms(self, cap_w: float) -> tuple[float, float, float]:
+        """``(base, var, limit)`` for :func:`~wattsched.policies.scan.next_candidate` under ``cap_w``.
+
+        A job with increments ``(inc_mean, inc_max, inc_var)`` passes the scan if ``base + key
+        + k·sqrt(var + inc_var) <= limit`` (``key``: ``inc_max`` for ``max``, else ``inc_mean``):
+        :meth:`fits_increment`'s arithmetic with a slack added to the limit (a millionth of
+        a millionth of the powers involved: far above the rounding of a few additions and a
+        root, far below the margins that decide), so a job that fits always passes.
+
+        >>> ledger = PowerLedger("gaussian_99", base_w=1000.0, idle_w=100.0, mean_w=200.0, var_w2=100.0)
+        >>> base, var, limit = ledger.scan_terms(1500.0)
+        >>> base, var, 1500.0 < limit < 1500.0001
+        (1200.0, 100.0, True)
+        """
+        if cap_w == math.inf:
+            return 0.0, 0.0, math.inf
+        limit = cap_w * (1 + _TOL)
+        used = self.max_w if self.method == "max" else self.mean_w
+        scale = abs(self.base_w) + abs(used) + abs(limit) + 1.0
+        if self.k:
+            scale += self.k * math.sqrt(max(0.0, self.var_w2))
+        return self.base_w + used, self.var_w2, limit + 1e-12 * scale
+
     def fits(self, est: PowerEstimate, nodes: int, cap_w: float) -> bool:
         """Verify: would the platform stay under ``cap_w`` with this job started?"""
         if cap_w == math.inf:

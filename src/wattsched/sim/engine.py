@@ -39,7 +39,15 @@ from wattsched.model.constraints import BudgetState, CapSchedule, DemandResponse
 from wattsched.model.end_table import EndTable
 from wattsched.model.forecast import forecast
 from wattsched.model.guard import plan_problems
-from wattsched.model.job import Job, JobState, PowerEstimate, RunningJob, job_from_fields, running_job_from_fields
+from wattsched.model.job import (
+    Job,
+    JobState,
+    PowerEstimate,
+    RunningJob,
+    job_from_fields,
+    running_job_from_fields,
+    slot_layout,
+)
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodeState, Platform
 from wattsched.model.queue_index import QueueIndex
@@ -64,6 +72,31 @@ _SW_OFF = int(NodeState.SWITCHING_OFF)
 _EPS = 1e-9
 DEFAULT_RESPONSE: ResponseModel = LinearResponse(f=1.0, floor=0.3)
 """Response of jobs with no application class: CPU-bound (the conservative choice)."""
+
+
+def _completed_job_builder() -> Callable[..., Any]:
+    """A ``CompletedJob(job, start_s, end_s, mean_w, max_w, std_w)`` constructor for the predictor's learning.
+
+    It builds as :func:`~wattsched.model.job.job_from_fields` builds a Job (once per completed job;
+    the frozen dataclass's ``__init__`` costs about three times more).
+    """
+    from wattsched.predictors.base import CompletedJob
+
+    layout = slot_layout(CompletedJob)
+    new = object.__new__
+
+    def completed_job(job: Job, start_s: float, end_s: float, mean_w: float, max_w: float, std_w: float):
+        obj = new(layout)
+        obj.job = job
+        obj.start_s = start_s
+        obj.end_s = end_s
+        obj.mean_w = mean_w
+        obj.max_w = max_w
+        obj.std_w = std_w
+        obj.__class__ = CompletedJob
+        return obj
+
+    return completed_job
 
 
 @dataclass
@@ -315,9 +348,7 @@ class Engine:
         self._snapshot.estimates = self._estimates
         self._snapshot.running_estimate = self._running_est
         if predictor is not None:
-            from wattsched.predictors.base import CompletedJob
-
-            self._completed = CompletedJob
+            self._completed = _completed_job_builder()
             predictor.setup(platform)
             if getattr(predictor, "is_oracle", False):
                 predictor.truth_ = self._true_estimate
