@@ -188,14 +188,15 @@ def test_constant_cap_shortcuts_match_the_plain_computation(scan, raw, check, pr
     with patch.object(easy_module, "INDEX_MIN_QUEUE", 0), patch.object(easy_pc, "_SCAN", scan):
         fast = go(EasyPcPolicy({"check": check}))  # the indexed backfill for every queue
         with patch.object(easy_pc, "_shadow_walk", lambda *a: None), \
-                patch.object(easy_pc, "_never_fits", lambda *a: False):
+                patch.object(easy_pc, "_never_fits", lambda *a: False), patch.object(easy_pc, "_SCAN", False):
             plain = go(_Plain({"check": check}))
     assert fast == plain
 
 
+@pytest.mark.parametrize("scan", [True, False], ids=["compiled-walk", "python-walk"])
 @settings(max_examples=150, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.sampled_from(["mean", "max", "gaussian_95"]))
-def test_reservation_walk_and_never_fits_match_the_cumulative_sums(seed, check):
+def test_reservation_walk_and_never_fits_match_the_cumulative_sums(scan, seed, check):
     # Long end tables (the walk hands over to numpy after 64 rows), ties and overdue ends.
     rng = random.Random(seed)
     plat = platform(500)
@@ -223,8 +224,9 @@ def test_reservation_walk_and_never_fits_match_the_cumulative_sums(seed, check):
         shadow, extra, at = easy_pc._shadow_vectorised_impl(policy, snap, head, free, ledger.copy(), [])
         return shadow, extra, None if at is None else (at.base_w, at.mean_w, at.max_w, at.var_w2)
 
-    fast = reserve()
+    with patch.object(easy_pc, "_SCAN", scan):
+        fast = reserve()
     with patch.object(easy_pc, "_shadow_walk", lambda *a: None), \
-            patch.object(easy_pc, "_never_fits", lambda *a: False):
+            patch.object(easy_pc, "_never_fits", lambda *a: False), patch.object(easy_pc, "_SCAN", False):
         plain = reserve()
     assert fast == plain

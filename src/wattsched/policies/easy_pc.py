@@ -37,6 +37,7 @@ from wattsched.model.plan import Plan, Reason, Start
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
 from wattsched.policies import easy as easy_module
+from wattsched.policies import scan
 from wattsched.policies.base import BasePolicy
 from wattsched.policies.easy import EasyPolicy, EasyState, queue_order
 from wattsched.policies.power import PowerLedger
@@ -574,11 +575,21 @@ def _shadow_vectorised_impl(policy, snapshot: Snapshot, head: Job, free: int, le
         totals = table.totals() if hasattr(table, "totals") and table.idle_w == ledger.idle_w else None
         if totals is not None and _never_fits(rows, totals, ledger, dm, dx, dv, cap_w):
             return math.inf, 0, None
+        if _SCAN:
+            return _shadow_scanned(rows, None, now, free, need, ledger, dm, dx, dv, cap_w, est_head)
         hit = _shadow_walk(rows, totals is None, now, need, free, ledger, dm, dx, dv, cap_w)
         if hit is not None:
             if hit[2] is not None:
                 hit[2].add(est_head, need)
             return hit
+    elif _SCAN:
+        extra = []
+        for end, n, _, job in started:
+            e = snapshot.estimate(job)
+            extra.append((end, n, e.mean_w * n, e.max_w * n, (e.std_w * n) ** 2))
+        extra.sort(key=_first)  # stable: in start order among equal ends, as the sort below
+        return _shadow_scanned(snapshot.end_table.view(), np.array(extra, dtype=float), now, free, need, ledger,
+                               dm, dx, dv, cap_w, est_head)
 
     def fits(base, mean, mx, var):
         if ledger.method == "max":
@@ -622,6 +633,36 @@ def _shadow_vectorised_impl(policy, snapshot: Snapshot, head: Job, free: int, le
                      max(0.0, float(var[i])))
     at.add(est_head, need)
     return float(ends[i]), int(avail[i]) - need, at
+
+
+def _first(row: tuple) -> float:
+    return row[0]
+
+
+_METHOD_CODES = {"mean": scan.METHOD_MEAN, "max": scan.METHOD_MAX}
+
+
+def _shadow_scanned(rows, extra, now: float, free: int, need: int, ledger: PowerLedger, dm: float, dx: float,
+                    dv: float, cap_w: float, est_head) -> tuple:
+    """:func:`_shadow_vectorised_impl`'s search by the compiled walk (:func:`.scan.walk_ends`): the same result.
+
+    The walk adds the running sums in row order, as the cumulative sums do, and makes the same
+    test with the same arithmetic at each end, over every row (the end table's, merged with the
+    ``extra`` rows of the jobs started in this pass, as the stable sort orders them there).
+    """
+    hit = scan.walk_ends(rows, extra, now, free, need, _METHOD_CODES.get(ledger.method, scan.METHOD_GAUSSIAN),
+                         ledger.k, ledger.base_w, ledger.idle_w, ledger.mean_w, ledger.max_w, ledger.var_w2, dm, dx,
+                         dv, cap_w * (1 + 1e-9), cap_w != math.inf)
+    if hit is None:  # it fits now
+        at = ledger.copy()
+        at.add(est_head, need)
+        return now, free - need, at
+    end, avail, base, mean, mx, var = hit
+    if end == math.inf:
+        return math.inf, 0, None
+    at = PowerLedger(ledger.method, base, ledger.idle_w, mean, mx, max(0.0, var))
+    at.add(est_head, need)
+    return end, int(avail) - need, at
 
 
 def _never_fits(rows, totals, ledger: PowerLedger, dm: float, dx: float, dv: float, cap_w: float) -> bool:

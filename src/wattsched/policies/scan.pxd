@@ -3,6 +3,10 @@ cimport cython
 from libc.stdint cimport int64_t
 
 
+cdef extern from "math.h":
+    double _c_sqrt "sqrt" (double x) nogil
+
+
 @cython.final
 cdef class Scanner:
     cdef readonly object arrays
@@ -16,3 +20,11 @@ cdef class Scanner:
     cpdef Py_ssize_t next_candidate(self, Py_ssize_t lo, Py_ssize_t hi, int64_t free, double base, double k,
                                     double var0, double limit, double horizon, int64_t extra, double at_base,
                                     double at_var0, double at_limit) except -1
+
+
+@cython.locals(m=Py_ssize_t, e=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, cn=double, cm=double, cx=double, cv=double,
+               t=double, end=double, t_next=double, avail=double, base=double, mean=double, mx=double, var=double,
+               value=double, s=double)
+cpdef object walk_ends(const double[:, ::1] rows, const double[:, ::1] extra, double now, int64_t free, int64_t need,
+                       int method, double k, double base_w, double idle_w, double mean_w, double max_w, double var_w2,
+                       double dm, double dx, double dv, double limit, bint capped)

@@ -22,6 +22,14 @@ policy keeps its numpy filter when the scan is not compiled.
 
 from __future__ import annotations
 
+import math
+
+# Compiled, ``_c_sqrt`` is C's sqrt (declared in scan.pxd), correctly rounded as math.sqrt is: the same bits.
+globals().setdefault("_c_sqrt", math.sqrt)
+
+METHOD_MEAN, METHOD_MAX, METHOD_GAUSSIAN = 0, 1, 2
+"""How :func:`walk_ends` adds up predicted power: the ``mean`` check, ``max``, or ``gaussian_*``."""
+
 
 class Scanner:
     """Scans over one set of queue-index arrays (typed views of them taken once, when compiled).
@@ -79,6 +87,91 @@ class Scanner:
                         return p
             p += 1
         return hi
+
+
+def walk_ends(rows, extra, now: float, free: int, need: int, method: int, k: float, base_w: float, idle_w: float,
+              mean_w: float, max_w: float, var_w2: float, dm: float, dx: float, dv: float, limit: float,
+              capped: bool):
+    """The head job's reservation: the first time it has ``need`` nodes and its power fits, walking the ends.
+
+    ``rows`` are the running jobs in end order as ``[end, nodes, mean·n, max·n, (std·n)²]`` (the
+    end table's); ``extra`` (or None) the jobs started in this pass, in the same form, sorted by
+    end, taken after the table's rows that end at the same time. Starting now with ``free``
+    nodes and the ledger's ``base_w``, ``mean_w``, ``max_w``, ``var_w2``, each ending job gives
+    back its nodes at ``idle_w`` and takes its predicted power away; the head adds ``dm``,
+    ``dx``, ``dv`` and must stay at most ``limit`` (when ``capped``) by the check ``method``
+    (:data:`METHOD_MEAN` ...; ``k`` for the gaussian ones). Jobs that end at the same time
+    leave together. The sums run in row order, as ``np.cumsum`` adds them.
+
+    Returns None if the head fits now, ``(end, nodes free then, base, mean, max, var)`` at the
+    first end where it does (the ledger then, head not included), or ``(inf, 0, …)`` if it never does.
+
+    >>> import numpy as np
+    >>> rows = np.array([[10.0, 2.0, 400.0, 500.0, 0.0], [20.0, 2.0, 400.0, 500.0, 0.0]])
+    >>> walk_ends(rows, None, 0.0, 1, 2, METHOD_MEAN, 0.0, 100.0, 50.0, 800.0, 1000.0, 0.0, 300.0, 300.0, 0.0,
+    ...           1000.0, True)  # 1 node free; at t=10: 3 free, 100 + 2 x 50 + 400 + 300 <= 1000
+    (10.0, 3.0, 200.0, 400.0, 500.0, 0.0)
+    """
+    m = rows.shape[0]
+    e = 0 if extra is None else extra.shape[0]
+    if free >= need:
+        value = base_w + mean_w + dm
+        if method == 1:
+            value = base_w + max_w + dx
+        elif method == 2:
+            s = var_w2 + dv
+            if s < 0.0:
+                s = 0.0
+            value += k * _c_sqrt(s)  # noqa: F821 (set in globals above)
+        if not capped or value <= limit:
+            return None
+    cn = cm = cx = cv = 0.0
+    i = j = 0
+    end = t_next = 0.0
+    while i + j < m + e:
+        if j >= e or (i < m and rows[i, 0] <= extra[j, 0]):
+            t = rows[i, 0]
+            cn += rows[i, 1]
+            cm += rows[i, 2]
+            cx += rows[i, 3]
+            cv += rows[i, 4]
+            i += 1
+        else:
+            t = extra[j, 0]
+            cn += extra[j, 1]
+            cm += extra[j, 2]
+            cx += extra[j, 3]
+            cv += extra[j, 4]
+            j += 1
+        avail = free + cn
+        if avail < need:
+            continue
+        base = base_w + idle_w * cn
+        mean = mean_w - cm
+        mx = max_w - cx
+        var = var_w2 - cv
+        if capped:
+            if method == 1:
+                value = base + mx + dx
+            elif method == 0:
+                value = base + mean + dm
+            else:
+                s = var + dv
+                if s < 0.0:
+                    s = 0.0
+                value = base + mean + dm + k * _c_sqrt(s)  # noqa: F821
+            if not value <= limit:
+                continue
+        end = t if t > now else now
+        if i + j < m + e:  # all jobs ending at the same time leave together
+            if j >= e or (i < m and rows[i, 0] <= extra[j, 0]):
+                t_next = rows[i, 0]
+            else:
+                t_next = extra[j, 0]
+            if (t_next if t_next > now else now) == end:
+                continue
+        return end, avail, base, mean, mx, var
+    return math.inf, 0.0, 0.0, 0.0, 0.0, 0.0
 
 
 COMPILED = not __file__.endswith(".py")
