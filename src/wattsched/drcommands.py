@@ -6,8 +6,6 @@ import argparse
 import json
 import sys
 
-import yaml
-
 from wattsched.errors import ConfigError
 
 
@@ -28,6 +26,8 @@ def cmd_models_fit(args: argparse.Namespace) -> int:
               f"p: {m.a:.4g} {m.b:+.4g} f {m.c:+.4g} f^2 {m.d:+.4g} f^3;  t: {m.alpha:.5g} {m.beta:+.5g} f "
               f"{m.gamma:+.5g} f^2  [{m.f_min_ghz:g}, {m.f_max_ghz:g}] GHz")
     if args.platform_snippet:
+        import yaml
+
         print("\n# response_classes of a platform file:")
         print(yaml.safe_dump({"response_classes": {app: f.spec() for app, f in fits.items()}},
                              default_flow_style=None, sort_keys=False), end="")
@@ -53,6 +53,8 @@ def cmd_dr_events_generate(args: argparse.Namespace) -> int:
         span = max(submits) - min(submits)
     events = generate_events(span, args.ratio, events=args.events, notice_s=args.notice, cap=args.cap,
                              seed=args.seed)
+    import yaml  # here: every command imports this module, few print YAML
+
     text = yaml.safe_dump({"demand_response": events}, sort_keys=False, default_flow_style=None)
     if args.out:
         with open(args.out, "w") as fh:
