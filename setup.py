@@ -84,8 +84,14 @@ def ext_modules() -> list:
     paths = [str(Path("src") / (name.replace(".", "/") + ".py")) for name in compiled_modules()]
     # annotation_typing off: a `float` annotation stays a Python object (None, ints and subclasses pass as in
     # CPython); binding on: compiled functions keep their signatures and docstrings for inspect and pydantic.
-    return cythonize(paths, language_level=3, quiet=True, nthreads=os.cpu_count() or 1,
+    exts = cythonize(paths, language_level=3, quiet=True, nthreads=os.cpu_count() or 1,
                      compiler_directives={"annotation_typing": False, "binding": True, "embedsignature": False})
+    if os.name == "posix":
+        # no fused multiply-add contraction (GCC's default where the target has FMA): the compiled
+        # arithmetic rounds as Python's does, so the compiled and pure-Python builds decide alike
+        for ext in exts:
+            ext.extra_compile_args = [*ext.extra_compile_args, "-ffp-contract=off"]
+    return exts
 
 
 setup(ext_modules=ext_modules(), cmdclass={"build_ext": OptionalBuildExt})
