@@ -1,3 +1,4 @@
+# cython: boundscheck=False, wraparound=False
 """The end table: running jobs in expected-end order with their predicted power, as numpy rows.
 
 Kept by the simulator for power-aware policies (``wants_end_table``) and
@@ -12,6 +13,38 @@ import numpy as np
 
 if TYPE_CHECKING:  # numpy.typing costs 40 ms at import
     import numpy.typing as npt
+
+_COMPILED = not __file__.endswith(".py")
+"""Compiled (``end_table.pxd``), rows are moved by typed loops: numpy's slice assignment costs a microsecond
+or two a call, and the engine moves rows at every start and end of a job. As pure Python, numpy moves them."""
+
+
+def _move(flat, dst: int, src: int, count: int) -> None:
+    """``flat[dst : dst + count] = flat[src : src + count]`` on a 1-D float64 array, the ranges may overlap."""
+    if dst < 0 or src < 0 or count < 0 or max(dst, src) + count > len(flat):
+        raise IndexError(f"move of {count} values from {src} to {dst} outside the table")  # compiled: unchecked
+    if dst < src:
+        q = 0
+        while q < count:
+            flat[dst + q] = flat[src + q]
+            q += 1
+    else:
+        q = count - 1
+        while q >= 0:
+            flat[dst + q] = flat[src + q]
+            q -= 1
+
+
+def _put(flat, at: int, row: tuple) -> None:
+    """``flat[at : at + 5] = row``."""
+    if at < 0 or at + 5 > len(flat):
+        raise IndexError(f"row at {at} outside the table")
+    end, k, mean, mx, var = row
+    flat[at] = end
+    flat[at + 1] = k
+    flat[at + 2] = mean
+    flat[at + 3] = mx
+    flat[at + 4] = var
 
 
 class EndTable:
@@ -30,6 +63,7 @@ class EndTable:
 
     def __init__(self, idle_w: float | None = None):
         self.rows = np.zeros((256, 5))
+        self._flat = self.rows.reshape(-1)  # the same memory, one row after another
         self.lo = 0  # the table is rows[lo : lo + n]: inserts and deletes shift the shorter side
         self.n = 0
         self.idle_w = idle_w
@@ -38,15 +72,24 @@ class EndTable:
     def insert(self, i: int, row: tuple[float, float, float, float, float]) -> None:
         n, lo, rows = self.n, self.lo, self.rows
         if lo and 2 * i < n:
-            rows[lo - 1 : lo - 1 + i] = rows[lo : lo + i]
+            if _COMPILED:
+                _move(self._flat, 5 * (lo - 1), 5 * lo, 5 * i)
+            else:
+                rows[lo - 1 : lo - 1 + i] = rows[lo : lo + i]
             lo = self.lo = lo - 1
         else:
             if lo + n == len(rows):
                 rows = self._regrow()
                 lo = self.lo
             if i < n:
-                rows[lo + i + 1 : lo + n + 1] = rows[lo + i : lo + n]
-        rows[lo + i] = row
+                if _COMPILED:
+                    _move(self._flat, 5 * (lo + i + 1), 5 * (lo + i), 5 * (n - i))
+                else:
+                    rows[lo + i + 1 : lo + n + 1] = rows[lo + i : lo + n]
+        if _COMPILED:
+            _put(self._flat, 5 * (lo + i), row)
+        else:
+            rows[lo + i] = row
         self.n = n + 1
         if self.idle_w is not None:
             _, k, mean, mx, var = row
@@ -65,6 +108,7 @@ class EndTable:
         lo = (size - n) // 4
         rows[lo : lo + n] = self.rows[self.lo : self.lo + n]
         self.rows, self.lo = rows, lo
+        self._flat = rows.reshape(-1)
         return rows
 
     def delete(self, i: int) -> None:
@@ -82,10 +126,16 @@ class EndTable:
                 self._var -= var
         if 2 * i < n:
             if i:
-                rows[lo + 1 : lo + i + 1] = rows[lo : lo + i]
+                if _COMPILED:
+                    _move(self._flat, 5 * (lo + 1), 5 * lo, 5 * i)
+                else:
+                    rows[lo + 1 : lo + i + 1] = rows[lo : lo + i]
             self.lo = lo + 1
         elif i < n - 1:
-            rows[lo + i : lo + n - 1] = rows[lo + i + 1 : lo + n]
+            if _COMPILED:
+                _move(self._flat, 5 * (lo + i), 5 * (lo + i + 1), 5 * (n - 1 - i))
+            else:
+                rows[lo + i : lo + n - 1] = rows[lo + i + 1 : lo + n]
         self.n = n - 1
 
     def view(self) -> npt.NDArray[np.float64]:
