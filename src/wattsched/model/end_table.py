@@ -72,20 +72,14 @@ class EndTable:
     def insert(self, i: int, row: tuple[float, float, float, float, float]) -> None:
         n, lo, rows = self.n, self.lo, self.rows
         if lo and 2 * i < n:
-            if _COMPILED:
-                _move(self._flat, 5 * (lo - 1), 5 * lo, 5 * i)
-            else:
-                rows[lo - 1 : lo - 1 + i] = rows[lo : lo + i]
+            self._shift(lo - 1, lo, i)
             lo = self.lo = lo - 1
         else:
             if lo + n == len(rows):
                 rows = self._regrow()
                 lo = self.lo
             if i < n:
-                if _COMPILED:
-                    _move(self._flat, 5 * (lo + i + 1), 5 * (lo + i), 5 * (n - i))
-                else:
-                    rows[lo + i + 1 : lo + n + 1] = rows[lo + i : lo + n]
+                self._shift(lo + i + 1, lo + i, n - i)
         if _COMPILED:
             _put(self._flat, 5 * (lo + i), row)
         else:
@@ -99,6 +93,14 @@ class EndTable:
             if mx > idle:
                 self._freed_max += mx - idle
             self._var += var
+
+    def _shift(self, dst: int, src: int, count: int) -> None:
+        """``rows[dst : dst + count] = rows[src : src + count]`` (the ranges may overlap)."""
+        if _COMPILED:
+            _move(self._flat, 5 * dst, 5 * src, 5 * count)
+        else:
+            rows = self.rows
+            rows[dst : dst + count] = rows[src : src + count]
 
     def _regrow(self) -> npt.NDArray[np.float64]:
         """Room at the end: the same rows, with a quarter of a (possibly larger) array free before them."""
@@ -126,16 +128,10 @@ class EndTable:
                 self._var -= var
         if 2 * i < n:
             if i:
-                if _COMPILED:
-                    _move(self._flat, 5 * (lo + 1), 5 * lo, 5 * i)
-                else:
-                    rows[lo + 1 : lo + i + 1] = rows[lo : lo + i]
+                self._shift(lo + 1, lo, i)
             self.lo = lo + 1
         elif i < n - 1:
-            if _COMPILED:
-                _move(self._flat, 5 * (lo + i), 5 * (lo + i + 1), 5 * (n - 1 - i))
-            else:
-                rows[lo + i : lo + n - 1] = rows[lo + i + 1 : lo + n]
+            self._shift(lo + i, lo + i + 1, n - 1 - i)
         self.n = n - 1
 
     def view(self) -> npt.NDArray[np.float64]:

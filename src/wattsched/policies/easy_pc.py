@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from itertools import islice
+from operator import itemgetter
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -583,11 +584,8 @@ def _shadow_vectorised_impl(policy, snapshot: Snapshot, head: Job, free: int, le
                 hit[2].add(est_head, need)
             return hit
     elif _SCAN:
-        extra = []
-        for end, n, _, job in started:
-            e = snapshot.estimate(job)
-            extra.append((end, n, e.mean_w * n, e.max_w * n, (e.std_w * n) ** 2))
-        extra.sort(key=_first)  # stable: in start order among equal ends, as the sort below
+        extra = _started_rows(snapshot, started)
+        extra.sort(key=itemgetter(0))  # stable: in start order among equal ends, as the sort below
         return _shadow_scanned(snapshot.end_table.view(), np.array(extra, dtype=float), now, free, need, ledger,
                                dm, dx, dv, cap_w, est_head)
 
@@ -606,11 +604,7 @@ def _shadow_vectorised_impl(policy, snapshot: Snapshot, head: Job, free: int, le
         return now, free - need, at
     rows = snapshot.end_table.view()
     if started:
-        extra = []
-        for end, n, _, job in started:
-            e = snapshot.estimate(job)
-            extra.append((end, n, e.mean_w * n, e.max_w * n, (e.std_w * n) ** 2))
-        rows = np.concatenate([rows, np.array(extra, dtype=float)])
+        rows = np.concatenate([rows, np.array(_started_rows(snapshot, started), dtype=float)])
         rows = rows[np.argsort(rows[:, 0], kind="stable")]
     if not len(rows):
         return math.inf, 0, None
@@ -635,8 +629,13 @@ def _shadow_vectorised_impl(policy, snapshot: Snapshot, head: Job, free: int, le
     return float(ends[i]), int(avail[i]) - need, at
 
 
-def _first(row: tuple) -> float:
-    return row[0]
+def _started_rows(snapshot: Snapshot, started: list) -> list[tuple[float, int, float, float, float]]:
+    """The jobs started in this pass as end-table rows ``(end, nodes, mean·n, max·n, (std·n)²)``, in start order."""
+    rows = []
+    for end, n, _, job in started:
+        e = snapshot.estimate(job)
+        rows.append((end, n, e.mean_w * n, e.max_w * n, (e.std_w * n) ** 2))
+    return rows
 
 
 _METHOD_CODES = {"mean": scan.METHOD_MEAN, "max": scan.METHOD_MAX}

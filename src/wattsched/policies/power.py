@@ -174,7 +174,7 @@ class PowerLedger:
         return limit - used + 1e-6 * (scale + abs(limit) + 1.0)
 
     def scan_terms(self, cap_w: float) -> tuple[float, float, float]:
-        """``(base, var, limit)`` for :func:`~wattsched.policies.scan.next_candidate` under ``cap_w``.
+        """``(base, var, limit)`` for :meth:`~wattsched.policies.scan.Scanner.next_candidate` under ``cap_w``.
 
         A job with increments ``(inc_mean, inc_max, inc_var)`` passes the scan if ``base + key
         + k·sqrt(var + inc_var) <= limit`` (``key``: ``inc_max`` for ``max``, else ``inc_mean``):

@@ -23,8 +23,12 @@ cdef class Scanner:
 
 
 @cython.locals(m=Py_ssize_t, e=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, cn=double, cm=double, cx=double, cv=double,
-               t=double, end=double, t_next=double, avail=double, base=double, mean=double, mx=double, var=double,
-               value=double, s=double)
+               t=double, end=double, t_next=double, avail=double, base=double, mean=double, mx=double, var=double)
 cpdef object walk_ends(const double[:, ::1] rows, const double[:, ::1] extra, double now, int64_t free, int64_t need,
                        int method, double k, double base_w, double idle_w, double mean_w, double max_w, double var_w2,
                        double dm, double dx, double dv, double limit, bint capped)
+
+
+@cython.locals(s=double)
+cdef double _power(int method, double k, double base, double mean, double mx, double var, double dm, double dx,
+                   double dv) noexcept

@@ -114,17 +114,8 @@ def walk_ends(rows, extra, now: float, free: int, need: int, method: int, k: flo
     """
     m = rows.shape[0]
     e = 0 if extra is None else extra.shape[0]
-    if free >= need:
-        value = base_w + mean_w + dm
-        if method == 1:
-            value = base_w + max_w + dx
-        elif method == 2:
-            s = var_w2 + dv
-            if s < 0.0:
-                s = 0.0
-            value += k * _c_sqrt(s)  # noqa: F821 (set in globals above)
-        if not capped or value <= limit:
-            return None
+    if free >= need and (not capped or _power(method, k, base_w, mean_w, max_w, var_w2, dm, dx, dv) <= limit):
+        return None
     cn = cm = cx = cv = 0.0
     i = j = 0
     end = t_next = 0.0
@@ -150,18 +141,8 @@ def walk_ends(rows, extra, now: float, free: int, need: int, method: int, k: flo
         mean = mean_w - cm
         mx = max_w - cx
         var = var_w2 - cv
-        if capped:
-            if method == 1:
-                value = base + mx + dx
-            elif method == 0:
-                value = base + mean + dm
-            else:
-                s = var + dv
-                if s < 0.0:
-                    s = 0.0
-                value = base + mean + dm + k * _c_sqrt(s)  # noqa: F821
-            if not value <= limit:
-                continue
+        if capped and not _power(method, k, base, mean, mx, var, dm, dx, dv) <= limit:
+            continue
         end = t if t > now else now
         if i + j < m + e:  # all jobs ending at the same time leave together
             if j >= e or (i < m and rows[i, 0] <= extra[j, 0]):
@@ -172,6 +153,19 @@ def walk_ends(rows, extra, now: float, free: int, need: int, method: int, k: flo
                 continue
         return end, avail, base, mean, mx, var
     return math.inf, 0.0, 0.0, 0.0, 0.0, 0.0
+
+
+def _power(method: int, k: float, base: float, mean: float, mx: float, var: float, dm: float, dx: float,
+           dv: float) -> float:
+    """The predicted power by the check ``method`` with the head's increments added (PowerLedger's arithmetic)."""
+    if method == 1:  # METHOD_MAX (literals: the compiled function compares C integers)
+        return base + mx + dx
+    if method == 0:  # METHOD_MEAN
+        return base + mean + dm
+    s = var + dv
+    if s < 0.0:
+        s = 0.0
+    return base + mean + dm + k * _c_sqrt(s)  # noqa: F821 (set in globals above)
 
 
 COMPILED = not __file__.endswith(".py")
