@@ -178,6 +178,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if outcome.out_dir is not None:
         where = outcome.out_dir / ("report.html" if not args.no_report else "summary.json")
         print(f"wrote {where}", file=sys.stderr)
+    args.outcome = outcome  # held by main(): the process exits next, without tearing down the engine
     return 0
 
 

@@ -1,0 +1,83 @@
+"""A run reads its trace without the cyclic collector's passes, keeps the jobs out of them, and leaves none frozen."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from wattsched.cli import main
+from wattsched.sim.run import _read_whole
+
+SWF = """; MaxProcs: 8
+1 100 0 50 4 -1 -1 4 60 -1 1 1 1 -1 1 -1 -1 -1
+2 110 0 30 8 -1 -1 8 40 -1 1 2 1 -1 1 -1 -1 -1
+3 120 0 10 2 -1 -1 2 20 -1 1 1 1 -1 1 -1 -1 -1
+"""
+
+
+class Tracked:
+    """An object the collector tracks, as it tracks a trace's jobs."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+@pytest.fixture
+def collections():
+    """The generations of the collections that start while the test runs."""
+    seen: list[int] = []
+
+    def count(phase, info):
+        if phase == "start":
+            seen.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(count)
+    yield seen
+    gc.callbacks.remove(count)
+
+
+def test_jobs_are_read_without_collections_then_frozen(collections):
+    assert gc.isenabled()
+    list(Tracked([i]) for i in range(20_000))
+    assert collections, "reading this many objects with the collector on runs collections"
+    collections.clear()
+    before = gc.get_freeze_count()
+    try:
+        jobs = _read_whole(Tracked([i]) for i in range(20_000))
+        assert collections == []
+        assert len(jobs) == 20_000 and jobs[-1].value == [19_999]
+        assert gc.get_freeze_count() >= before + 20_000  # the jobs, their lists and the rest alive
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()
+
+
+def test_a_list_is_taken_as_it_is():
+    jobs = [Tracked(1)]
+    before = gc.get_freeze_count()
+    assert _read_whole(jobs) is jobs
+    assert gc.get_freeze_count() == before
+
+
+def test_the_collector_stays_off_when_it_was_off(collections):
+    gc.disable()
+    try:
+        _read_whole(Tracked(i) for i in range(10))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
+def test_a_run_leaves_nothing_frozen_and_the_collector_on(tmp_path):
+    trace = tmp_path / "tiny.swf"
+    trace.write_text(SWF)
+    assert gc.get_freeze_count() == 0
+    assert main(["simulate", "--trace", str(trace), "--out", str(tmp_path / "run"), "-q", "--no-report"]) == 0
+    assert (tmp_path / "run" / "workload.csv.gz").is_file()  # the whole-trace path: the workload is written
+    assert gc.get_freeze_count() == 0
+    assert gc.isenabled()
