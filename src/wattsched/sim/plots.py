@@ -12,12 +12,14 @@ the time-weighted mean, computed from the exact running integral.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogFormatterSciNotation
 
 from wattsched.sim.metrics import _node_count, bounded_slowdown
 
@@ -119,6 +121,47 @@ def _margins(fig: Figure, width_in: float, height_in: float, *, top_in: float = 
     """Fixed margins in inches: a layout engine measures every label and costs more than drawing the figure."""
     fig.subplots_adjust(left=0.75 / width_in, right=1 - 0.2 / width_in, bottom=0.55 / height_in,
                         top=1 - top_in / height_in, hspace=hspace, wspace=wspace)
+
+
+_MATHDEFAULT = re.compile(r"\$\\mathdefault\{(.*)\}\$")
+_POWER = re.compile(r"\^\{(-?\d+)\}")
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+
+
+class _PlainLogLabels(LogFormatterSciNotation):
+    r"""Log-axis tick labels as plain text ("10³", "2×10⁻¹"), the look of matplotlib's own.
+
+    matplotlib writes them as mathtext, and parsing mathtext costs about 20 ms
+    a label in each new figure (the parser's cache belongs to the figure's
+    renderer): more than drawing the rest of the figure.
+
+    >>> f = _PlainLogLabels(labelOnlyBase=False)
+    >>> f._plain(r"$\mathdefault{10^{-3}}$"), f._plain(r"$\mathdefault{2\times10^{1}}$"), f._plain("")
+    ('10⁻³', '2×10¹', '')
+    >>> f._plain(r"$\mathdefault{-10^{2}}$"), f._plain(r"$\mathdefault{0}$"), f._plain(r"$\mathdefault{0.5}$")
+    ('−10²', '0', '0.5')
+    """
+
+    def __call__(self, x, pos=None) -> str:
+        return self._plain(super().__call__(x, pos))
+
+    @staticmethod
+    def _plain(label: str) -> str:
+        math = _MATHDEFAULT.fullmatch(label)
+        if math is None:
+            return label
+        body = _POWER.sub(lambda m: m.group(1).translate(_SUPERSCRIPT), math.group(1).replace("\\times", "\u00d7"))
+        return body.replace("-", "\u2212")  # the sign mathtext would draw
+
+
+def _plain_log_labels(axis) -> None:
+    """Replace the mathtext labels of a log or symlog ``axis`` by :class:`_PlainLogLabels` with the same settings."""
+    for get, set_ in ((axis.get_major_formatter, axis.set_major_formatter),
+                      (axis.get_minor_formatter, axis.set_minor_formatter)):
+        f = get()
+        if type(f) is LogFormatterSciNotation:
+            set_(_PlainLogLabels(f._base, labelOnlyBase=f.labelOnlyBase, minor_thresholds=f.minor_thresholds,
+                                 linthresh=f._linthresh))
 
 
 def _new_figure(rows: int = 1, height: float = 3.6) -> tuple[Figure, list]:
@@ -347,6 +390,7 @@ def plot_wait_slowdown(
         x, y = _ecdf(w / scale, max_points)
         ax_w.step(x, y, where="post", color="C0")
         ax_w.set_xscale("symlog", linthresh=1.0 / scale)
+        _plain_log_labels(ax_w.xaxis)
         ax_w.set_xlabel(f"wait ({unit})")
         zero = np.count_nonzero(w <= 0) / w.size
         ax_w.set_title(
@@ -371,6 +415,7 @@ def plot_wait_slowdown(
         x, y = _ecdf(b, max_points)
         ax_b.step(x, y, where="post", color="C2")
         ax_b.set_xscale("log")
+        _plain_log_labels(ax_b.xaxis)
         if x[-1] <= x[0] * 1.0001:  # all equal (e.g. no waiting at all): give the log axis some room
             ax_b.set_xlim(x[0] / 1.5, x[0] * 1.5)
         ax_b.axvline(float(b.mean()), color="k", ls=":", lw=1, label=f"mean {b.mean():.3g}")
