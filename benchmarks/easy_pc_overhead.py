@@ -12,6 +12,7 @@ RICC-2010-2.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from pathlib import Path
@@ -40,6 +41,7 @@ def main() -> int:
     w = read_swf(args.trace)
     platform = platform_from_procs(w.max_procs)
     jobs = list(augment(w.jobs, platform.nodes[0].power, AugmentParams(), 0))
+    gc.freeze()  # the trace's jobs out of the collector's passes, as `wattsched simulate` keeps them
     cap = CapSchedule.constant(fraction_cap(platform, float(args.cap.rstrip("%")) / 100))
     t0 = time.perf_counter()
     easy = Engine(platform, jobs, make_policy("easy")).run()

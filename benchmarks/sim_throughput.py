@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 CHILD = r"""
-import json, resource, sys, time
+import gc, json, resource, sys, time
 from wattsched.model.platform import Platform
 from wattsched.policies import make_policy
 from wattsched.sim.engine import Engine
@@ -31,7 +31,10 @@ from wattsched.workload.swf import read_swf
 path, policy = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter()
 w = read_swf(path)
+gc.disable()  # as `wattsched simulate` reads a whole trace: without the collector, then frozen
 jobs = list(w.jobs)
+gc.freeze()
+gc.enable()
 t1 = time.perf_counter()
 platform = Platform.homogeneous_cluster(w.max_procs)
 result = Engine(platform, jobs, make_policy(policy)).run()
