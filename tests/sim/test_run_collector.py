@@ -1,4 +1,4 @@
-"""A run reads its trace without the cyclic collector's passes, keeps the jobs out of them, and leaves none frozen."""
+"""Runs read their trace without the cyclic collector's passes, keep the jobs out of them, and leave none frozen."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import gc
 import pytest
 
 from wattsched.cli import main
-from wattsched.sim.run import _read_whole
+from wattsched.sim.collector import frozen, read_whole
 
 SWF = """; MaxProcs: 8
 1 100 0 50 4 -1 -1 4 60 -1 1 1 1 -1 1 -1 -1 -1
@@ -47,7 +47,7 @@ def test_jobs_are_read_without_collections_then_frozen(collections):
     collections.clear()
     before = gc.get_freeze_count()
     try:
-        jobs = _read_whole(Tracked([i]) for i in range(20_000))
+        jobs = read_whole(Tracked([i]) for i in range(20_000))
         assert collections == []
         assert len(jobs) == 20_000 and jobs[-1].value == [19_999]
         assert gc.get_freeze_count() >= before + 20_000  # the jobs, their lists and the rest alive
@@ -59,14 +59,14 @@ def test_jobs_are_read_without_collections_then_frozen(collections):
 def test_a_list_is_taken_as_it_is():
     jobs = [Tracked(1)]
     before = gc.get_freeze_count()
-    assert _read_whole(jobs) is jobs
+    assert read_whole(jobs) is jobs
     assert gc.get_freeze_count() == before
 
 
 def test_the_collector_stays_off_when_it_was_off(collections):
     gc.disable()
     try:
-        _read_whole(Tracked(i) for i in range(10))
+        read_whole(Tracked(i) for i in range(10))
         assert not gc.isenabled()
     finally:
         gc.enable()
@@ -81,3 +81,29 @@ def test_a_run_leaves_nothing_frozen_and_the_collector_on(tmp_path):
     assert (tmp_path / "run" / "workload.csv.gz").is_file()  # the whole-trace path: the workload is written
     assert gc.get_freeze_count() == 0
     assert gc.isenabled()
+
+
+def test_frozen_unfreezes_what_it_froze_and_what_was_read_in_it():
+    assert gc.get_freeze_count() == 0
+    with frozen():
+        assert gc.get_freeze_count() > 0
+        read_whole(Tracked(i) for i in range(100))
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_sweep_run_leaves_nothing_frozen(tmp_path):
+    from wattsched.sweep.execute import run_one
+    from wattsched.sweep.expand import expand
+    from wattsched.sweep.spec import load_sweep
+
+    trace = tmp_path / "tiny.swf"
+    trace.write_text(SWF)
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"kind: sweep\nname: tiny\nbase: {{procs: 8}}\naxes:\n  traces: [{str(trace)!r}]\n"
+                    "  policies: [easy, fcfs]\n")
+    runs = expand(load_sweep(path))
+    assert len(runs) == 2
+    for run in runs:
+        row = run_one(run.spec)
+        assert row["status"] == "ok" and row["n_jobs"] == 3
+        assert gc.get_freeze_count() == 0 and gc.isenabled()

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
 import json
 import logging
 import math
@@ -19,6 +17,7 @@ from pathlib import Path
 from wattsched.config import SimConfig, key_locator, locate
 from wattsched.errors import ConfigError
 from wattsched.model.platform import Platform
+from wattsched.sim.collector import frozen, read_whole
 from wattsched.sim.metrics import bsld_settings
 from wattsched.workload.records import Workload
 
@@ -120,13 +119,10 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
     (an exception, Ctrl-C, SIGTERM turned into ``SystemExit`` by the CLI) leaves
     the previous run directory as it was, and says so on stderr.
     """
-    # What is alive before the run (modules, the config) stays out of the collector's passes during it:
-    # every full collection would walk it again (about a tenth of a short run). Unfrozen when the run ends.
-    gc.freeze()
-    try:
+    # What is alive before the run (modules, the config), and the trace once read, stay out of the collector's
+    # passes during it: every collection would walk them again. Unfrozen when the run ends.
+    with frozen():
         return _run_simulation(config, progress=progress, write=write, report=report)
-    finally:
-        gc.unfreeze()
 
 
 def _run_simulation(config: SimConfig, *, progress: bool, write: bool, report: bool) -> RunOutcome:
@@ -277,7 +273,7 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
                 # workload.csv.gz on the other core while the engine runs
                 from wattsched.workload.tables import job_table_columns
 
-                workload.jobs = tape = _read_whole(workload.jobs)
+                workload.jobs = tape = read_whole(workload.jobs)
                 plotter.send_workload(job_table_columns(tape), out_dir / "workload.csv.gz")
             else:
                 tape = []
@@ -306,7 +302,7 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
     baseline_workload = None
     if config.baseline is not None:
         # the baseline replays the very same jobs (augmented power included)
-        workload.jobs = _read_whole(workload.jobs)
+        workload.jobs = read_whole(workload.jobs)
         baseline_workload = list(workload.jobs)
     engine = Engine(platform, workload, policy, cap=cap, budgets=budgets, options=options, seed=config.seed,
                     predictor=predictor, dr_events=config.build_dr_events(platform))
@@ -417,34 +413,6 @@ def run_response(config: SimConfig, policy):
         raise ConfigError(locate(config, "response", f"{config.response!r} differs from the policy's response "
                                  f"parameter {own.label()!r}; give one of them"))
     return scenario
-
-
-def _read_whole(jobs) -> list:
-    """Every job of ``jobs`` in a list, read without the collector's passes, then kept out of them.
-
-    A trace's jobs hold no reference cycles, and they live until the run ends:
-    each collection while they are read (a pass every few hundred objects) and
-    during the run would walk all of them again for nothing (a tenth of a
-    400,000-job run). They are frozen like what was alive before the run, and
-    unfrozen with it when :func:`run_simulation` returns.
-    """
-    if isinstance(jobs, list):
-        return jobs
-    with _collector_paused():
-        jobs = list(jobs)
-        gc.freeze()  # before the collector is on again: its first pass would walk every job once more
-    return jobs
-
-
-@contextlib.contextmanager
-def _collector_paused():
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _taped(jobs, keep):

@@ -108,6 +108,7 @@ def _prepared_slice(spec: dict, platform, cache_dir: str | None):
 def _whole_trace(spec: dict, platform):
     """The jobs of a whole trace (read and augmented once per process)."""
     from wattsched.config import SimConfig
+    from wattsched.sim.collector import read_whole
     from wattsched.sim.run import open_workload
     from wattsched.workload.augment import augment_workload
 
@@ -122,7 +123,7 @@ def _whole_trace(spec: dict, platform):
         params = _augment_params(sim, platform)
         if not wl.has_power and params is not None:
             wl = augment_workload(wl, platform.nodes[0].power, params, sim["seed"])
-        jobs = list(wl.jobs)
+        jobs = read_whole(wl.jobs)  # frozen until the run that reads it ends; later runs freeze it again
         _lru_put(_WORKLOADS, key, jobs, size=2)
     return jobs
 
@@ -234,8 +235,16 @@ def load_metric_function(ref: str):
 def run_one(spec: dict, cache_dir: str | None = None) -> dict:
     """Simulate one resolved run spec here and return its result row (summary metrics and facts).
 
-    Raises whatever the run raises; :func:`run_task` turns that into an error row.
+    Raises whatever the run raises; :func:`run_task` turns that into an error row. The workers' cached
+    traces, and what else is alive, are kept out of the collector's passes while it runs.
     """
+    from wattsched.sim.collector import frozen
+
+    with frozen():
+        return _run_one(spec, cache_dir)
+
+
+def _run_one(spec: dict, cache_dir: str | None) -> dict:
     import numpy as np
 
     from wattsched.config.platform import response_classes_of
