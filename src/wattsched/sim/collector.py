@@ -1,6 +1,6 @@
 """Keeping a trace's jobs out of the cyclic garbage collector's passes while a simulation runs.
 
-A trace's jobs (hundreds of thousands of objects, each with a dict) hold no
+A trace's jobs (hundreds of thousands of objects, each with its own dict) hold no
 reference cycles and live as long as the run. With the collector on, every
 pass walks them again for nothing: one every few hundred new objects while
 they are read, fewer but larger ones while the engine runs (1.7 s of a
