@@ -33,6 +33,7 @@ plan's head reason says when the solver hit its limit.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import math
 
@@ -54,10 +55,12 @@ from wattsched.policies.prb import (
     start_in_order,
 )
 
-try:
-    from ortools.sat.python import cp_model
-except ImportError as exc:  # pragma: no cover - the registry reports it as "dec needs ortools"
-    raise ImportError("the 'dec' policy needs OR-Tools: pip install 'wattsched[cp]'") from exc
+try:  # found here, imported at the first solve (with pandas, a quarter of a second): `wattsched policies` lists dec
+    _FOUND = importlib.util.find_spec("ortools.sat.python.cp_model") is not None
+except ImportError:
+    _FOUND = False
+if not _FOUND:  # pragma: no cover - the registry reports it as "dec needs ortools"
+    raise ImportError("the 'dec' policy needs OR-Tools: pip install 'wattsched[cp]'")
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +201,8 @@ class DecPolicy(BasePolicy):
         warm = list_schedule(snapshot, p, jobs)
         if all(warm.get(j.id) == 0.0 for j in jobs if j.id not in later) and not later:
             return {j.id: 0 for j in jobs}, ""  # ls starts every job now: no weighted wait is lower
+        from ortools.sat.python import cp_model
+
         pool, room, running, idle = self._pooled(snapshot, jobs)
         step = p.time_step_s
         m = cp_model.CpModel()
