@@ -12,7 +12,6 @@ RICC-2010-2.
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from wattsched.model.constraints import CapSchedule
 from wattsched.model.snapshot import fraction_cap
 from wattsched.policies import make_policy
 from wattsched.predictors import make_predictor
+from wattsched.sim.collector import read_whole
 from wattsched.sim.engine import Engine
 from wattsched.workload.augment import AugmentParams, augment
 from wattsched.workload.swf import read_swf
@@ -40,8 +40,8 @@ def main() -> int:
         return 2
     w = read_swf(args.trace)
     platform = platform_from_procs(w.max_procs)
-    jobs = list(augment(w.jobs, platform.nodes[0].power, AugmentParams(), 0))
-    gc.freeze()  # the trace's jobs out of the collector's passes, as `wattsched simulate` keeps them
+    # read as `wattsched simulate` reads a whole trace: without the collector's passes, then frozen
+    jobs = read_whole(augment(w.jobs, platform.nodes[0].power, AugmentParams(), 0))
     cap = CapSchedule.constant(fraction_cap(platform, float(args.cap.rstrip("%")) / 100))
     t0 = time.perf_counter()
     easy = Engine(platform, jobs, make_policy("easy")).run()

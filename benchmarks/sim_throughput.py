@@ -22,19 +22,17 @@ import sys
 from pathlib import Path
 
 CHILD = r"""
-import gc, json, resource, sys, time
+import json, resource, sys, time
 from wattsched.model.platform import Platform
 from wattsched.policies import make_policy
+from wattsched.sim.collector import read_whole
 from wattsched.sim.engine import Engine
 from wattsched.workload.swf import read_swf
 
 path, policy = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter()
 w = read_swf(path)
-gc.disable()  # as `wattsched simulate` reads a whole trace: without the collector, then frozen
-jobs = list(w.jobs)
-gc.freeze()
-gc.enable()
+jobs = read_whole(w.jobs)  # as `wattsched simulate` reads a whole trace: without the collector, then frozen
 t1 = time.perf_counter()
 platform = Platform.homogeneous_cluster(w.max_procs)
 result = Engine(platform, jobs, make_policy(policy)).run()
