@@ -152,12 +152,20 @@ def _file_params(path: str) -> dict:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from wattsched.sim.metrics import format_summary_table
-    from wattsched.sim.run import run_simulation
+    from wattsched.sim.plotworker import PlotWorker
 
-    config = _sim_config(args)
-    with _sigterm_exits():
-        outcome = run_simulation(config, progress=not args.quiet, report=not args.no_report)
+    # started first, so that its imports (matplotlib, a third of a short run) overlap this process's own
+    plotter = PlotWorker.start()
+    try:
+        from wattsched.sim.metrics import format_summary_table
+        from wattsched.sim.run import run_simulation
+
+        config = _sim_config(args)
+        with _sigterm_exits():
+            outcome = run_simulation(config, progress=not args.quiet, report=not args.no_report, plotter=plotter)
+    finally:
+        if plotter is not None:
+            plotter.close()
     if args.json:
         print(json.dumps(outcome.summary, indent=2, default=str))
     else:
@@ -594,7 +602,14 @@ def _core_kind() -> str:
     return "pure-Python simulation core: " + "; ".join(why) if why else "pure-Python simulation core"
 
 
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+"""Set to 1 by :func:`main` unless given: numpy's OpenBLAS starts a thread per core at import that spins for a
+tenth of a second of CPU, on the core the plot worker (or another run of a sweep) needs, for matrix products
+wattsched does not make (its predictors' models are small)."""
+
+
 def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault(BLAS_THREADS, "1")  # before numpy is imported
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)

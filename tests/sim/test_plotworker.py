@@ -73,6 +73,46 @@ def test_worker_draws_what_it_is_sent(run_dir, tmp_path):
         assert (out / name).read_bytes() == (run_dir / name).read_bytes(), name
 
 
+def test_worker_writes_the_tables_as_the_run_would(run_dir, tmp_path):
+    from wattsched.sim.report import TABLE_FILES
+
+    run, _ = load_run(run_dir)
+    run.platform = range(run.info["nodes"])
+    out = tmp_path / "tables"
+    out.mkdir()
+    worker = PlotWorker.start()
+    try:
+        worker.send(run, out, 10.0, tables=True)
+        assert worker.wait() is None
+    finally:
+        worker.close()
+    assert sorted(p.name for p in out.iterdir()) == sorted([*PLOTS, *TABLE_FILES])  # no partial file left
+    for name in TABLE_FILES:
+        assert (out / name).read_bytes() == (run_dir / name).read_bytes(), name
+
+
+def test_simulate_starts_the_worker_first_and_ends_it_when_the_config_fails(tmp_path, monkeypatch, capsys):
+    from wattsched.sim import plotworker
+
+    started = []
+    real_start = plotworker.PlotWorker.start.__func__
+
+    def start(cls):
+        started.append(real_start(cls))
+        return started[-1]
+
+    monkeypatch.setattr(plotworker.PlotWorker, "start", classmethod(start))
+    # the config fails before the run starts (a missing config file), then the run itself (a missing trace)
+    for argv, what in ((["--config", str(tmp_path / "missing.yaml")], "missing.yaml"),
+                       (["--trace", str(tmp_path / "missing.swf")], "missing.swf")):
+        started.clear()
+        assert main(["simulate", *argv, "--out", str(tmp_path / "run"), "-q"]) == 2
+        assert what in capsys.readouterr().err
+        assert len(started) == 1
+        assert started[0].proc.poll() is not None  # ended, not left waiting for a request
+        assert not (tmp_path / "run").exists()
+
+
 def test_a_failed_worker_says_why(run_dir, tmp_path):
     run, _ = load_run(run_dir)
     run.platform = range(run.info["nodes"])
@@ -173,3 +213,30 @@ def test_a_worker_that_does_not_finish_in_time_is_stopped(run_dir, tmp_path):
         worker.close()
     assert problem == "the plot worker did not finish within 0.001 s and was stopped"
     assert _wait_dead(pid)
+
+
+def test_reading_the_workers_stderr_ends_with_the_pipe_or_at_the_deadline():
+    import threading
+
+    from wattsched.sim.plotworker import _read_to_end
+
+    r, w = os.pipe()
+    with os.fdopen(r, "rb") as stream:
+        def write_then_close():
+            os.write(w, b"last ")
+            time.sleep(0.2)
+            os.write(w, b"words")
+            os.close(w)
+
+        threading.Thread(target=write_then_close).start()
+        t0 = time.monotonic()
+        assert _read_to_end(stream, t0 + 30) == b"last words"
+        assert time.monotonic() - t0 < 10  # at the end of the pipe, not at the deadline
+    r, w = os.pipe()
+    try:
+        with os.fdopen(r, "rb") as stream:
+            t0 = time.monotonic()
+            assert _read_to_end(stream, t0 + 0.1) is None  # still open: the deadline ends it
+            assert 0.09 <= time.monotonic() - t0 < 10
+    finally:
+        os.close(w)

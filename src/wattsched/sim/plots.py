@@ -174,6 +174,54 @@ def _new_figure(rows: int = 1, height: float = 3.6) -> tuple[Figure, list]:
     return fig, axes
 
 
+def _wait_figure() -> tuple[Figure, list]:
+    fig = Figure(figsize=(10.0, 3.8), dpi=_DPI)
+    FigureCanvasAgg(fig)
+    _margins(fig, 10.0, 3.8, top_in=0.75, wspace=0.18)
+    return fig, list(fig.subplots(1, 2))
+
+
+_FIGURES = {
+    "power": lambda: _new_figure(1, 4.2),
+    "utilization": lambda: _new_figure(2, 2.8),
+    "wait_slowdown": _wait_figure,
+}
+"""How each plot's empty figure and axes are made."""
+
+_AHEAD: dict[str, list[tuple[Figure, list]]] = {}
+"""Figures made by :func:`prepare_figures`, taken by the next plot of their kind."""
+
+_TICKS_AHEAD = {"power": [(9, 9, 0)], "utilization": [(9, 8, 0), (9, 8, 0)], "wait_slowdown": [(9, 7, 0), (9, 7, 48)]}
+"""Ticks made ahead on each axis of each kind: x major, y major, x minor (the slowdown's log axis has minor
+ticks), about what the plots of the traces in the Parallel Workloads Archive draw (a plot makes what more it
+needs, and leaves what it does not need undrawn)."""
+
+
+def _figure(kind: str) -> tuple[Figure, list]:
+    """A new empty figure of ``kind`` and its axes: one :func:`prepare_figures` made, if there is one left."""
+    try:
+        return _AHEAD[kind].pop()
+    except (KeyError, IndexError):
+        return _FIGURES[kind]()
+
+
+def prepare_figures() -> None:
+    """Make the empty figure of each plot, with the tick objects of its axes, for the next plot of each kind.
+
+    matplotlib makes a tick's lines and labels as objects when it first draws
+    it, about a millisecond each, a third of the waits plot. The plot worker
+    makes them while the simulation runs, and the plots then only draw.
+    A figure made ahead draws exactly as a new one.
+    """
+    for kind, make in _FIGURES.items():
+        fig, axes = make()
+        for ax, (x_major, y_major, x_minor) in zip(axes, _TICKS_AHEAD[kind], strict=True):
+            ax.xaxis.get_major_ticks(x_major)
+            ax.yaxis.get_major_ticks(y_major)
+            ax.xaxis.get_minor_ticks(x_minor)
+        _AHEAD.setdefault(kind, []).append((fig, axes))
+
+
 def _empty(ax, message: str) -> None:
     ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="0.4")
 
@@ -232,7 +280,7 @@ def plot_power(result: Any, path: str | Path, *, max_points: int = MAX_POINTS) -
     The cap is a step line (absent where no cap applies) and the area where
     power exceeds it is shaded red.
     """
-    fig, (ax,) = _new_figure(1, 4.2)
+    fig, (ax,) = _figure("power")
     ax.set_title(_title(result, "Platform power"), y=1.0)  # y given: no title placement pass (no top labels)
     t, idx = _timeline(result)
     if t.size < 2:
@@ -292,7 +340,7 @@ def plot_utilization(result: Any, path: str | Path, *, max_points: int = MAX_POI
     Path
         ``path``.
     """
-    fig, (ax_nodes, ax_queue) = _new_figure(2, 2.8)
+    fig, (ax_nodes, ax_queue) = _figure("utilization")
     ax_nodes.set_title(_title(result, "Utilization and queue"), y=1.0)
     t, idx = _timeline(result)
     if t.size < 2:
@@ -369,10 +417,7 @@ def plot_wait_slowdown(
     never started are left out of the waits, jobs that never ended out of the
     slowdown.
     """
-    fig = Figure(figsize=(10.0, 3.8), dpi=_DPI)
-    FigureCanvasAgg(fig)
-    _margins(fig, 10.0, 3.8, top_in=0.75, wspace=0.18)
-    ax_w, ax_b = fig.subplots(1, 2)
+    fig, (ax_w, ax_b) = _figure("wait_slowdown")
     fig.suptitle(_title(result, "Waits and slowdown"))
     jobs = result.jobs
     n = len(next(iter(jobs.values()), ()))

@@ -1,16 +1,16 @@
 """Draw a run's plots in a separate process, started before the simulation so that its imports overlap it.
 
-``wattsched simulate`` starts ``python -m wattsched.sim.plotworker`` when a run
-begins. The worker imports matplotlib and the plotting code (a fair part of a
+``wattsched simulate`` starts ``python -m wattsched.sim.plotworker`` first thing,
+before it reads its config. The worker imports matplotlib and the plotting code (a fair part of a
 short run's time) while the engine runs on the other core, then reads pickled
 requests on its standard input: first, optionally, the run's workload as
 columns, which it writes as ``workload.csv.gz`` while the engine still runs
 (under a temporary name, renamed when complete); then the columns the plots
-need (and, if asked, the whole tables, which it writes as Parquet files). It
-draws the PNG files into the run's staging directory and exits with status 0,
-or prints the error and exits with status 1. With two cores or more, a forked
-child draws one of the plots while the worker draws the others and writes the
-Parquet tables.
+need (and, if asked, the whole tables, which it writes as CSV and Parquet
+files). It draws the PNG files into the run's staging directory and exits with
+status 0, or prints the error and exits with status 1. With two cores or more,
+forked children draw two of the plots while the worker draws the third and
+writes the tables.
 
 A fresh interpreter, not a forked one: a forked child that a signal reaches can
 return into the caller's code. The worker dies with its parent: the end of its
@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,8 @@ class PlotWorker:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "wattsched.sim.plotworker", str(os.getpid())],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                env={**os.environ, "MPLBACKEND": "Agg"},
+                # one OpenBLAS thread: the worker makes no matrix products, and more spin at import
+                env={**os.environ, "MPLBACKEND": "Agg", "OPENBLAS_NUM_THREADS": "1"},
             )
         except OSError:
             return None
@@ -73,16 +75,16 @@ class PlotWorker:
         self._post({"workload": columns, "path": str(path)}, last=False)
 
     def send(self, result: Any, out_dir: Path, bsld_threshold_s: float, bsld_definition: str = "standard", *,
-             parquet: bool = False) -> None:
-        """Hand the worker what it draws; written by a thread, so the caller goes on writing its tables.
+             tables: bool = False) -> None:
+        """Hand the worker what it draws; written by a thread, so the caller goes on with its summary.
 
-        With ``parquet``, the worker also writes ``jobs.parquet`` and
-        ``timeline.parquet`` (each whole or not at all: after :meth:`wait`, a
-        missing file means it could not).
+        With ``tables``, the worker also writes the run's tables
+        (:data:`~wattsched.sim.report.TABLE_FILES`, each whole or not at all:
+        after :meth:`wait`, a missing file means it could not).
         """
         info = {k: result.info.get(k) for k in ("trace", "policy")}
         info["nodes"] = len(result.platform)
-        columns = JOB_COLUMNS if not parquet else tuple(result.jobs)
+        columns = JOB_COLUMNS if not tables else tuple(result.jobs)
         request = {
             "out_dir": str(out_dir),
             "bsld_threshold_s": float(bsld_threshold_s),
@@ -90,7 +92,7 @@ class PlotWorker:
             "jobs": {c: result.jobs[c] for c in columns if c in result.jobs},
             "timeline": dict(result.timeline),
             "info": info,
-            "parquet": parquet,
+            "tables": tables,
         }
 
         self._post(request, last=True)
@@ -127,14 +129,16 @@ class PlotWorker:
         A worker still running after ``timeout_s`` is killed (the caller then
         draws the plots itself): a run never hangs on its plots.
         """
+        deadline = time.monotonic() + timeout_s
         if self._sender is not None:
             self._sender.join(timeout_s)
+        err = _read_to_end(self.proc.stderr, deadline)
         try:
-            self.proc.wait(timeout=timeout_s)  # its stderr is a few lines at most: the pipe never fills
+            # its standard error ends when it exits; Popen.wait(timeout) alone polls, up to 50 ms late
+            self.proc.wait(timeout=max(deadline - time.monotonic(), 0.0) if err is not None else 0.0)
         except subprocess.TimeoutExpired:
             self.close()
             return f"the plot worker did not finish within {timeout_s:g} s and was stopped"
-        err = self.proc.stderr.read()
         if self.proc.returncode == 0:
             return None
         text = (err or b"").decode("utf-8", "replace").strip()
@@ -152,6 +156,24 @@ class PlotWorker:
         self.proc.wait()
         if self.proc.stderr is not None:
             self.proc.stderr.close()
+
+
+def _read_to_end(stream, deadline: float) -> bytes | None:
+    """All of ``stream`` (a pipe) until its end, or ``None`` if it has not ended by ``deadline`` (monotonic)."""
+    import selectors
+
+    chunks = []
+    fd = stream.fileno()
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
 
 
 def _die_with_parent() -> None:
@@ -172,11 +194,14 @@ def main(argv: list[str] | None = None) -> int:
     _die_with_parent()
     if argv and os.getppid() != int(argv[0]):  # the parent died before the line above took effect
         return 0
-    from wattsched.sim.plots import warm_up  # the slow import, done while the parent simulates
+    from wattsched.sim.plots import prepare_figures, warm_up  # the slow import, done while the parent simulates
     from wattsched.sim.report import PLOTS, LoadedRun, write_plots
 
     warm_up()
-    import pyarrow.parquet  # noqa: F401  (for the tables, also imported while the parent simulates)
+    prepare_figures()
+    # for the tables, also imported while the parent simulates
+    import pyarrow.csv
+    import pyarrow.parquet  # noqa: F401
     try:
         request = pickle.load(sys.stdin.buffer)
         if "workload" in request:
@@ -188,25 +213,26 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(request["out_dir"])
     args = (run, out, request["bsld_threshold_s"], request["bsld_definition"])
 
-    # the child only draws (matplotlib starts no thread); pyarrow, whose thread pools a fork does not
+    # the children only draw (matplotlib starts no thread); pyarrow, whose thread pools a fork does not
     # carry over, writes here
-    beside = _draw_beside(lambda: write_plots(*args, only=BESIDE))
-    write_plots(*args, only=[p for p in PLOTS if beside is None or p not in BESIDE])
-    if request.get("parquet"):
+    beside = {name: _draw_beside(lambda name=name: write_plots(*args, only=[name])) for name in BESIDE}
+    write_plots(*args, only=[p for p in PLOTS if beside.get(p) is None])
+    if request.get("tables"):
         _write_tables(run, out)
-    if beside is not None and not _succeeded(beside):
-        write_plots(*args, only=BESIDE)  # drawn here, so that its error, if any, is this process's own
+    for name, pid in beside.items():
+        if pid is not None and not _succeeded(pid):
+            write_plots(*args, only=[name])  # drawn here, so that its error, if any, is this process's own
     return 0
 
 
 def _write_tables(run, out: Path) -> None:
-    """The parquet tables; on failure, say why and go on (the parent writes them then)."""
-    from wattsched.sim.report import write_parquet_tables
+    """The run's tables; on failure, say why and go on (the parent writes them then)."""
+    from wattsched.sim.report import write_tables
 
     try:
-        write_parquet_tables(run, out)
+        write_tables(run, out)
     except Exception as exc:
-        print(f"warning: parquet tables not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"warning: tables not written: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def _write_workload(columns: dict[str, list], path: Path) -> None:
@@ -222,8 +248,11 @@ def _write_workload(columns: dict[str, list], path: Path) -> None:
         print(f"warning: {path.name} not written: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
-BESIDE = ("wait_slowdown.png",)
-"""The plot a forked child draws while the worker draws the others (about half of the drawing time)."""
+BESIDE = ("wait_slowdown.png", "utilization.png")
+"""The plots forked children draw, one each, while the worker draws the other and writes the tables.
+
+Each takes as long as the worker's share; with the parent idle, waiting for
+them, the three processes keep two cores busy."""
 
 
 def _draw_beside(draw) -> int | None:

@@ -105,37 +105,45 @@ def _arrow_table(columns: tuple[str, ...], table: dict[str, np.ndarray]):
     return pa.Table.from_arrays(arrays, names=list(columns))
 
 
-def _write_table(out: Path, name: str, columns: tuple[str, ...], table: dict[str, np.ndarray], *,
-                 parquet: bool = True) -> int:
-    from wattsched.workload.tables import write_csv_table
+def write_tables(result: Any, out_dir: str | Path) -> dict[str, int]:
+    """Write the run's tables (``jobs`` and ``timeline``, CSV and Parquet), each under a temporary name renamed when
+    whole; the row count of each (``{"jobs_rows": ..., "timeline_rows": ...}``).
 
-    at = _arrow_table(columns, table)
-    if parquet:
-        import pyarrow.parquet as pq
-
-        pq.write_table(at, out / f"{name}.parquet", compression="zstd")
-    write_csv_table(at, out / f"{name}.csv")
-    return at.num_rows
-
-
-def write_parquet_tables(result: Any, out_dir: str | Path) -> None:
-    """Write ``jobs.parquet`` and ``timeline.parquet`` of ``result``, each under a temporary name renamed when whole.
-
-    :func:`write_run` with ``parquet=False`` leaves them to this (the plot
-    worker calls it while the caller writes the CSV files).
+    :func:`write_run` with ``tables=False`` leaves them to this (the plot
+    worker calls it while the caller writes the summary and waits).
     """
     import os
 
     import pyarrow.parquet as pq
 
+    from wattsched.workload.tables import write_csv_table
+
     out = Path(out_dir)
+    rows = {}
     for name, cols in _TABLES.items():
-        partial = out / f".partial-{name}.parquet"
-        try:
-            pq.write_table(_arrow_table(cols, getattr(result, name)), partial, compression="zstd")
-            os.replace(partial, out / f"{name}.parquet")
-        finally:
-            partial.unlink(missing_ok=True)
+        at = _arrow_table(cols, getattr(result, name))
+        for suffix in ("parquet", "csv"):
+            path = out / f"{name}.{suffix}"
+            partial = out / f".partial-{path.name}"
+            try:
+                if suffix == "parquet":
+                    pq.write_table(at, partial, compression="zstd")
+                else:
+                    write_csv_table(at, partial)
+                os.replace(partial, path)
+            finally:
+                partial.unlink(missing_ok=True)
+        rows[f"{name}_rows"] = at.num_rows
+    return rows
+
+
+def table_rows(result: Any) -> dict[str, int]:
+    """The row count of each of the run's tables, as :func:`write_tables` gives it, without writing them."""
+    return {f"{name}_rows": len(next(iter(getattr(result, name).values()), ())) for name in _TABLES}
+
+
+TABLE_FILES = tuple(f"{name}.{suffix}" for name in _TABLES for suffix in ("csv", "parquet"))
+"""The files of the run's tables."""
 
 
 def _read_table(run_dir: Path, name: str, columns: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -195,7 +203,7 @@ def write_plots(result: Any, out_dir: Path, bsld_threshold_s: float = 10.0,
 
 
 def write_run(result: Any, out_dir: str | Path, summary: dict, *, plots: bool = True,
-              marker: bool = True, parquet: bool = True) -> dict[str, int]:
+              marker: bool = True, tables: bool = True) -> dict[str, int]:
     """Write ``result`` and its ``summary`` into ``out_dir`` (created if needed), the marker last.
 
     Parameters
@@ -212,9 +220,9 @@ def write_run(result: Any, out_dir: str | Path, summary: dict, *, plots: bool = 
     marker
         Write the completion marker (a caller that adds more files writes it
         itself with :func:`write_marker` when it is done).
-    parquet
-        Write the Parquet tables too (otherwise the caller has them written,
-        e.g. by :func:`write_parquet_tables` in the plot worker).
+    tables
+        Write the tables (CSV and Parquet; otherwise the caller has them
+        written, e.g. by :func:`write_tables` in the plot worker).
 
     Returns
     -------
@@ -224,8 +232,7 @@ def write_run(result: Any, out_dir: str | Path, summary: dict, *, plots: bool = 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER).unlink(missing_ok=True)
-    rows = {f"{name}_rows": _write_table(out, name, cols, getattr(result, name), parquet=parquet)
-            for name, cols in _TABLES.items()}
+    rows = write_tables(result, out) if tables else table_rows(result)
     info = {**result.info, "tables": rows}
     doc = {"summary": _clean(summary), "info": _clean(info)}
     (out / "summary.json").write_text(json.dumps(doc, indent=2, default=_json_default) + "\n", encoding="utf-8")

@@ -111,21 +111,31 @@ def build_platform(config: SimConfig) -> Platform:
     return platform_from_procs(procs, config.cores_per_node, name=name, max_nodes=config.max_nodes)
 
 
-def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = True, report: bool = True) -> RunOutcome:
+def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = True, report: bool = True,
+                   plotter=None) -> RunOutcome:
     """Simulate ``config``: read the trace, augment power if needed, run, summarise, write outputs.
 
     The outputs are written into a temporary directory beside the run directory
     and renamed into place once complete: a run that fails or is interrupted
     (an exception, Ctrl-C, SIGTERM turned into ``SystemExit`` by the CLI) leaves
     the previous run directory as it was, and says so on stderr.
+
+    ``plotter`` is a :class:`~wattsched.sim.plotworker.PlotWorker` the caller
+    started early (``wattsched simulate`` starts it before it reads the config,
+    so that the worker's imports overlap the run's own); the run draws with it
+    and closes it. Without one, a run that writes starts its own.
     """
     # What is alive before the run (modules, the config), and the trace once read, stay out of the collector's
     # passes during it: every collection would walk them again. Unfrozen when the run ends.
-    with frozen():
-        return _run_simulation(config, progress=progress, write=write, report=report)
+    try:
+        with frozen():
+            return _run_simulation(config, progress=progress, write=write, report=report, plotter=plotter)
+    finally:
+        if plotter is not None:
+            plotter.close()
 
 
-def _run_simulation(config: SimConfig, *, progress: bool, write: bool, report: bool) -> RunOutcome:
+def _run_simulation(config: SimConfig, *, progress: bool, write: bool, report: bool, plotter) -> RunOutcome:
     from wattsched.policies import make_policy
 
     platform = build_platform(config)
@@ -142,7 +152,7 @@ def _run_simulation(config: SimConfig, *, progress: bool, write: bool, report: b
     workload = open_workload(config, platform)
     staging = _staging_dir(out_dir) if out_dir is not None else None
     try:
-        outcome = _run(config, platform, policy, cap, budgets, workload, staging, report, progress)
+        outcome = _run(config, platform, policy, cap, budgets, workload, staging, report, progress, plotter)
         if staging is not None:
             publish_run_dir(staging, out_dir)
     except BaseException as exc:
@@ -227,10 +237,11 @@ def publish_run_dir(staging: Path, out_dir: Path) -> None:
 
 
 def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: Workload, out_dir: Path | None,
-         report: bool, progress: bool) -> RunOutcome:
+         report: bool, progress: bool, plotter=None) -> RunOutcome:
     # the plots are drawn by a worker process that imports matplotlib while the engine runs
-    plotter = None
-    if out_dir is not None:
+    if out_dir is None:
+        plotter = None  # nothing to draw: the caller's worker, if any, is closed by run_simulation
+    elif plotter is None:
         from wattsched.sim.plotworker import PlotWorker
 
         plotter = PlotWorker.start()
@@ -340,31 +351,22 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
     if out_dir is not None:
         from wattsched.sim.report import (
             PLOTS,
+            TABLE_FILES,
             write_html_report,
             write_marker,
-            write_parquet_tables,
             write_plots,
             write_run,
+            write_tables,
         )
 
         bsld_s = summary.get("bsld_threshold_s") or 10.0
         bsld_def = summary.get("bsld_definition") or "standard"
-        from concurrent.futures import ThreadPoolExecutor
-
         if plotter is not None:
-            # drawn, and the parquet tables written, while this process writes the CSV tables
-            plotter.send(result, out_dir, bsld_s, bsld_def, parquet=True)
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wattsched-gzip") as pool:
-            # the augmented workload is compressed and written by a thread (zlib releases the GIL)
-            # while this one writes the run's tables
-            workload_written = None
-            if tape is not None and plotter is None:
-                from wattsched.workload.tables import submit_job_table
-
-                workload_written = submit_job_table(tape, out_dir / "workload.csv.gz", pool)
-            rows = write_run(result, out_dir, summary, plots=plotter is None, marker=False, parquet=plotter is None)
-            if workload_written is not None:
-                workload_written.result()
+            # drawn, and the tables written, there (this process has not imported pyarrow)
+            plotter.send(result, out_dir, bsld_s, bsld_def, tables=True)
+            rows = write_run(result, out_dir, summary, plots=False, marker=False, tables=False)
+        else:
+            rows = _write_without_worker(result, out_dir, summary, tape)
         if engine.noticed or any(entry[1] != "cap" for entry in engine.control_log):
             from wattsched.sim.drlog import write_dr_outputs
 
@@ -379,8 +381,8 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
                 from wattsched.workload.tables import write_job_table
 
                 write_job_table(tape, out_dir / "workload.csv.gz")  # the worker could not: written here
-            if not all((out_dir / f"{name}.parquet").exists() for name in ("jobs", "timeline")):
-                write_parquet_tables(result, out_dir)
+            if not all((out_dir / name).exists() for name in TABLE_FILES):
+                write_tables(result, out_dir)  # the worker could not: written here
             if problem is None and not all((out_dir / p).exists() for p in PLOTS):
                 problem = "the plot worker ended without drawing every plot"
             if problem is not None:
@@ -391,6 +393,25 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
             write_html_report(out_dir, result, summary)
         write_marker(out_dir, rows)
     return RunOutcome(result, summary, out_dir, engine)
+
+
+def _write_without_worker(result, out_dir: Path, summary: dict, tape: list | None) -> dict[str, int]:
+    """Write the run's outputs in this process; the augmented workload (``tape``) is compressed and written by a
+    thread (zlib releases the GIL) while this one writes the run's tables and plots."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from wattsched.sim.report import write_run
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wattsched-gzip") as pool:
+        workload_written = None
+        if tape is not None:
+            from wattsched.workload.tables import submit_job_table
+
+            workload_written = submit_job_table(tape, out_dir / "workload.csv.gz", pool)
+        rows = write_run(result, out_dir, summary, marker=False)
+        if workload_written is not None:
+            workload_written.result()
+    return rows
 
 
 def run_response(config: SimConfig, policy):
