@@ -14,7 +14,9 @@ run, on a 100-node one-core system, writing its schedule as it does by
 default. It runs in rounds with wattsched (one AccaSim run, then one
 wattsched run, N rounds) and the ratio is of the two medians over the rounds,
 so that a machine whose speed drifts during the minutes AccaSim takes weighs
-on both sides alike; the ratio of each round is printed too. Its interpreter comes from --accasim-python, else
+on both sides alike; the ratio of each round is printed too. Each run of a
+round starts after a 3 s pause, so that the aftermath of the run before it
+does not fall on it. Its interpreter comes from --accasim-python, else
 $WATTSCHED_ACCASIM_PYTHON, else `.bench/accasim/bin/python` in the source
 tree, which is created (a venv with `accasim==1.1.3 numpy<2.1
 matplotlib<3.10`) from a working `python3.9` on PATH or, failing that (a
@@ -41,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -86,6 +89,16 @@ def timed(cmd: list[str], repeat: int) -> dict:
         runs.append(r)
     return {"wall_s": statistics.median(r["wall_s"] for r in runs), "peak_mib": max(r["peak_mib"] for r in runs),
             "walls": [r["wall_s"] for r in runs]}
+
+
+PAUSE_S = 3.0
+"""Pause before each run of the AccaSim rounds: a run started right after the other (its output written back,
+its memory returned) was measured up to 20 % slower."""
+
+
+def paused(fn, *args):
+    time.sleep(PAUSE_S)
+    return fn(*args)
 
 
 def _runs(python: str) -> bool:
@@ -200,7 +213,7 @@ def main() -> int:
                 acc_cmd = [python, str(driver), str(traces / CASES[kth][0]), str(system),
                            str(Path(tmp) / "accasim-out")]
                 # in rounds of one run each, so that both sides of the ratio see the machine in the same state
-                rounds = [(timed(acc_cmd, 1), timed(commands[kth], 1)) for _ in range(args.repeat)]
+                rounds = [(paused(timed, acc_cmd, 1), paused(timed, commands[kth], 1)) for _ in range(args.repeat)]
                 acc, ours = ([r[i] for r in rounds] for i in (0, 1))
                 acc_wall = statistics.median(a["wall_s"] for a in acc)
                 ours_wall = statistics.median(w["wall_s"] for w in ours)
