@@ -135,7 +135,7 @@ class PlotWorker:
         err = _read_to_end(self.proc.stderr, deadline)
         try:
             # its standard error ends when it exits; Popen.wait(timeout) alone polls, up to 50 ms late
-            self.proc.wait(timeout=max(deadline - time.monotonic(), 0.0) if err is not None else 0.0)
+            self.proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
         except subprocess.TimeoutExpired:
             self.close()
             return f"the plot worker did not finish within {timeout_s:g} s and was stopped"
@@ -237,14 +237,12 @@ def _write_tables(run, out: Path) -> None:
 
 def _write_workload(columns: dict[str, list], path: Path) -> None:
     """Write the job table under a temporary name, renamed when complete; on failure, say why and go on."""
+    from wattsched.sim.report import write_whole
     from wattsched.workload.tables import write_job_columns
 
-    partial = path.with_name(f".partial-{path.name}")  # the same suffix: the same format
     try:
-        write_job_columns(columns, partial)
-        os.replace(partial, path)
+        write_whole(path, lambda partial: write_job_columns(columns, partial))
     except Exception as exc:  # the parent writes it then, and reports its own error if it has one
-        partial.unlink(missing_ok=True)
         print(f"warning: {path.name} not written: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 

@@ -32,7 +32,7 @@ import csv
 import html
 import json
 import math
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,36 +105,39 @@ def _arrow_table(columns: tuple[str, ...], table: dict[str, np.ndarray]):
     return pa.Table.from_arrays(arrays, names=list(columns))
 
 
+def write_whole(path: Path, write: Callable[[Path], object]) -> None:
+    """``write(partial)`` to a temporary name beside ``path``, renamed to ``path`` once whole; removed if it fails.
+
+    The temporary name keeps the suffix (``.partial-NAME``), so writers that
+    choose the format by it (``.csv.gz``) write the same file.
+    """
+    import os
+
+    partial = path.with_name(f".partial-{path.name}")
+    try:
+        write(partial)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
 def write_tables(result: Any, out_dir: str | Path) -> dict[str, int]:
-    """Write the run's tables (``jobs`` and ``timeline``, CSV and Parquet), each under a temporary name renamed when
-    whole; the row count of each (``{"jobs_rows": ..., "timeline_rows": ...}``).
+    """Write the run's tables (``jobs`` and ``timeline``, CSV and Parquet), each with :func:`write_whole`; the row
+    count of each (``{"jobs_rows": ..., "timeline_rows": ...}``).
 
     :func:`write_run` with ``tables=False`` leaves them to this (the plot
     worker calls it while the caller writes the summary and waits).
     """
-    import os
-
     import pyarrow.parquet as pq
 
     from wattsched.workload.tables import write_csv_table
 
     out = Path(out_dir)
-    rows = {}
     for name, cols in _TABLES.items():
         at = _arrow_table(cols, getattr(result, name))
-        for suffix in ("parquet", "csv"):
-            path = out / f"{name}.{suffix}"
-            partial = out / f".partial-{path.name}"
-            try:
-                if suffix == "parquet":
-                    pq.write_table(at, partial, compression="zstd")
-                else:
-                    write_csv_table(at, partial)
-                os.replace(partial, path)
-            finally:
-                partial.unlink(missing_ok=True)
-        rows[f"{name}_rows"] = at.num_rows
-    return rows
+        write_whole(out / f"{name}.parquet", lambda p, at=at: pq.write_table(at, p, compression="zstd"))
+        write_whole(out / f"{name}.csv", lambda p, at=at: write_csv_table(at, p))
+    return table_rows(result)
 
 
 def table_rows(result: Any) -> dict[str, int]:

@@ -123,16 +123,13 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
     ``plotter`` is a :class:`~wattsched.sim.plotworker.PlotWorker` the caller
     started early (``wattsched simulate`` starts it before it reads the config,
     so that the worker's imports overlap the run's own); the run draws with it
-    and closes it. Without one, a run that writes starts its own.
+    and the caller closes it. Without one, a run that writes starts (and
+    closes) its own.
     """
     # What is alive before the run (modules, the config), and the trace once read, stay out of the collector's
     # passes during it: every collection would walk them again. Unfrozen when the run ends.
-    try:
-        with frozen():
-            return _run_simulation(config, progress=progress, write=write, report=report, plotter=plotter)
-    finally:
-        if plotter is not None:
-            plotter.close()
+    with frozen():
+        return _run_simulation(config, progress=progress, write=write, report=report, plotter=plotter)
 
 
 def _run_simulation(config: SimConfig, *, progress: bool, write: bool, report: bool, plotter) -> RunOutcome:
@@ -240,16 +237,17 @@ def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: 
          report: bool, progress: bool, plotter=None) -> RunOutcome:
     # the plots are drawn by a worker process that imports matplotlib while the engine runs
     if out_dir is None:
-        plotter = None  # nothing to draw: the caller's worker, if any, is closed by run_simulation
-    elif plotter is None:
+        return _run_with(config, platform, policy, cap, budgets, workload, None, report, progress, None)
+    own = None
+    if plotter is None:
         from wattsched.sim.plotworker import PlotWorker
 
-        plotter = PlotWorker.start()
+        plotter = own = PlotWorker.start()
     try:
         return _run_with(config, platform, policy, cap, budgets, workload, out_dir, report, progress, plotter)
     finally:
-        if plotter is not None:
-            plotter.close()
+        if own is not None:
+            own.close()
 
 
 def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workload: Workload,
