@@ -408,7 +408,7 @@ def test_every_field_is_documented():
 
 def test_docs_config_md_is_up_to_date():
     assert DOCS.read_text(encoding="utf-8") == render_config_reference(), (
-        "docs/config.md is stale; regenerate it with: python -c \"from wattsched.config import "
+        "docs/config.md is stale; regenerate it with: python -c \"from wattsched.config.reference import "
         "render_config_reference as r; print(r(), end='')\" > docs/config.md"
     )
 

@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-from wattsched.model.job import Job, RunningJob, job_from_fields, running_job_from_fields
+from wattsched.model.job import Job, RunningJob, Unit, job_from_fields, running_job_from_fields
 
 
 @pytest.mark.parametrize(("cls", "build"), [(Job, job_from_fields), (RunningJob, running_job_from_fields)])
@@ -16,11 +16,12 @@ def test_builders_take_every_field_in_order(cls, build):
 
 
 def test_built_jobs_equal_constructed_ones_and_stay_frozen():
-    values = (7, 1.5, 60.0, 2, "u", "g", "a", "p", "q", 16, 8, 1, 1024, 1, 4, True, False, 3.0, "cpu", ("x",))
+    values = (7, 1.5, 60.0, 2, "u", "g", "a", "p", "q", 16, 8, 1, 1024, 1, 4, True, False, 3.0, "cpu", ("x",),
+              (Unit(4, 1, 0, 2048), Unit(2)))
     job = job_from_fields(*values)
     assert type(job) is Job
     assert job == Job(*values) and hash(job) == hash(Job(*values))
-    assert dataclasses.astuple(job) == values
+    assert tuple(getattr(job, f.name) for f in dataclasses.fields(Job)) == values
     with pytest.raises(dataclasses.FrozenInstanceError):
         job.nodes = 3
     running = running_job_from_fields(job, 10.0, (0, 1), 70.0, 500.0, 0.5, 2.0e9, 250.0, 4.0, 12.0)

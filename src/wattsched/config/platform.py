@@ -245,6 +245,14 @@ class NodeGroupConfig(StrictModel):
     count: int = Field(gt=0, description="Number of nodes in the group. Required. Example: `980`.")
     cores: int = Field(default=1, gt=0, description="Cores (processors) per node. Default: `1`. Example: `32`.")
     gpus: int = Field(default=0, ge=0, description="GPUs per node. Default: `0`. Example: `4`.")
+    mics: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "Many-core accelerators (Xeon Phi, MIC) per node, a resource job units may ask for; their power "
+            "is part of `power.busy_w`. Default: `0`. Example: `2`."
+        ),
+    )
     mem_mb: int = Field(
         default=0,
         ge=0,
@@ -429,6 +437,7 @@ class PlatformConfig(StrictModel):
                         features=group.features,
                         group=group.name,
                         power=power,
+                        mics=group.mics,
                     )
                 )
         return Platform(nodes, name=self.name, response_classes=self.build_response_classes(), source=source)

@@ -39,6 +39,19 @@ class PowerEstimate:
 
 
 @dataclass(frozen=True, slots=True)
+class Unit:
+    """One job unit: what it asks of the node it runs on (Borghesi et al. 2018, §3).
+
+    ``mem_mb`` 0 asks no memory; a node whose ``mem_mb`` is 0 has no memory limit.
+    """
+
+    cores: int = 1
+    gpus: int = 0
+    mics: int = 0
+    mem_mb: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Job:
     """A job as submitted.
 
@@ -62,6 +75,14 @@ class Job:
         Application class (``cpu``, ``memory``, ``mixed`` or a site class); it
         selects the job's response model, i.e. how its runtime and power change
         with a frequency or power cap.
+    units
+        Job units (Borghesi et al. 2018, §3): each asks cores, GPUs, MICs and
+        memory on one node, several units (of this job or of others) may share
+        a node, and all start and end together. Empty (the default, and every
+        SWF trace): the job takes ``nodes`` whole nodes. With units, ``nodes``
+        is the number of units, a Start gives one node per unit (a node may
+        repeat), and power figures "per node" are per unit: the power of a node
+        running that unit alone (see :mod:`wattsched.model.units`).
     """
 
     id: int
@@ -84,6 +105,7 @@ class Job:
     priority: float = 0.0
     app_class: str = ""
     features: tuple[str, ...] = field(default=())
+    units: tuple[Unit, ...] = field(default=())
 
     @property
     def area(self) -> float:
@@ -161,7 +183,7 @@ def power_estimate(mean_w: float, max_w: float, std_w: float) -> PowerEstimate:
 
 def job_from_fields(id, submit_s, walltime_s, nodes, user, group, account, partition, qos, procs, cores_per_node,
                     gpus_per_node, mem_per_node_mb, min_nodes, max_nodes, malleable, exclusive, priority, app_class,
-                    features) -> Job:
+                    features, units) -> Job:
     """``Job(*values)`` with every field given, in field order, no default filled in: the simulator's per-job path.
 
     The fields are set on a :func:`slot_layout` of :class:`Job`, whose class is
@@ -190,6 +212,7 @@ def job_from_fields(id, submit_s, walltime_s, nodes, user, group, account, parti
     obj.priority = priority
     obj.app_class = app_class
     obj.features = features
+    obj.units = units
     obj.__class__ = Job
     return obj
 

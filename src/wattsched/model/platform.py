@@ -72,6 +72,7 @@ class Node:
     features: tuple[str, ...] = ()
     group: str = "default"
     power: NodePowerModel = field(default_factory=NodePowerModel)
+    mics: int = 0
 
 
 class Platform:
@@ -107,7 +108,7 @@ class Platform:
         self.name = name
         self.source = source
         self._by_name = {n.name: n.index for n in nodes}
-        self.homogeneous = len({(n.power, n.cores, n.gpus) for n in nodes}) == 1
+        self.homogeneous = len({(n.power, n.cores, n.gpus, n.mics, n.mem_mb) for n in nodes}) == 1
         self.response_classes: Mapping[str, ResponseModel] = dict(
             DEFAULT_CLASSES if response_classes is None else response_classes)
         self.min_idle_w = min(n.power.idle_w for n in nodes)

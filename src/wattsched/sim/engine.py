@@ -719,6 +719,7 @@ class Engine:
         return job_from_fields(
             tj.id, tj.submit_s, tj.walltime_s, tj.nodes, tj.user, tj.group, "", tj.partition, "", tj.procs,
             1, tj.gpus_per_node, 0, tj.min_nodes, tj.max_nodes, tj.malleable, True, 0.0, tj.app_class, (),
+            tj.units,
         )
 
     def _nominal_node_power(self, run: _Run, node: int) -> float:

@@ -325,7 +325,7 @@ def _with_power_kw(job: TraceJob, mean_w: float, max_w: float, std_w: float, app
         procs=job.procs, nodes=job.nodes, user=job.user, group=job.group, partition=job.partition,
         status=job.status, mean_w=mean_w, max_w=max_w, std_w=std_w, app_class=app_class,
         power_series=job.power_series, gpus_per_node=job.gpus_per_node, min_nodes=job.min_nodes,
-        max_nodes=job.max_nodes, malleable=job.malleable, extra=dict(job.extra),
+        max_nodes=job.max_nodes, malleable=job.malleable, extra=dict(job.extra), units=job.units,
     )
 
 
@@ -333,14 +333,14 @@ def _with_power_pos(job: TraceJob, mean_w: float, max_w: float, std_w: float, ap
     return TraceJob(
         job.id, job.submit_s, job.runtime_s, job.walltime_s, job.procs, job.nodes, job.user, job.group,
         job.partition, job.status, mean_w, max_w, std_w, app_class, job.power_series, job.gpus_per_node,
-        job.min_nodes, job.max_nodes, job.malleable, dict(job.extra),
+        job.min_nodes, job.max_nodes, job.malleable, dict(job.extra), job.units,
     )
 
 
 _POSITIONAL_ORDER = (
     "id", "submit_s", "runtime_s", "walltime_s", "procs", "nodes", "user", "group", "partition", "status",
     "mean_w", "max_w", "std_w", "app_class", "power_series", "gpus_per_node", "min_nodes", "max_nodes",
-    "malleable", "extra",
+    "malleable", "extra", "units",
 )
 # Building by position is about twice as fast as by keyword (this is most of augment's time);
 # fall back to keywords if TraceJob's fields ever change, so that a reordering cannot mix values up.

@@ -22,7 +22,9 @@ class TraceJob:
     requested time. Power fields are per node, in watts; ``None`` means the
     trace has no power for this job (the platform's busy power is used then).
     ``power_series`` optionally gives a measured per-node power profile as
-    ``(offset_s, watts)`` steps from the job's start.
+    ``(offset_s, watts)`` steps from the job's start. ``units`` makes it a
+    job of units (see :class:`~wattsched.model.job.Job`): ``nodes`` is then the
+    number of units and the power fields are per unit.
     """
 
     id: int
@@ -45,12 +47,14 @@ class TraceJob:
     max_nodes: int = 0
     malleable: bool = False
     extra: dict = field(default_factory=dict)
+    units: tuple = ()
 
     def __init__(self, id: int, submit_s: float, runtime_s: float, walltime_s: float, procs: int, nodes: int,
                  user: str = "", group: str = "", partition: str = "", status: int = 1, mean_w: float | None = None,
                  max_w: float | None = None, std_w: float | None = None, app_class: str = "",
                  power_series: tuple[tuple[float, float], ...] | None = None, gpus_per_node: int = 0,
-                 min_nodes: int = 0, max_nodes: int = 0, malleable: bool = False, extra: dict | None = None) -> None:
+                 min_nodes: int = 0, max_nodes: int = 0, malleable: bool = False, extra: dict | None = None,
+                 units: tuple = ()) -> None:
         # written out (the dataclass keeps it), so that the compiled core compiles it: one per job of a trace
         self.id = id
         self.submit_s = submit_s
@@ -72,6 +76,7 @@ class TraceJob:
         self.max_nodes = max_nodes
         self.malleable = malleable
         self.extra = {} if extra is None else extra
+        self.units = units
 
 
 def true_power(tj: TraceJob, platform) -> PowerEstimate:

@@ -1,0 +1,216 @@
+"""Job units: several jobs sharing a node by cores, GPUs, MICs and memory (Borghesi et al. 2018, §3).
+
+A job of units (``Job.units`` not empty) asks, per unit, cores, GPUs, MICs and
+memory on one node; a Start gives it one node per unit, a node may host
+several units of the same job or of others as long as their requests add up
+to no more than its capacity. Jobs without units take whole nodes, as before.
+
+Capacities are 4-tuples ``(cores, gpus, mics, mem_mb)``. A node whose
+``mem_mb`` is 0 has no memory limit (a platform that does not say).
+
+Power: the power of a unit (the trace's, a prediction's, the default) is that
+of its node running the unit alone, idle included, so a unit's increment over
+idle is what it adds to its node whichever units already run there, and the
+power ledgers of the policies, which count increments over idle per node,
+count them per unit unchanged. The default is the node's idle power plus its
+dynamic range (``busy_w - idle_w``) in proportion to the unit's share of the
+node's cores, plus the unit's GPUs at their TDP.
+
+The text form, in job tables and on the command line, lists units separated
+by ``;``, each as counts with a letter: ``c`` cores, ``g`` GPUs, ``m`` MICs,
+and a memory size ending in ``M`` or ``G``; ``N*`` repeats a unit:
+
+>>> parse_units("2*8c1g4G;4c")
+(Unit(cores=8, gpus=1, mics=0, mem_mb=4096), Unit(cores=8, gpus=1, mics=0, mem_mb=4096), Unit(cores=4, gpus=0, mics=0, mem_mb=0))
+>>> format_units(parse_units("2*8c1g4G;4c"))
+'2*8c1g4096M;4c'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+from wattsched.model.job import Job, Unit
+from wattsched.model.platform import Node, Platform
+
+Capacity = tuple[int, int, int, int]
+"""``(cores, gpus, mics, mem_mb)`` of a node, free or asked."""
+
+MAX_UNITS = 100_000
+"""Units of one job, at most (a bound on the text form's repetitions)."""
+
+_PART = re.compile(r"(\d+)([cgmMG])")
+
+
+def capacity(node: Node) -> Capacity:
+    """A node's full capacity."""
+    return node.cores, node.gpus, node.mics, node.mem_mb
+
+
+def request(unit: Unit) -> Capacity:
+    return unit.cores, unit.gpus, unit.mics, unit.mem_mb
+
+
+def fits(free: Capacity, unit: Unit, mem_limited: bool = True) -> bool:
+    """Whether ``unit`` fits in ``free`` (memory unchecked on a node without a memory size)."""
+    return (unit.cores <= free[0] and unit.gpus <= free[1] and unit.mics <= free[2]
+            and (not mem_limited or unit.mem_mb <= free[3]))
+
+
+def minus(free: Capacity, unit: Unit) -> Capacity:
+    return free[0] - unit.cores, free[1] - unit.gpus, free[2] - unit.mics, free[3] - unit.mem_mb
+
+
+def plus(free: Capacity, unit: Unit) -> Capacity:
+    return free[0] + unit.cores, free[1] + unit.gpus, free[2] + unit.mics, free[3] + unit.mem_mb
+
+
+def totals(units: Iterable[Unit]) -> Capacity:
+    """What a job's units ask together (the pooled demand of the relaxed model)."""
+    c = g = m = mem = 0
+    for u in units:
+        c += u.cores
+        g += u.gpus
+        m += u.mics
+        mem += u.mem_mb
+    return c, g, m, mem
+
+
+def fits_some_node(platform: Platform, unit: Unit) -> bool:
+    """Whether any node of ``platform`` could host ``unit`` when empty."""
+    return any(fits(capacity(n), unit, n.mem_mb > 0) for n in platform.nodes)
+
+
+def unit_power_w(node: Node, unit: Unit) -> float:
+    """The default power of ``unit`` on ``node``: idle, plus dynamic power by share of cores, plus GPUs at TDP.
+
+    >>> from wattsched.model.platform import NodePowerModel
+    >>> unit_power_w(Node(0, "n", cores=16, power=NodePowerModel(idle_w=100, busy_w=260)), Unit(cores=4))
+    140.0
+    """
+    pm = node.power
+    share = min(1.0, unit.cores / node.cores) if node.cores > 0 else 1.0
+    return pm.idle_w + (pm.busy_w - pm.idle_w) * share + unit.gpus * pm.gpu_tdp_w
+
+
+def default_unit_estimate_w(platform: Platform, job: Job) -> float:
+    """A job's per-unit power without a prediction: the mean over its units of the highest default on any node."""
+    if not job.units:
+        return platform.max_busy_w(job.gpus_per_node)
+    total = 0.0
+    for u in job.units:
+        total += max(unit_power_w(n, u) for n in platform.nodes)
+    return total / len(job.units)
+
+
+def place(units: Sequence[Unit], nodes: Sequence[int], platform: Platform,
+          free: Mapping[int, Capacity]) -> tuple[int, ...] | None:
+    """A node for each unit, first fit over ``nodes`` in the given order, or ``None`` if they do not all fit.
+
+    ``free`` gives the free capacity of partly used nodes; a node of ``nodes``
+    absent from it is taken as empty. Units of the same job may share a node.
+    Nothing is changed: the caller commits the placement with :func:`take`.
+
+    >>> p = Platform.homogeneous_cluster(2, cores=16)
+    >>> place([Unit(8), Unit(8), Unit(4)], [0, 1], p, {})
+    (0, 0, 1)
+    >>> place([Unit(8)], [0, 1], p, {0: (4, 0, 0, 0), 1: (2, 0, 0, 0)}) is None
+    True
+    """
+    pnodes = platform.nodes
+    left: dict[int, Capacity] = {}
+    out: list[int] = []
+    for u in units:
+        for n in nodes:
+            cap = left.get(n)
+            if cap is None:
+                cap = free.get(n)
+                if cap is None:
+                    cap = capacity(pnodes[n])
+            if fits(cap, u, pnodes[n].mem_mb > 0):
+                left[n] = minus(cap, u)
+                out.append(n)
+                break
+        else:
+            return None
+    return tuple(out)
+
+
+def take(free: dict[int, Capacity], platform: Platform, units: Sequence[Unit], nodes: Sequence[int]) -> None:
+    """Commit a placement to ``free`` (free capacity of partly used nodes, updated in place)."""
+    pnodes = platform.nodes
+    for u, n in zip(units, nodes, strict=True):
+        cap = free.get(n)
+        free[n] = minus(capacity(pnodes[n]) if cap is None else cap, u)
+
+
+def loaded_first(platform: Platform, nodes: Iterable[int], free: Mapping[int, Capacity]) -> list[int]:
+    """Nodes by Borghesi's two criteria: most energy-efficient (lowest busy power) first, then most loaded.
+
+    Load is the share of the node's cores in use; ties go to the lowest index.
+    """
+    pnodes = platform.nodes
+
+    def key(i: int) -> tuple[float, float, int]:
+        node = pnodes[i]
+        cap = free.get(i)
+        used = 0.0 if cap is None or node.cores <= 0 else (node.cores - cap[0]) / node.cores
+        return node.power.busy_w, -used, i
+
+    return sorted(nodes, key=key)
+
+
+def parse_units(text: str) -> tuple[Unit, ...]:
+    """Units from their text form (see the module's documentation); ``ValueError`` says what is wrong."""
+    text = text.strip()
+    if not text:
+        return ()
+    out: list[Unit] = []
+    for part in text.split(";"):
+        part = part.strip()
+        count = 1
+        if "*" in part:
+            times, _, part = part.partition("*")
+            if not times.strip().isdigit() or int(times) < 1:
+                raise ValueError(f"unit repetition {times.strip()!r} is not a positive whole number")
+            count = int(times)
+        part = part.strip()
+        values = {"c": 0, "g": 0, "m": 0, "mem": 0}
+        pos = 0
+        seen: set[str] = set()
+        for match in _PART.finditer(part):
+            if match.start() != pos:
+                break
+            pos = match.end()
+            key = "mem" if match.group(2) in "MG" else match.group(2)
+            if key in seen:
+                raise ValueError(f"unit {part!r} gives {'memory' if key == 'mem' else repr(key)} twice")
+            seen.add(key)
+            n = int(match.group(1))
+            values[key] = n * 1024 if match.group(2) == "G" else n
+        if pos != len(part) or not part:
+            raise ValueError(f"unit {part!r} is not of the form 8c1g2m4G (cores, GPUs, MICs, memory in M or G)")
+        if values["c"] + values["g"] + values["m"] == 0:
+            raise ValueError(f"unit {part!r} asks no cores, GPUs or MICs")
+        if len(out) + count > MAX_UNITS:
+            raise ValueError(f"more than {MAX_UNITS} units in one job")
+        out.extend([Unit(values["c"], values["g"], values["m"], values["mem"])] * count)
+    return tuple(out)
+
+
+def format_units(units: Sequence[Unit]) -> str:
+    """The text form of ``units`` (runs of equal units as ``N*``); ``""`` for a whole-node job."""
+    parts: list[str] = []
+    i = 0
+    while i < len(units):
+        u = units[i]
+        j = i
+        while j < len(units) and units[j] == u:
+            j += 1
+        text = "".join(f"{v}{k}" for v, k in ((u.cores, "c"), (u.gpus, "g"), (u.mics, "m")) if v)
+        if u.mem_mb:
+            text += f"{u.mem_mb}M"
+        parts.append(text if j - i == 1 else f"{j - i}*{text}")
+        i = j
+    return ";".join(parts)
