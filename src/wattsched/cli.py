@@ -305,9 +305,10 @@ def cmd_traces_synth(args: argparse.Namespace) -> int:
     if not 0.0 <= args.hot_start <= 1.0:
         raise OptionError("--hot-start", f"a share of the nodes in [0, 1], got {args.hot_start:g}; e.g. 0.7")
     workload = generate(args.jobs, window_s=args.window, arrival=args.arrival, seed=args.seed,
-                        users=UsersDist(n_users=args.users), hot_start=args.hot_start, **kw)
+                        users=UsersDist(n_users=args.users), hot_start=args.hot_start, units=args.units, **kw)
     n = write_job_table(workload.jobs, args.out)
     hot = f", hot start {args.hot_start:g}" if args.hot_start else ""
+    hot += ", job units" if args.units else ""
     print(f"wrote {n} jobs ({args.arrival} arrivals over {args.window:g} s{hot}, seed {args.seed}) to {args.out}")
     if "queues" in kw:
         import json
@@ -319,11 +320,12 @@ def cmd_traces_synth(args: argparse.Namespace) -> int:
 
 def cmd_traces_augment(args: argparse.Namespace) -> int:
     from wattsched.config.platform import load_platform
-    from wattsched.workload.augment import AugmentParams, augment_workload
+    from wattsched.workload.augment import AugmentParams, augment_workload, reference_cores
     from wattsched.workload.tables import write_job_table
 
-    node_power = load_platform(args.platform or "default").reference_power
-    workload = augment_workload(_open_trace(args), node_power, AugmentParams(), args.seed)
+    platform = load_platform(args.platform or "default")
+    workload = augment_workload(_open_trace(args), platform.reference_power, AugmentParams(), args.seed,
+                                cores_per_node=reference_cores(platform))
     n = write_job_table(workload.jobs, args.out)
     print(f"wrote {n} jobs with per-node power (seed {args.seed}) to {args.out}")
     return 0
@@ -521,6 +523,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="median run time in seconds (lognormal; default 900)")
     t.add_argument("--hot-start", type=finite_float(), default=0.0, metavar="F",
                    help="share of the nodes busy at t=0 with jobs already running (0-1; the paper's HS, e.g. 0.7)")
+    t.add_argument("--units", action="store_true",
+                   help="make every job a job of units (the paper's §3): each unit asks 1-16 cores, 1-16 GB, and "
+                   "for a quarter of the jobs 1-2 GPUs, for an eighth 1-2 MICs (see docs/simulator.md)")
     t.add_argument("--users", type=_positive_int, default=20, metavar="N",
                    help="number of users (Zipf-like; default 20)")
     t.add_argument("--seed", type=seed, default=0, help="seed (default 0)")

@@ -249,3 +249,100 @@ def test_in_place_gives_the_same_values_on_the_input_objects():
     assert [(j.mean_w, j.max_w, j.std_w, j.app_class) for j in out] == [
         (j.mean_w, j.max_w, j.std_w, j.app_class) for j in copies]
     assert all(j.mean_w is None for j in jobs)  # the copying form leaves its input alone
+
+
+# ----------------------------------------------------------------------------- job units
+
+
+def unit_job(i, units, user=None):
+    from wattsched.model.units import parse_units
+
+    us = parse_units(units)
+    return TraceJob(i, float(i), 60.0, 120.0, sum(u.cores for u in us), len(us), user=user or f"u{i % 7}", units=us)
+
+
+@pytest.mark.parametrize(("units", "share"), [
+    ("4c", 0.25), ("4c;8c;32c", (0.25 + 0.5 + 1.0) / 3), ("3*16c", 1.0), ("2g", 0.0), ("2*2c1m;12c2g", 1 / 3),
+])
+def test_unit_power_is_a_node_running_the_unit_alone(units, share):
+    power = NodePowerModel(idle_w=120.0, busy_min_w=150.0, busy_w=480.0, gpu_tdp_w=150.0)
+    ids = range(1, 300)
+    whole = by_id(augment([TraceJob(i, float(i), 60.0, 120.0, 16, 2, user=f"u{i % 7}") for i in ids], power,
+                          AugmentParams(), seed=4))
+    for job in augment([unit_job(i, units) for i in ids], power, AugmentParams(), seed=4, cores_per_node=16):
+        m, x, s, c = whole[job.id]
+        assert job.mean_w == pytest.approx(120.0 + (m - 120.0) * share, rel=1e-12, abs=1e-12)
+        assert job.max_w == pytest.approx(120.0 + (x - 120.0) * share, rel=1e-12, abs=1e-12)
+        assert job.std_w == pytest.approx(s * share, rel=1e-12, abs=1e-12)
+        assert job.app_class == c
+        assert 120.0 <= job.mean_w <= job.max_w <= 480.0
+
+
+def test_whole_node_jobs_are_unchanged_among_jobs_of_units(monkeypatch):
+    monkeypatch.setattr(aug, "_BLOCK", 64)  # unit jobs in some blocks only, and blocks of unit jobs only
+    plain = make_jobs(1000)
+    mixed = [unit_job(j.id, "2*4c1g;16c", j.user) if 300 <= j.id < 500 or j.id % 5 == 0 else j for j in plain]
+    alone = by_id(augment(plain, POWER, AugmentParams(), seed=3))
+    with_units = by_id(augment(mixed, POWER, AugmentParams(), seed=3, cores_per_node=8))
+    changed = {j.id for j in mixed if j.units}
+    assert {k: v for k, v in with_units.items() if k not in changed} == {k: v for k, v in alone.items()
+                                                                          if k not in changed}
+    idle = POWER.idle_w  # 2*4c1g;16c on nodes of 8 cores: 2/3 of a node's dynamic power
+    assert [with_units[k][0] - idle for k in sorted(changed)] == pytest.approx(
+        [(alone[k][0] - idle) * 2 / 3 for k in sorted(changed)], rel=1e-12, abs=1e-12)
+    # the same values in place, and whatever the cores when no job has units
+    fresh = [unit_job(j.id, "2*4c1g;16c", j.user) if j.units else replace(j) for j in mixed]
+    assert by_id(augment(fresh, POWER, AugmentParams(), seed=3, in_place=True, cores_per_node=8)) == with_units
+    assert by_id(augment(plain, POWER, AugmentParams(), seed=3, cores_per_node=8)) == alone
+
+
+def test_jobs_of_units_need_the_reference_cores():
+    jobs = [*make_jobs(3), unit_job(9, "4c")]
+    assert len(list(augment(make_jobs(3), POWER, AugmentParams(), seed=1))) == 3  # not needed without units
+    with pytest.raises(ConfigError, match="job 9 has units: augmenting jobs of units needs cores_per_node"):
+        list(augment(jobs, POWER, AugmentParams(), seed=1))
+    for bad in (0, -2, 1.5, True, "16"):
+        with pytest.raises(ConfigError, match="cores_per_node must be an integer >= 1"):
+            augment(jobs, POWER, AugmentParams(), 1, cores_per_node=bad)
+    assert by_id(augment(jobs, POWER, AugmentParams(), 1, cores_per_node=np.int64(16))) == \
+        by_id(augment(jobs, POWER, AugmentParams(), 1, cores_per_node=16))
+
+
+def test_reference_cores_are_those_of_the_reference_node():
+    from wattsched.config.platform import load_platform
+    from wattsched.model.platform import Node, Platform
+    from wattsched.workload.augment import reference_cores
+
+    assert reference_cores(load_platform("eurora")) == 16
+    many, few = NodePowerModel(busy_w=200.0), NodePowerModel(busy_w=300.0)
+    nodes = [Node(0, "a", cores=64, power=few)] + [Node(i, f"b{i}", cores=8, power=many) for i in range(1, 4)]
+    assert reference_cores(Platform(nodes)) == 8
+
+
+def test_augment_workload_passes_the_cores_on():
+    jobs = [unit_job(1, "4c"), unit_job(2, "2*16c")]
+    wl = Workload(name="w", jobs=iter(jobs))
+    got = by_id(augment_workload(wl, POWER, AugmentParams(), seed=3, cores_per_node=16).jobs)
+    assert got == by_id(augment(jobs, POWER, AugmentParams(), seed=3, cores_per_node=16))
+    assert got != by_id(augment(jobs, POWER, AugmentParams(), seed=3, cores_per_node=8))
+
+
+def test_traces_augment_gives_jobs_of_units_per_unit_power(tmp_path):
+    from wattsched.cli import main
+    from wattsched.workload.tables import read_job_table, write_job_table
+
+    jobs = [unit_job(1, "4*4c2G", user="a"), TraceJob(2, 1.0, 60.0, 120.0, 16, 4, user="a"), unit_job(3, "16c", "a")]
+    src, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    write_job_table(jobs, src)
+    assert main(["traces", "augment", str(src), "--platform", "eurora", "--cores-per-node", "16", "--seed", "2",
+                 "--out", str(out)]) == 0
+    a, whole, full = read_job_table(out, cores_per_node=16).jobs
+    assert (a.units, full.units, whole.units) == (jobs[0].units, jobs[2].units, ())
+    # the same user: the whole-node job and the one-unit job of 16 cores draw alike; 4 of 16 cores, a quarter
+    idle = 120.0
+    for j in (a, whole, full):
+        w = by_id(augment([TraceJob(j.id, 0.0, 1.0, 1.0, 16, 1, user="a")], NodePowerModel(
+            idle_w=idle, busy_min_w=150.0, busy_w=180.0, gpu_tdp_w=150.0), AugmentParams(), seed=2))[j.id]
+        share = 0.25 if j.id == 1 else 1.0
+        assert (j.mean_w, j.max_w) == pytest.approx((idle + (w[0] - idle) * share, idle + (w[1] - idle) * share),
+                                                    rel=1e-12)

@@ -179,3 +179,92 @@ def test_params_are_validated():
 def test_numpy_integers_are_accepted():
     assert jobs_of(30, seed=np.int64(4)) == jobs_of(30, seed=4)
     assert len(list(generate(np.int32(12), window_s=np.float64(60.0), seed=0).jobs)) == 12
+
+
+# ----------------------------------------------------------------------------- job units
+
+
+def test_units_leave_every_other_draw_unchanged():
+    for kw in ({}, {"arrival": "burst", "hot_start": 0.6, "cores_per_node": 16,
+                    "app_classes": {"cpu": 0.5, "memory": 0.5}}):
+        plain = jobs_of(400, seed=5, **kw)
+        units = jobs_of(400, seed=5, units=True, **kw)
+        assert all(not j.units for j in plain) and all(j.units for j in units)
+        assert [(j.id, j.submit_s, j.runtime_s, j.walltime_s, j.nodes, j.user, j.app_class, j.extra) for j in units] \
+            == [(j.id, j.submit_s, j.runtime_s, j.walltime_s, j.nodes, j.user, j.app_class, j.extra) for j in plain]
+    assert jobs_of(50, seed=5, units=False) == jobs_of(50, seed=5)
+
+
+def test_units_follow_the_documented_distributions():
+    jobs = jobs_of(6000, seed=9, units=True, cores_per_node=16, max_nodes=64)
+    units = [u for j in jobs for u in j.units]
+    assert all(len(j.units) == j.nodes and j.procs == sum(u.cores for u in j.units) for j in jobs)
+    cores = Counter(u.cores for u in units)
+    assert set(cores) == {1, 2, 4, 8, 16}
+    assert all(n / len(units) == pytest.approx(0.2, abs=0.02) for n in cores.values())
+    mem_gb = Counter(u.mem_mb / 1024 for u in units)
+    assert set(mem_gb) == set(range(1, 17))
+    # accelerators: one request per job, shared by its units, GPUs or MICs but never both
+    assert all(len({(u.gpus, u.mics) for u in j.units}) == 1 for j in jobs)
+    asks = [(j.units[0].gpus, j.units[0].mics) for j in jobs]
+    assert all(g == 0 or m == 0 for g, m in asks)
+    gpu = sum(1 for g, _ in asks if g) / len(jobs)
+    mic = sum(1 for _, m in asks if m) / len(jobs)
+    assert (gpu, mic) == (pytest.approx(0.25, abs=0.02), pytest.approx(0.125, abs=0.015))
+    assert {g for g, _ in asks} == {0, 1, 2} and {m for _, m in asks} == {0, 1, 2}
+    # units of one job differ: cores and memory are drawn per unit
+    assert any(len(set(j.units)) > 1 for j in jobs)
+
+
+def test_units_are_capped_by_the_node():
+    small = jobs_of(500, seed=2, units=True, cores_per_node=4, mem_per_node_mb=3 * 1024 + 512)
+    assert max(u.cores for j in small for u in j.units) == 4
+    assert {u.mem_mb for j in small for u in j.units} == {1024, 2048, 3072}
+    assert all(u.cores == 1 for j in jobs_of(100, seed=2, units=True) for u in j.units)  # one core per node
+
+
+def test_units_are_seeded_and_recorded():
+    a = generate(300, window_s=600, seed=4, units=True, cores_per_node=16)
+    assert list(a.jobs) == jobs_of(300, window_s=600, seed=4, units=True, cores_per_node=16)
+    assert jobs_of(300, window_s=600, seed=5, units=True, cores_per_node=16) != \
+        jobs_of(300, window_s=600, seed=4, units=True, cores_per_node=16)
+    assert (a.header["units"], a.header["mem_per_node_mb"]) == ("true", "16384")
+    assert "jobs of units" in a.notes[0]
+    plain = generate(30, window_s=600, seed=4)
+    assert "units" not in plain.header and "mem_per_node_mb" not in plain.header
+
+
+def test_hot_start_jobs_get_units_and_leave_the_instance_units_unchanged():
+    hot = jobs_of(300, seed=6, units=True, cores_per_node=16, hot_start=0.5)
+    cold = jobs_of(300, seed=6, units=True, cores_per_node=16)
+    running = [j for j in hot if j.extra.get("running_at_start")]
+    assert running and all(j.units and len(j.units) == j.nodes for j in running)
+    assert sum(len(j.units) for j in running) == 32
+    assert [j.units for j in hot[len(running):]] == [j.units for j in cold]
+
+
+@pytest.mark.parametrize(("kwargs", "pattern"), [
+    ({"units": "yes"}, "units must be true or false"),
+    ({"units": True, "mem_per_node_mb": 512}, "mem_per_node_mb must be an integer >= 1024"),
+])
+def test_bad_unit_arguments(kwargs, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        generate(10, window_s=100.0, seed=1, **kwargs)
+
+
+def test_synthetic_units_from_the_cli(tmp_path, capsys):
+    from wattsched.cli import main
+    from wattsched.workload.tables import read_job_table
+
+    out = tmp_path / "u.csv"
+    assert main(["traces", "synth", "--preset", "borghesi2018", "--jobs", "40", "--units", "--seed", "3",
+                 "-o", str(out)]) == 0
+    assert "job units" in capsys.readouterr().out
+    jobs = list(read_job_table(out, cores_per_node=16).jobs)
+    assert len(jobs) == 40 and all(j.units and len(j.units) == j.nodes for j in jobs)
+    assert out.read_text().splitlines()[0].endswith(",units")
+    plain = tmp_path / "p.csv"
+    assert main(["traces", "synth", "--preset", "borghesi2018", "--jobs", "40", "--seed", "3", "-o", str(plain)]) == 0
+    assert "units" not in plain.read_text().splitlines()[0]
+    assert [(j.id, j.submit_s, j.nodes) for j in read_job_table(plain, cores_per_node=16).jobs] == \
+        [(j.id, j.submit_s, j.nodes) for j in jobs]

@@ -372,3 +372,101 @@ def test_string_columns_hold_what_they_were_given(values):
     expected = [None if v is None else str(v) for v in values]
     assert arrow_column(values, "string").to_pylist() == expected
     assert arrow_column(np.array(values, dtype=object), "string").to_pylist() == expected
+
+
+# ----------------------------------------------------------------------------- job units
+
+
+def unit_jobs() -> list[TraceJob]:
+    """Jobs of units (a mix of unit shapes, GPUs, MICs, memory) between whole-node jobs."""
+    from wattsched.model.units import parse_units
+
+    return [
+        TraceJob(1, 0.0, 10.0, 20.0, 16, 1, user="a"),
+        TraceJob(2, 1.0, 10.0, 20.0, 20, 3, user="b", units=parse_units("2*8c1g4G;4c"), mean_w=150.0, max_w=180.0,
+                 std_w=2.5),
+        TraceJob(3, 2.0, 10.0, 20.0, 0, 1, units=parse_units("2m512M")),
+        TraceJob(4, 3.0, 10.0, 20.0, 32, 2, user="c"),
+    ]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".csv.gz", ".parquet"])
+def test_units_round_trip_exactly(tmp_path, suffix):
+    if suffix == ".parquet":
+        pytest.importorskip("pyarrow")
+    jobs = unit_jobs()
+    path = tmp_path / f"u{suffix}"
+    write_job_table(jobs, path)
+    back = list(read_job_table(path, cores_per_node=16).jobs)
+    assert back == jobs
+    assert [len(j.units) for j in back] == [0, 3, 1, 0]
+
+
+def test_units_column_is_written_only_when_a_job_has_units(tmp_path):
+    plain = [j for j in unit_jobs() if not j.units]
+    write_job_table(plain, tmp_path / "plain.csv")
+    write_job_table(unit_jobs(), tmp_path / "units.csv")
+    assert (tmp_path / "plain.csv").read_text().splitlines()[0] == ",".join(COLUMNS)
+    header, *rows = (tmp_path / "units.csv").read_text().splitlines()
+    assert header == ",".join([*COLUMNS, "units"])
+    # whole-node jobs have an empty cell; the text form runs equal units together
+    assert [r.rsplit(",", 1)[1] for r in rows] == ["", '"2*8c1g4096M;4c"', '"2m512M"', ""]
+
+
+def test_units_set_nodes_and_procs(tmp_path):
+    path = tmp_path / "u.csv"
+    write_csv(path, ["id", "submit_s", "runtime_s", "procs", "nodes", "units"], [
+        [1, 0, 5, "", "", "3*4c2G;16c1g"],  # nodes and procs from the units
+        [2, 1, 5, 7, 4, "3*4c2G;16c1g"],  # a matching nodes; procs as given
+        [3, 2, 5, "", 2, ""],  # whole nodes
+        [4, 3, 5, "", "", " 1g "],  # GPUs only: 0 procs
+    ])
+    jobs = list(read_job_table(path, cores_per_node=16).jobs)
+    assert [(j.nodes, j.procs, len(j.units)) for j in jobs] == [(4, 28, 4), (4, 7, 4), (2, 32, 0), (1, 0, 1)]
+    assert jobs[0].units[0].mem_mb == 2048 and jobs[0].units[3].gpus == 1 and jobs[0].units[3].mem_mb == 0
+    # a table sized by units alone
+    write_csv(path, ["id", "submit_s", "runtime_s", "units"], [[1, 0, 5, "2*8c"]])
+    (job,) = read_job_table(path).jobs
+    assert (job.nodes, job.procs) == (2, 16)
+    write_csv(path, ["id", "submit_s", "runtime_s", "units"], [[1, 0, 5, ""]])
+    with pytest.raises(TraceError, match=r"u\.csv:2: units: missing size: give procs or nodes or units"):
+        read_job_table(path)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "units", "pattern"),
+    [
+        (2, "3*4c", r"units: 3 units but nodes is 2"),
+        ("", "4x", r"units: '4x': unit '4x' is not of the form"),
+        ("", "0c", r"units: '0c': unit '0c' asks no cores, GPUs or MICs"),
+        ("", "0*4c", r"units: '0\*4c': unit repetition '0' is not a positive whole number"),
+        ("", "4c2c", r"units: '4c2c': unit '4c2c' gives 'c' twice"),
+    ],
+)
+def test_bad_units_name_file_line_and_column(tmp_path, nodes, units, pattern):
+    path = tmp_path / "bu.csv"
+    write_csv(path, ["id", "submit_s", "runtime_s", "nodes", "units"], [[1, 0, 5, 1, ""], [2, 1, 5, nodes, units]])
+    with pytest.raises(TraceError, match=r"bu\.csv:3: " + pattern) as info:
+        read_job_table(path)
+    assert (info.value.line, info.value.field) == (3, "units")
+
+
+def test_parquet_units_errors_name_the_row(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"id": [1, 2], "submit_s": [0.0, 1.0], "runtime_s": [1.0, 1.0],
+                             "units": ["2*4c", "4c;;"]}), tmp_path / "p.parquet")
+    with pytest.raises(TraceError, match=r"p\.parquet:2: units: '4c;;'"):
+        read_job_table(tmp_path / "p.parquet")
+    pq.write_table(pa.table({"id": [1], "submit_s": [0.0], "runtime_s": [1.0], "units": [4]}), tmp_path / "p.parquet")
+    with pytest.raises(TraceError, match=r"p\.parquet:1: units: 4 is not a units string"):
+        read_job_table(tmp_path / "p.parquet")
+
+
+def test_jobs_of_units_are_not_dropped_as_larger_than_the_machine(tmp_path):
+    path = tmp_path / "big.csv"
+    write_csv(path, ["id", "submit_s", "runtime_s", "nodes", "units"], [[1, 0, 5, 8, ""], [2, 1, 5, "", "8*1c"]])
+    wl = read_job_table(path, machine_nodes=4)
+    assert [(j.id, j.nodes) for j in wl.jobs] == [(2, 8)]
+    assert wl.report.dropped == {"larger_than_machine": 1}

@@ -289,7 +289,7 @@ def run_evaluation(
     and power is augmented the same way when the trace has none.
     """
     from wattsched.sim.run import build_platform, open_workload
-    from wattsched.workload.augment import AugmentParams, augment_workload
+    from wattsched.workload.augment import AugmentParams, augment_workload, reference_cores
 
     platform = build_platform(config)
     source = open_workload(config, platform)
@@ -304,7 +304,8 @@ def run_evaluation(
             from wattsched.sim.checks import augment_error
 
             raise augment_error(config, exc) from None
-        workload = augment_workload(workload, platform.reference_power, params, config.seed)
+        workload = augment_workload(workload, platform.reference_power, params, config.seed,
+                                    cores_per_node=reference_cores(platform))
     stream = iter(workload.jobs)
     first = next(stream, None)  # the reader learns the time origin from the first job
     origin = source.origin_unix_s

@@ -256,7 +256,7 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
     from wattsched.policies import make_policy
     from wattsched.sim.engine import Engine, EngineOptions
     from wattsched.sim.metrics import summarize
-    from wattsched.workload.augment import AugmentParams, augment_workload
+    from wattsched.workload.augment import AugmentParams, augment_workload, reference_cores
 
     tape = None
     source = workload  # the reader's own object: it learns the time origin as the stream is read
@@ -275,7 +275,8 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
         except Exception as exc:  # pydantic ValidationError
             raise ConfigError(f"{config.source}: augment: {exc}") from None
         # the reader's jobs are this run's own: set their power rather than copying them
-        workload = augment_workload(workload, platform.reference_power, params, config.seed, in_place=True)
+        workload = augment_workload(workload, platform.reference_power, params, config.seed, in_place=True,
+                                    cores_per_node=reference_cores(platform))
         if out_dir is not None:
             if plotter is not None:
                 # read whole now (the run keeps every job for this file anyway), so that the worker writes

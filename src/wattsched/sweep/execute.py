@@ -122,7 +122,8 @@ def _whole_trace(spec: dict, platform):
         wl = open_workload(cfg, platform)
         params = _augment_params(sim, platform)
         if not wl.has_power and params is not None:
-            wl = augment_workload(wl, platform.nodes[0].power, params, sim["seed"])
+            wl = augment_workload(wl, platform.nodes[0].power, params, sim["seed"],
+                                  cores_per_node=platform.nodes[0].cores)
         jobs = read_whole(wl.jobs)  # frozen until the run that reads it ends; later runs freeze it again
         _lru_put(_WORKLOADS, key, jobs, size=2)
     return jobs

@@ -227,7 +227,8 @@ def prepare_slice(spec: SliceSpec, platform, augment_params, seed: int) -> Prepa
     rebased = [replace(j, submit_s=j.submit_s - origin) for j in picked]
     wl = Workload(name=f"slice{spec.index:02d}", jobs=iter(rebased))
     if augment_params is not None:
-        aug = list(augment_workload(wl, platform.nodes[0].power, augment_params, seed).jobs)
+        aug = list(augment_workload(wl, platform.nodes[0].power, augment_params, seed,
+                                    cores_per_node=platform.nodes[0].cores).jobs)
     else:
         aug = rebased
     n_hist = len(hist_idx)

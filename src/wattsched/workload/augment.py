@@ -26,8 +26,19 @@ Per job of user ``u``:
   fraction of jobs of each class is ``class_probs`` in expectation. A job that
   already has an ``app_class`` keeps it.
 
+Jobs of units (:attr:`TraceJob.units <wattsched.workload.records.TraceJob>`)
+get per-unit power, that of a node running the unit alone: with the values
+above drawn as for a node, and ``share`` the mean over the job's units of
+``min(1, unit.cores / C)`` (``C`` the cores of the reference node,
+``cores_per_node``),
+
+* ``mean_w = idle + (mean_w - idle) · share``;
+* ``max_w = idle + (max_w - idle) · share``;
+* ``std_w = std_w · share``.
+
 Jobs that already have ``mean_w`` are passed through unchanged (the same
-object). GPU power is not augmented. Output order is input order.
+object). GPU power is not augmented (neither for ``gpus_per_node`` nor for
+the GPUs of units). Output order is input order.
 
 Determinism
 -----------
@@ -67,10 +78,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from wattsched.errors import ConfigError
-from wattsched.model.platform import NodePowerModel
+from wattsched.model.platform import NodePowerModel, Platform
 from wattsched.workload.records import TraceJob, Workload
 
-__all__ = ["AugmentParams", "augment", "augment_workload", "job_uniforms", "splitmix64", "stable_hash"]
+__all__ = ["AugmentParams", "augment", "augment_workload", "job_uniforms", "reference_cores", "splitmix64",
+           "stable_hash"]
 
 _MASK64 = (1 << 64) - 1
 _GAMMA = 0x9E3779B97F4A7C15
@@ -194,6 +206,30 @@ def _uniforms_block(seed_key: np.uint64, ids: np.ndarray) -> np.ndarray:
     return out
 
 
+def reference_cores(platform: Platform) -> int:
+    """The cores of the platform's reference node: the first node with :attr:`Platform.reference_power`.
+
+    The ``cores_per_node`` to augment a workload with ``platform.reference_power``.
+
+    >>> reference_cores(Platform.homogeneous_cluster(4, cores=16))
+    16
+    """
+    ref = platform.reference_power
+    return next(n.cores for n in platform.nodes if n.power == ref)
+
+
+def _unit_share(units_of: list[tuple], cores_per_node: int | None, ids: list[int]) -> np.ndarray:
+    """Per job, the mean over its units of ``min(1, unit.cores / cores_per_node)``."""
+    if cores_per_node is None:
+        raise ConfigError(f"job {ids[0]} has units: augmenting jobs of units needs cores_per_node, the cores of "
+                          "the reference node (e.g. augment(..., cores_per_node=reference_cores(platform)))")
+    counts = np.fromiter(map(len, units_of), dtype=np.int64, count=len(units_of))
+    cores = np.fromiter((u.cores for units in units_of for u in units), dtype=np.float64, count=int(counts.sum()))
+    starts = np.zeros(len(counts), dtype=np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
+    return np.add.reduceat(np.minimum(cores / cores_per_node, 1.0), starts) / counts
+
+
 def _check(node_power: NodePowerModel, seed: int) -> int:
     try:
         value = operator.index(seed)  # ints and NumPy integers, not floats
@@ -211,7 +247,7 @@ def _check(node_power: NodePowerModel, seed: int) -> int:
 
 def augment(
     jobs: Iterable[TraceJob], node_power: NodePowerModel, params: AugmentParams, seed: int, *,
-    in_place: bool = False,
+    in_place: bool = False, cores_per_node: int | None = None,
 ) -> Iterator[TraceJob]:
     """Give every job without power a seeded per-node power and an application class.
 
@@ -232,6 +268,10 @@ def augment(
         Set the power fields on the input jobs themselves instead of copying
         them (for a caller that owns the jobs, such as a run reading its trace);
         the values are the same.
+    cores_per_node
+        Cores of the node whose model is ``node_power`` (:func:`reference_cores`
+        of a platform): the power of a unit scales with its share of them. Needed
+        only for jobs of units (a :class:`ConfigError` when one comes without it).
 
     Returns
     -------
@@ -244,7 +284,7 @@ def augment(
     Raises
     ------
     ConfigError
-        ``seed`` or the node model is unusable (raised at the call, not on first use).
+        ``seed``, ``cores_per_node`` or the node model is unusable (raised at the call, not on first use).
 
     Examples
     --------
@@ -254,11 +294,19 @@ def augment(
     >>> 95.0 <= out.mean_w <= out.max_w <= 190.738, out.app_class in {"cpu", "memory", "mixed"}
     (True, True)
     """
-    return _augment(iter(jobs), node_power, params, _check(node_power, seed), in_place)
+    if cores_per_node is not None:
+        try:
+            cores = -1 if isinstance(cores_per_node, bool) else operator.index(cores_per_node)
+        except TypeError:
+            cores = -1
+        if cores < 1:
+            raise ConfigError(f"cores_per_node must be an integer >= 1, got {cores_per_node!r}")
+        cores_per_node = cores
+    return _augment(iter(jobs), node_power, params, _check(node_power, seed), in_place, cores_per_node)
 
 
 def _augment(jobs: Iterator[TraceJob], node_power: NodePowerModel, p: AugmentParams, seed: int,
-             in_place: bool = False):
+             in_place: bool = False, cores_per_node: int | None = None):
     idle_w, busy_w, busy_min_w = float(node_power.idle_w), float(node_power.busy_w), float(node_power.busy_min_w)
     classes = sorted(p.class_probs)
     cum = np.cumsum([p.class_probs[c] for c in classes])
@@ -301,6 +349,13 @@ def _augment(jobs: Iterator[TraceJob], node_power: NodePowerModel, p: AugmentPar
         mean = np.clip(user_mean * (1.0 + p.job_sigma_rel * z), idle_w, busy_w)
         std = mean * (p.std_rel_min + u[2] * (p.std_rel_max - p.std_rel_min))
         mx = np.minimum(mean + p.max_k * std, busy_w)
+        if any(map(_units_of, todo)):
+            # jobs of units: per-unit power, a node running the unit alone (only these jobs are transformed)
+            at = [k for k, j in enumerate(todo) if j.units]
+            share = _unit_share([todo[k].units for k in at], cores_per_node, [todo[k].id for k in at])
+            mean[at] = idle_w + (mean[at] - idle_w) * share
+            mx[at] = idle_w + (mx[at] - idle_w) * share
+            std[at] *= share
         switched = np.searchsorted(cum, u[4], side="right")
         cls = np.where(u[3] < p.class_switch_prob, switched, user_class)
 
@@ -317,6 +372,9 @@ def _augment(jobs: Iterator[TraceJob], node_power: NodePowerModel, p: AugmentPar
         ])
         for j in block:
             yield next(made) if j.mean_w is None else j
+
+
+_units_of = operator.attrgetter("units")
 
 
 def _with_power_kw(job: TraceJob, mean_w: float, max_w: float, std_w: float, app_class: str) -> TraceJob:
@@ -350,7 +408,7 @@ _with_power = (
 
 
 def augment_workload(workload: Workload, node_power: NodePowerModel, params: AugmentParams, seed: int, *,
-                     in_place: bool = False) -> Workload:
+                     in_place: bool = False, cores_per_node: int | None = None) -> Workload:
     """Wrap a workload's job stream in :func:`augment`; the result has ``has_power`` set.
 
     The returned workload shares ``report`` with the input (it still fills in
@@ -360,7 +418,7 @@ def augment_workload(workload: Workload, node_power: NodePowerModel, params: Aug
     """
     return replace(
         workload,
-        jobs=augment(workload.jobs, node_power, params, seed, in_place=in_place),
+        jobs=augment(workload.jobs, node_power, params, seed, in_place=in_place, cores_per_node=cores_per_node),
         has_power=True,
         notes=[
             *workload.notes,

@@ -47,15 +47,27 @@ as a machine that was running them before the replay began. Their sizes come
 from the node distribution (the last one trimmed to fill the share exactly)
 and their remaining run times from the run-time distribution.
 
+*Job units* (``units=True``, §3 and §5 of the paper): each job becomes a job
+of units (:attr:`TraceJob.units <wattsched.workload.records.TraceJob>`, see
+:mod:`wattsched.model.units`), as Eurora's users asked for resources per node.
+The node count drawn above becomes the job's number of units; each unit asks
+cores drawn uniformly from ``{1, 2, 4, 8, 16}`` (capped at ``cores_per_node``)
+and memory uniform in 1 to 16 GB in whole GB (at most ``mem_per_node_mb``);
+by a per-job draw, a quarter of the jobs ask 1 or 2 GPUs per unit, an eighth
+1 or 2 MICs per unit, the others neither (never both; every unit of a job asks
+the same accelerators). ``procs`` is the units' total cores. Hot-start jobs
+get units too (their units count as the nodes they fill). The draws come from
+their own stream, so the other aspects are the same with or without units.
+
 :data:`PRESETS` holds ``borghesi2018``: the instances of the paper on Eurora's
 64 nodes (see :func:`preset`).
 
 Synthetic jobs carry no power; use :mod:`wattsched.workload.augment` to add it.
 Determinism: each aspect (arrivals, nodes, run times, overestimation, users,
-queues, classes, hot start) has its own stream spawned from ``seed`` through
+queues, classes, hot start, units) has its own stream spawned from ``seed`` through
 :class:`numpy.random.SeedSequence`, so the same arguments give the same jobs
 and changing, say, the node distribution leaves the arrival times unchanged;
-adding queues, classes or a hot start leaves the other aspects unchanged.
+adding queues, classes, a hot start or units leaves the other aspects unchanged.
 """
 
 from __future__ import annotations
@@ -68,6 +80,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from wattsched.errors import ConfigError
+from wattsched.model.job import Unit
 from wattsched.workload.records import CleaningReport, TraceJob, Workload
 
 __all__ = ["ARRIVALS", "PRESETS", "ArrivalParams", "DurationDist", "NodesDist", "QueueDist", "UsersDist", "generate",
@@ -258,6 +271,40 @@ def _nodes(rng: np.random.Generator, n: int, lo: int, hi: int, d: NodesDist) -> 
     return np.where(rng.random(n) < d.pow2_fraction, pow2, nodes)
 
 
+UNIT_CORES = (1, 2, 4, 8, 16)
+"""Cores a generated unit asks, drawn uniformly (capped at the node's cores)."""
+UNIT_MAX_MEM_GB = 16
+"""Most memory a generated unit asks, in GB (Eurora's nodes had 16 GB)."""
+UNIT_GPU_SHARE, UNIT_MIC_SHARE = 0.25, 0.125
+"""Shares of generated jobs of units whose units ask GPUs, MICs (1 or 2 each; never both)."""
+
+
+def _draw_units(rng: np.random.Generator, nodes: list[int], cores_per_node: int,
+                mem_per_node_mb: int) -> list[tuple[Unit, ...]]:
+    """The units of jobs of ``nodes`` units each (see the module documentation), in one vectorised draw."""
+    n, total = len(nodes), sum(nodes)
+    cores = np.minimum(rng.choice(np.array(UNIT_CORES), total), cores_per_node)
+    mem_gb = rng.integers(1, min(UNIT_MAX_MEM_GB, mem_per_node_mb // 1024) + 1, total)
+    kind = rng.random(n)
+    count = rng.integers(1, 3, n)
+    gpus = np.where(kind < UNIT_GPU_SHARE, count, 0)
+    mics = np.where((kind >= UNIT_GPU_SHARE) & (kind < UNIT_GPU_SHARE + UNIT_MIC_SHARE), count, 0)
+    cache: dict[tuple[int, int, int, int], Unit] = {}
+    out: list[tuple[Unit, ...]] = []
+    start = 0
+    for k, g, m in zip(nodes, gpus.tolist(), mics.tolist()):
+        units = []
+        for c, gb in zip(cores[start:start + k].tolist(), mem_gb[start:start + k].tolist()):
+            key = (c, g, m, gb)
+            u = cache.get(key)
+            if u is None:
+                u = cache[key] = Unit(c, g, m, gb * 1024)
+            units.append(u)
+        out.append(tuple(units))
+        start += k
+    return out
+
+
 def _as_int(x: object) -> int:
     """``x`` as an int if it is an integer (NumPy ones included, bools not), else -1."""
     if isinstance(x, bool):
@@ -283,6 +330,8 @@ def generate(
     queues: QueueDist | None = None,
     app_classes: dict[str, float] | None = None,
     hot_start: float = 0.0,
+    units: bool = False,
+    mem_per_node_mb: int = 16384,
 ) -> Workload:
     """Generate a seeded synthetic workload (see the module documentation).
 
@@ -310,6 +359,12 @@ def generate(
     hot_start
         Share of the ``max_nodes`` nodes occupied at ``t = 0`` by jobs already
         running (0 to 1; 0.7 is the paper's HS 70 %).
+    units
+        Make every job a job of units (see the module documentation); ``procs``
+        is then the units' total cores.
+    mem_per_node_mb
+        Memory of a node, the most a unit asks (with ``units``; default
+        Eurora's 16 GB; at least 1024).
 
     Returns
     -------
@@ -345,6 +400,11 @@ def generate(
         raise ConfigError(f"max_nodes and cores_per_node must be >= 1, got {max_nodes!r} and {cores_per_node!r}")
     if not (isinstance(hot_start, int | float) and 0.0 <= hot_start <= 1.0):
         raise ConfigError(f"hot_start must be a share of the nodes in [0, 1], got {hot_start!r}; e.g. 0.7")
+    if not isinstance(units, bool | np.bool_):
+        raise ConfigError(f"units must be true or false, got {units!r}")
+    if units and not (_as_int(mem_per_node_mb) >= 1024):
+        raise ConfigError(f"mem_per_node_mb must be an integer >= 1024 (a unit asks at least 1 GB), "
+                          f"got {mem_per_node_mb!r}; e.g. 16384")
     if app_classes is not None:
         bad = {k: v for k, v in app_classes.items() if not (isinstance(v, int | float) and v >= 0)}
         if bad or not app_classes or sum(app_classes.values()) <= 0:
@@ -360,9 +420,10 @@ def generate(
     if nodes_dist.kind == "power-of-two" and 2 ** math.floor(math.log2(hi)) < lo:
         raise ConfigError(f"no power of two between min_nodes={lo} and {hi}; use kind='log-uniform'")
 
-    # spawn(8)'s first five children are spawn(5)'s: instances without queues, classes or a hot start are unchanged
-    r_arr, r_nodes, r_run, r_over, r_user, r_queue, r_class, r_hot = (
-        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(8)
+    # spawn(9)'s first five children are spawn(5)'s: instances without queues, classes, a hot start or units
+    # are unchanged
+    r_arr, r_nodes, r_run, r_over, r_user, r_queue, r_class, r_hot, r_units = (
+        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(9)
     )
     submit = _arrivals(r_arr, n_jobs, float(window_s), arrival, arrival_params)
     nodes = _nodes(r_nodes, n_jobs, lo, hi, nodes_dist)
@@ -401,6 +462,14 @@ def generate(
             j.app_class = cls_names[k]
     hot = _hot_jobs(r_hot, round(hot_start * max_nodes), n_jobs, lo, hi, nodes_dist, d, cores_per_node, names,
                     weights / weights.sum(), queues, app_classes)
+    if units:
+        mem_per_node_mb = _as_int(mem_per_node_mb)
+        # the instance's units first, then the hot jobs': a hot start leaves the instance's units unchanged
+        for group in (jobs, hot):
+            for j, us in zip(group, _draw_units(r_units, [j.nodes for j in group], cores_per_node,
+                                                mem_per_node_mb)):
+                j.units = us
+                j.procs = sum(u.cores for u in us)
     jobs = hot + jobs
     params = {
         "arrival": arrival, "window_s": repr(float(window_s)), "seed": str(seed), "max_nodes": str(max_nodes),
@@ -414,6 +483,9 @@ def generate(
         params["app_classes"] = repr(dict(app_classes))
     if hot_start:
         params["hot_start"] = repr(float(hot_start))
+    if units:
+        params["units"] = "true"
+        params["mem_per_node_mb"] = str(mem_per_node_mb)
     return Workload(
         name=f"synthetic-{arrival}-{n_jobs}jobs-{float(window_s):g}s-seed{seed}",
         jobs=iter(jobs),
@@ -423,7 +495,10 @@ def generate(
         notes=[f"synthetic workload (Borghesi et al. 2018 §5): {n_jobs} jobs, {arrival} arrivals "
                f"over {float(window_s):g} s, seed {seed}"
                + (f", hot start: {len(hot)} jobs running on {sum(j.nodes for j in hot)} of {max_nodes} nodes at 0"
-                  if hot else "")],
+                  if hot and not units else "")
+               + (f", hot start: {len(hot)} jobs running with {sum(j.nodes for j in hot)} units "
+                  f"(of {max_nodes} nodes) at 0" if hot and units else "")
+               + (", jobs of units" if units else "")],
         report=CleaningReport(read=len(jobs), kept=len(jobs)),
     )
 

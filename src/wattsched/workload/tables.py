@@ -26,7 +26,8 @@ column                    required  meaning
 ``runtime_s``             yes       real run time in seconds (``>= 0``)
 ``procs`` or ``nodes``    one       processors, whole nodes (``>= 1``); with only
                                     ``procs``, ``nodes = ceil(procs / cores_per_node)``;
-                                    with only ``nodes``, ``procs = nodes * cores_per_node``
+                                    with only ``nodes``, ``procs = nodes * cores_per_node``;
+                                    a job of ``units`` needs neither
 ``walltime_s``            no        requested time in seconds; when the column or a
                                     cell is missing: ``default_walltime_s``, else the
                                     run time
@@ -51,6 +52,14 @@ column                    required  meaning
                                     it at its submission time on free nodes without
                                     asking the policy; default ``false``. Written only
                                     when some job has it
+``units``                 no        job units (Borghesi et al. 2018, §3) in the text
+                                    form of :mod:`wattsched.model.units`, e.g.
+                                    ``"2*8c1g4G;4c"``: a non-empty cell makes the job a
+                                    job of units (:attr:`TraceJob.units`); ``nodes``
+                                    is then the number of units (a ``nodes`` cell must
+                                    equal it), ``procs`` defaults to the units' total
+                                    cores and the power columns are per unit. Empty:
+                                    whole nodes. Written only when some job has units
 ========================  ========  ===================================================
 
 An empty cell (or a Parquet null) in an optional column takes the default.
@@ -119,6 +128,8 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from wattsched.errors import MissingDependencyError, OutputError, TraceError
+from wattsched.model.job import Unit
+from wattsched.model.units import format_units, parse_units
 from wattsched.workload.records import TraceJob, Workload
 
 if TYPE_CHECKING:
@@ -140,8 +151,13 @@ COLUMNS: tuple[str, ...] = (
 )
 """Columns :func:`write_job_table` writes, in this order; also every column :func:`read_job_table` reads."""
 
-OPTIONAL_COLUMNS: tuple[str, ...] = ("running_at_start",)
-"""Columns read into ``TraceJob.extra`` and written after :data:`COLUMNS` only when some job has them."""
+OPTIONAL_COLUMNS: tuple[str, ...] = ("running_at_start", "units")
+"""Columns written after :data:`COLUMNS` only when some job has them, in this order.
+
+``running_at_start`` is read into ``TraceJob.extra``, ``units`` into ``TraceJob.units``.
+"""
+
+_OPTIONAL_TYPES: dict[str, str] = {"running_at_start": "bool_", "units": "string"}
 
 _ALIASES: dict[str, tuple[str, ...]] = {
     "id": ("job_id", "jobid"),
@@ -358,6 +374,17 @@ def _series(v: Any) -> tuple[tuple[float, float], ...] | None:
         raise _Invalid(f"{v!r}: {exc}") from None
 
 
+def _units(v: Any) -> tuple[Unit, ...]:
+    if _is_empty(v):
+        return ()
+    if not isinstance(v, str):
+        raise _Invalid(f"{v!r} is not a units string such as '2*8c1g4G;4c'")
+    try:
+        return parse_units(v)
+    except ValueError as exc:
+        raise _Invalid(f"{v!r}: {exc}") from None
+
+
 def _time_limit_min(v: Any) -> float | None:
     if isinstance(v, str) and v.strip().upper() in _INFINITE:
         return None
@@ -415,7 +442,7 @@ def _resolve_columns(path: str, names: Sequence[str], header_line: int | None):
             aliases = _ALIASES.get(col, ())
             hint = f" (or {', '.join(repr(a) for a in aliases)})" if aliases else ""
             raise TraceError(path, header_line, f"missing required column {col!r}{hint}", field=col)
-    if "procs" not in positions and "nodes" not in positions:
+    if "procs" not in positions and "nodes" not in positions and "units" not in positions:
         raise TraceError(path, header_line, "missing required column: give 'procs' or 'nodes'", field="nodes")
     used = set(positions.values())
     ignored = [names[i] for i in range(len(names)) if i not in used]
@@ -511,7 +538,8 @@ def read_job_table(
         Requested time of jobs without one (or with 0); ``None`` uses the job's run time.
     machine_nodes
         Size of the machine: larger jobs are dropped and counted as ``larger_than_machine``
-        (the SWF reader's rule); ``None`` keeps every job.
+        (the SWF reader's rule); ``None`` keeps every job. Jobs of units are kept
+        whatever their number of units (units may share nodes).
 
     Returns
     -------
@@ -558,7 +586,8 @@ def read_job_table(
     notes.extend(more)
     dropped = 0
     if machine_nodes is not None:
-        kept = [j for j in jobs if j.nodes <= machine_nodes]
+        # a job of units may have more units than the machine has nodes: its units can share them
+        kept = [j for j in jobs if j.nodes <= machine_nodes or j.units]
         dropped, jobs = len(jobs) - len(kept), kept
 
     unsorted = sum(1 for a, b in pairwise(jobs) if b.submit_s < a.submit_s)
@@ -610,7 +639,7 @@ def _parse_rows(
     field_of = {sources[f]: f for f in sources}
     i_id, i_submit, i_run = positions["id"], positions["submit_s"], positions["runtime_s"]
     i_wall, i_procs, i_nodes = positions.get("walltime_s"), positions.get("procs"), positions.get("nodes")
-    i_gpus = positions.get("gpus_per_node")
+    i_gpus, i_units = positions.get("gpus_per_node"), positions.get("units")
     gpus_total = sources.get("gpus_per_node") in _ALIASES["gpus_per_node"]
     non_negative = {"min_nodes", "max_nodes", "mean_w", "max_w", "std_w"}
 
@@ -671,20 +700,33 @@ def _parse_rows(
                 defaulted_wall += 1
                 walltime = runtime if default_walltime_s is None else float(default_walltime_s)
 
+            units: tuple[Unit, ...] = ()
+            if i_units is not None:
+                col = sources["units"]
+                units = _units(row[i_units])
             procs = nodes = None
             if i_procs is not None:
                 col = sources["procs"]
                 procs = _int(row[i_procs])
-                if procs is not None and procs < 1:
-                    raise _Invalid(f"procs must be >= 1, got {procs}")
+                # a job of units may ask no cores (GPUs or MICs only), hence 0 procs
+                if procs is not None and procs < (0 if units else 1):
+                    raise _Invalid(f"procs must be >= {0 if units else 1}, got {procs}")
             if i_nodes is not None:
                 col = sources["nodes"]
                 nodes = _int(row[i_nodes])
                 if nodes is not None and nodes < 1:
                     raise _Invalid(f"nodes must be >= 1, got {nodes}")
+            if units:
+                if nodes is not None and nodes != len(units):
+                    col = sources["units"]
+                    raise _Invalid(f"{len(units)} units but nodes is {nodes}; a job of units has one node "
+                                   "per unit (leave nodes empty or give the number of units)")
+                nodes = len(units)
+                if procs is None:
+                    procs = sum(u.cores for u in units)
             if nodes is None and procs is None:
-                col = sources.get("nodes") or sources["procs"]
-                raise _Invalid("missing size: give procs or nodes")
+                col = sources.get("nodes") or sources.get("procs") or sources["units"]
+                raise _Invalid("missing size: give procs or nodes" + (" or units" if i_units is not None else ""))
             if nodes is None:
                 nodes = -(-procs // cores_per_node)
             elif procs is None:
@@ -720,7 +762,7 @@ def _parse_rows(
                 raise _Invalid(f"min_nodes {lo} is above max_nodes {hi}")
             extra = {"running_at_start": True} if values.pop("running_at_start", False) else {}
             jobs.append(TraceJob(job_id, submit, runtime, walltime, procs, nodes, gpus_per_node=gpus, extra=extra,
-                                 **values))
+                                 units=units, **values))
     except _Invalid as exc:
         raise TraceError(path, line, str(exc), field=col) from None
 
@@ -807,7 +849,10 @@ def arrow_column(values, kind: str, *, nulls: bool = True):
 
 
 def job_table_columns(jobs: Iterable[TraceJob]) -> dict[str, list]:
-    """What :func:`write_job_table` writes of ``jobs``: :func:`job_columns`, and ``running_at_start`` if a job has it.
+    """What :func:`write_job_table` writes of ``jobs``: :func:`job_columns`, and the optional columns jobs have.
+
+    ``running_at_start`` when a job has it in its ``extra``; ``units`` (text
+    form, ``None`` for a whole-node job) when a job has units.
 
     Plain lists, so that another process can write the table
     (:func:`write_job_columns`): the simulator hands its workload to its
@@ -818,6 +863,9 @@ def job_table_columns(jobs: Iterable[TraceJob]) -> dict[str, list]:
     hot = [bool(j.extra.get("running_at_start")) for j in jobs]
     if any(hot):
         cols["running_at_start"] = hot
+    units = [j.units for j in jobs]
+    if any(units):
+        cols["units"] = [format_units(u) if u else None for u in units]
     return cols
 
 
@@ -830,7 +878,7 @@ def _arrow_job_table(cols: dict[str, list]):
     arrays = []
     names = [*COLUMNS, *(name for name in OPTIONAL_COLUMNS if name in cols)]
     for name in names:
-        kind = _WRITE_TYPES[COLUMNS.index(name)] if name in COLUMNS else "bool_"
+        kind = _WRITE_TYPES[COLUMNS.index(name)] if name in COLUMNS else _OPTIONAL_TYPES[name]
         try:
             arrays.append(arrow_column(cols[name], kind))
         except OutputError as exc:
@@ -886,7 +934,8 @@ def write_job_table(jobs: Iterable[TraceJob], path: str | os.PathLike[str]) -> i
     that some job has; the format follows the file name as for reading.
     Floats are written in their shortest exact form in CSV, as ``double`` in
     Parquet; ``.csv.gz`` is gzip level 1, reproducible byte for byte.
-    ``TraceJob.extra`` is not written, but for ``running_at_start``. The jobs are gathered into columns
+    ``TraceJob.extra`` is not written, but for ``running_at_start``; ``TraceJob.units`` is, as the
+    ``units`` column, when some job has units. The jobs are gathered into columns
     and written in one pass, in the given order.
 
     Parameters
