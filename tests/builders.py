@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from wattsched.model import units
 from wattsched.model.job import Job, RunningJob
 from wattsched.model.platform import NodePowerModel, NodeState, Platform
 from wattsched.model.snapshot import Snapshot
@@ -42,6 +43,12 @@ def snapshot(
             state[n] = int(NodeState.BUSY)
         run_views[job.id] = RunningJob(job, start, tuple(nodes), start + job.walltime_s, 0.0, 1.0)
     free = [i for i, s in enumerate(state) if s == NodeState.IDLE]
+    if "node_free" not in kw:  # jobs of units share their nodes: what is left on each
+        node_free = {}
+        for job, _, nodes in running:
+            for u, n in zip(job.units, nodes):
+                node_free[n] = units.minus(node_free.get(n, units.capacity(plat.nodes[n])), u)
+        kw["node_free"] = node_free
     return Snapshot(
         now_s=now, platform=plat, pending={j.id: j for j in pending}, running=run_views,
         free_nodes=free, node_state=state, **kw,

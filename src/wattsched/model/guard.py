@@ -9,6 +9,7 @@ from wattsched.errors import PlanViolation
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import Node, NodeState
 from wattsched.model.snapshot import Snapshot
+from wattsched.model.units import capacity, fits, format_units, minus, plus
 
 IDLE = int(NodeState.IDLE)
 CAP_TOLERANCE = 1e-6
@@ -27,6 +28,12 @@ def plan_problems(snapshot: Snapshot, plan: Plan) -> list[str]:
     its own power estimate, that estimate within the lowest cap over the
     guard horizon (:func:`guard_horizon_s`) and, held that long, within the
     energy left in every budget window in force.
+
+    A job of units (``Job.units``) is given one node per unit, a node may
+    repeat, and each node must be idle or partly used by units
+    (``snapshot.node_free``) with room for every unit the plan puts there;
+    such a Start carries no cap or frequency (its nodes are shared: set them
+    with SetNodeCap/SetNodeFreq), and the job cannot be reshaped.
     """
     problems: list[str] = []
     if not plan.actions and plan.power_estimate_w is None:
@@ -41,6 +48,8 @@ def plan_problems(snapshot: Snapshot, plan: Plan) -> list[str]:
     released: set[int] = set()
     touched: set[int] = set()
     pending, running = snapshot.pending, snapshot.running
+    node_free = dict(snapshot.node_free)  # free capacity of partly used nodes, as the plan goes
+    unit_nodes: set[int] = set()  # nodes given to units by the plan
 
     for action in plan.actions:
         match action:
@@ -67,6 +76,12 @@ def plan_problems(snapshot: Snapshot, plan: Plan) -> list[str]:
                     own = set(run.nodes)
                     if not snapshot.can_reshape:
                         problems.append(f"Reshape of job {jid}: this cluster cannot move a running job")
+                    if job.units:
+                        problems.append(f"Reshape of job {jid}, a job of units")
+                        continue
+                if job.units:
+                    _check_units(snapshot, action, job, state, taken, released, node_free, unit_nodes, problems)
+                    continue
                 count = len(action.nodes)
                 lo = job.min_nodes or job.nodes
                 hi = job.max_nodes or job.nodes
@@ -78,7 +93,7 @@ def plan_problems(snapshot: Snapshot, plan: Plan) -> list[str]:
                 for n in action.nodes:
                     if not 0 <= n < n_nodes:
                         problems.append(f"job {jid} given node {n}, which does not exist")
-                    elif n in taken:
+                    elif n in taken or n in unit_nodes:
                         problems.append(f"node {nodes[n].name} double-booked in the plan (job {jid})")
                     elif state[n] != IDLE and n not in own and n not in released:
                         problems.append(
@@ -98,6 +113,13 @@ def plan_problems(snapshot: Snapshot, plan: Plan) -> list[str]:
                 run = running.get(jid)
                 if run is None:
                     problems.append(f"Evict of job {jid}, which is not running")
+                elif run.job.units:
+                    for u, n in zip(run.job.units, run.nodes, strict=False):
+                        if n in node_free:
+                            node_free[n] = plus(node_free[n], u)
+                            if node_free[n] == capacity(nodes[n]):  # no unit left: the node is free
+                                del node_free[n]
+                                released.add(n)
                 else:
                     released.update(run.nodes)
             case SetNodeCap() | SetNodeFreq():
@@ -117,7 +139,7 @@ def plan_problems(snapshot: Snapshot, plan: Plan) -> list[str]:
                     problems.append(f"{what} on node {n}, which does not exist")
                     continue
                 want = NodeState.IDLE if isinstance(action, PowerDown) else NodeState.OFF
-                if state[n] != want or n in taken:
+                if state[n] != want or n in taken or n in unit_nodes:
                     problems.append(
                         f"{what} on node {nodes[n].name}, which is {NodeState(state[n]).name.lower()}"
                         + (" and used by the plan" if n in taken else "")
@@ -128,6 +150,50 @@ def plan_problems(snapshot: Snapshot, plan: Plan) -> list[str]:
 
     _check_power_estimate(snapshot, plan, problems)
     return problems
+
+
+def _check_units(snapshot: Snapshot, action: Start, job, state, taken: set[int], released: set[int],
+                 node_free: dict, unit_nodes: set[int], problems: list[str]) -> None:
+    """The checks of a Start of a job of units; commits its capacity to ``node_free`` when it is valid."""
+    jid = job.id
+    nodes = snapshot.platform.nodes
+    n_nodes = len(nodes)
+    if len(action.nodes) != len(job.units):
+        problems.append(f"job {jid} has {len(job.units)} units, plan gives {len(action.nodes)} nodes")
+        return
+    if action.cap_w is not None or action.freq_hz is not None:
+        problems.append(f"Start of job {jid}, a job of units, with a cap or frequency: its nodes may be shared "
+                        "(set them with SetNodeCap/SetNodeFreq)")
+    left: dict[int, tuple[int, int, int, int]] = {}
+    ok = True
+    for i, (u, n) in enumerate(zip(job.units, action.nodes, strict=True)):
+        if not 0 <= n < n_nodes:
+            problems.append(f"job {jid} given node {n}, which does not exist")
+            ok = False
+            continue
+        if n in taken:
+            problems.append(f"node {nodes[n].name} double-booked in the plan (job {jid})")
+            ok = False
+            continue
+        cap = left.get(n)
+        if cap is None:
+            cap = node_free.get(n)
+            if cap is None:
+                if state[n] != IDLE and n not in released:
+                    problems.append(f"job {jid} given node {nodes[n].name}, which is "
+                                    f"{NodeState(state[n]).name.lower()}")
+                    ok = False
+                    continue
+                cap = capacity(nodes[n])
+        if not fits(cap, u, nodes[n].mem_mb > 0):
+            problems.append(f"job {jid}: unit {i} ({format_units((u,))}) does not fit on node {nodes[n].name} "
+                            f"(free: {cap[0]} cores, {cap[1]} GPUs, {cap[2]} MICs, {cap[3]} MB)")
+            ok = False
+            continue
+        left[n] = minus(cap, u)
+    if ok:
+        node_free.update(left)
+        unit_nodes.update(left)
 
 
 def _check_node_values(node: Node, cap_w: float | None, freq_hz: float | None, prefix: str,
@@ -198,7 +264,7 @@ def _plain_starts_ok(snapshot: Snapshot, plan: Plan) -> bool:
             return False
         job = pending.get(action.job_id)
         nodes = action.nodes
-        if job is None or len(nodes) != job.nodes:
+        if job is None or len(nodes) != job.nodes or job.units:
             return False
         for n in nodes:
             if n < 0 or state[n] != IDLE:  # an index past the end raises: caught below
@@ -212,7 +278,7 @@ def _plain_starts_ok(snapshot: Snapshot, plan: Plan) -> bool:
             return False
         job = pending.get(action.job_id)
         nodes = action.nodes
-        if job is None or action.job_id in jobs or len(nodes) != job.nodes:
+        if job is None or action.job_id in jobs or len(nodes) != job.nodes or job.units:
             return False
         jobs.add(action.job_id)
         for n in nodes:

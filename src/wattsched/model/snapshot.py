@@ -21,6 +21,7 @@ from wattsched.model.job import Job, PowerEstimate, RunningJob
 from wattsched.model.platform import NodeState, Platform
 from wattsched.model.queue_index import QueueIndex
 from wattsched.model.response import ResponseModel
+from wattsched.model.units import default_unit_estimate_w
 
 if TYPE_CHECKING:  # model.forecast computes on snapshots; numpy.typing costs 40 ms at import
     import numpy.typing as npt
@@ -40,7 +41,8 @@ class Snapshot:
         Running jobs by id.
     free_nodes
         Indices of nodes that are idle, powered on and usable, in decreasing
-        index order. The order is canonical: the simulator and the daemon list
+        index order (a node running units of jobs of units is not free: see
+        ``node_free``). The order is canonical: the simulator and the daemon list
         free nodes alike, so a policy given the same state picks the same
         nodes on both. The built-in policies take nodes from the end of this
         list, the lowest-numbered free nodes first.
@@ -77,6 +79,11 @@ class Snapshot:
         What the plans so far asked for, by node. They differ from the
         observed values while an actuation is pending or failed (live); in
         replay they are equal.
+    node_free
+        Free capacity ``(cores, gpus, mics, mem_mb)`` of each node running
+        units of jobs of units (:mod:`wattsched.model.units`), by node index:
+        further units may start there. Such a node is busy and not in
+        ``free_nodes``; a job without units never gets it.
     platform_power_w
         Measured platform power.
     epoch
@@ -142,6 +149,7 @@ class Snapshot:
     ends: list[tuple[float, int, int]] | None = None
     forecast: Forecast | None = None
     can_reshape: bool = True
+    node_free: Mapping[int, tuple[int, int, int, int]] = field(default_factory=dict)
 
     @property
     def cap_w(self) -> float:
@@ -173,6 +181,9 @@ class Snapshot:
                 return est
         if self.estimator is not None:
             return self.estimator(job)
+        if job.units:  # per unit: its share of a node, at most
+            busy = default_unit_estimate_w(self.platform, job)
+            return PowerEstimate(busy, busy, 0.0)
         busy = self.platform.max_busy_w(job.gpus_per_node)
         return PowerEstimate(busy, busy, 0.0)
 

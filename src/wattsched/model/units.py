@@ -20,8 +20,8 @@ The text form, in job tables and on the command line, lists units separated
 by ``;``, each as counts with a letter: ``c`` cores, ``g`` GPUs, ``m`` MICs,
 and a memory size ending in ``M`` or ``G``; ``N*`` repeats a unit:
 
->>> parse_units("2*8c1g4G;4c")
-(Unit(cores=8, gpus=1, mics=0, mem_mb=4096), Unit(cores=8, gpus=1, mics=0, mem_mb=4096), Unit(cores=4, gpus=0, mics=0, mem_mb=0))
+>>> parse_units("2*8c1g4G;4c")[1:]
+(Unit(cores=8, gpus=1, mics=0, mem_mb=4096), Unit(cores=4, gpus=0, mics=0, mem_mb=0))
 >>> format_units(parse_units("2*8c1g4G;4c"))
 '2*8c1g4096M;4c'
 """
@@ -214,3 +214,55 @@ def format_units(units: Sequence[Unit]) -> str:
         parts.append(text if j - i == 1 else f"{j - i}*{text}")
         i = j
     return ";".join(parts)
+
+
+def pack_starts(snapshot, plan):
+    """Map the jobs of units a whole-node policy started: their units packed onto shared and given nodes.
+
+    A policy that maps units itself declares ``maps_units = True`` (``ls``,
+    ``dec``); for every other, the simulator passes its plan through this
+    before the guard. Each Start of a job of units is re-mapped, first fit in
+    :func:`loaded_first` order, over the partly used nodes, the nodes the
+    policy gave it, and, if these cannot host its units (a GPU unit given a
+    node without GPUs), any idle node no whole-node start of the plan takes. A start
+    that cannot be mapped, or that carries a cap or a frequency (its nodes
+    may be shared), is dropped from the plan with a reason: the job waits.
+    The policy's power accounting holds, units counting as nodes do.
+    Plans without a job of units are returned as they are.
+    """
+    from wattsched.model.plan import Evict, Plan, Start
+
+    pending = snapshot.pending
+    if not any(type(a) is Start and (j := pending.get(a.job_id)) is not None and j.units for a in plan.actions):
+        return plan
+    platform = snapshot.platform
+    shared = dict(snapshot.node_free)
+    whole = {n for a in plan.actions if type(a) is Start and not pending[a.job_id].units for n in a.nodes}
+    idle = [n for n in reversed(snapshot.free_nodes) if n not in whole]  # idle nodes left to units
+    actions = []
+    reasons = dict(plan.reasons)
+    for a in plan.actions:
+        if type(a) is Evict:
+            run = snapshot.running.get(a.job_id)
+            if run is not None and run.job.units:
+                for u, n in zip(run.job.units, run.nodes, strict=False):
+                    if n in shared:
+                        shared[n] = plus(shared[n], u)
+        job = pending.get(a.job_id) if type(a) is Start else None
+        if job is None or not job.units:
+            actions.append(a)
+            continue
+        if a.cap_w is not None or a.freq_hz is not None:
+            reasons[job.id] = "a job of units shares its nodes: it starts without a cap or a frequency of its own"
+            continue
+        own = [n for n in dict.fromkeys(a.nodes) if n not in shared and n in idle]
+        placed = place(job.units, loaded_first(platform, [*shared, *own], shared), platform, shared)
+        if placed is None:
+            placed = place(job.units, loaded_first(platform, [*shared, *idle], shared), platform, shared)
+        if placed is None:
+            reasons[job.id] = "its units do not fit on the nodes free now"
+            continue
+        take(shared, platform, job.units, placed)
+        idle = [n for n in idle if n not in shared]
+        actions.append(Start(a.job_id, placed))
+    return Plan(actions, reasons, plan.default_reason, plan.power_estimate_w)

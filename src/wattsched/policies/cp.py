@@ -20,6 +20,12 @@ Two stages, repeated:
    again, at most ``map_rounds`` times; what is left is started by ``ls``'s
    walk over the jobs planned now.
 
+Jobs of units (:mod:`wattsched.model.units`): when the instance has any, the
+model adds Eq. 1's cumulatives on pooled cores, GPUs, MICs and memory (the
+pooled nodes' sums); a job of units asks its units' resources and no whole
+node, a whole-node job its nodes and the pool's average node per node. The
+mapping places units on shared nodes (``ls``'s unit mapping).
+
 Rolling horizon: only the first ``horizon_jobs`` jobs in ``ls`` order enter
 the model (thousands of pending jobs would not fit in one cycle); the rest are
 started now, in ``ls`` order, where they fit for their whole requested time
@@ -43,6 +49,7 @@ from wattsched.model.job import Job
 from wattsched.model.plan import Plan
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
+from wattsched.model.units import capacity, totals
 from wattsched.policies.base import BasePolicy, ResponseParams
 from wattsched.policies.power import PowerLedger
 from wattsched.policies.prb import (
@@ -93,7 +100,27 @@ def _steps(x: float, step_s: float) -> int:
 
 def _node_pool(snapshot: Snapshot) -> int:
     """Nodes the model pools: free now, or running a job (free at its end); off or drained ones are left out."""
-    return len(snapshot.free_nodes) + sum(len(r.nodes) for r in snapshot.running.values())
+    if not snapshot.node_free:
+        return len(snapshot.free_nodes) + sum(len(r.nodes) for r in snapshot.running.values())
+    return len(snapshot.free_nodes) + len({n for r in snapshot.running.values() for n in r.nodes})
+
+
+def _pooled_nodes(snapshot: Snapshot) -> list[int]:
+    """The nodes of :func:`_node_pool`."""
+    return sorted({*snapshot.free_nodes, *(n for r in snapshot.running.values() for n in r.nodes)})
+
+
+def _unit_demand(job: Job, per_node: tuple[int, int, int, int]) -> tuple[int, int, int, int, int]:
+    """``(nodes, cores, gpus, mics, mem_mb)`` a job asks of the pooled model (Eq. 1).
+
+    A job of units asks its units' resources and no whole node; a whole-node
+    job its nodes and, of each resource, as many times a pooled node's
+    average (``per_node``) as it has nodes.
+    """
+    if job.units:
+        return (0, *totals(job.units))
+    k = job.nodes
+    return (k, *(k * x for x in per_node))
 
 
 class DecPolicy(BasePolicy):
@@ -101,6 +128,7 @@ class DecPolicy(BasePolicy):
 
     name = "dec"
     Params = DecParams
+    maps_units = True  # jobs of units: mapped unit by unit onto shared nodes (see start_in_order)
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         p = self.params
@@ -109,7 +137,8 @@ class DecPolicy(BasePolicy):
             return Plan([])
         usable = snapshot.usable_node_count()
         pool = _node_pool(snapshot)
-        model_jobs = [j for j in order[: p.horizon_jobs] if j.nodes <= pool and fits_alone(snapshot, p, j, usable)]
+        model_jobs = [j for j in order[: p.horizon_jobs]
+                      if (j.units or j.nodes <= pool) and fits_alone(snapshot, p, j, usable)]
         starts, note = self.solve(snapshot, model_jobs)
         later: set[int] = set()
         now_ids = {jid for jid, s in starts.items() if s == 0}
@@ -130,7 +159,7 @@ class DecPolicy(BasePolicy):
         plan = start_in_order(snapshot, p, in_order, "scheduled later by the CP model (weighted queue time)",
                               only=now_ids)
         for j in rest:
-            if j.id not in now_ids and not (j.nodes <= pool and fits_alone(snapshot, p, j, usable)):
+            if j.id not in now_ids and not ((j.units or j.nodes <= pool) and fits_alone(snapshot, p, j, usable)):
                 plan.reasons[j.id] = (f"needs {j.nodes} nodes and its predicted power under the cap even on an idle "
                                       f"machine ({pool} nodes on or busy); waits for the cap to rise")
         started = {a.job_id for a in plan.actions}
@@ -159,6 +188,36 @@ class DecPolicy(BasePolicy):
             # all nodes idle (the running ones included, their increments being their own intervals)
             room = max(math.floor(cap - (ledger.base_w + idle * run_nodes)), sum(r[3] for r in running))
         return _node_pool(snapshot), room, running, idle
+
+    @staticmethod
+    def _add_unit_resources(snapshot: Snapshot, m, jobs: list[Job], intervals: list, fixed_iv: list, running: list,
+                            node_req: list[int]) -> None:
+        """Eq. 1 over pooled cores, GPUs, MICs and memory, for instances with jobs of units.
+
+        Capacities are the pooled nodes' sums; a job of units asks its units'
+        resources and no whole node (``node_req`` is rewritten to 0 for it:
+        its units may share partly used nodes); a whole-node job asks its
+        nodes and, per node, the pool's average of each resource.
+        """
+        nodes = snapshot.platform.nodes
+        pooled = _pooled_nodes(snapshot)
+        caps = [0, 0, 0, 0]
+        for n in pooled:
+            for i, v in enumerate(capacity(nodes[n])):
+                caps[i] += v
+        count = max(1, len(pooled))
+        per_node = tuple(c // count for c in caps)
+        demands = [_unit_demand(j, per_node) for j in jobs]
+        for i, d in enumerate(demands):
+            node_req[i] = d[0]
+        fixed = [_unit_demand(snapshot.running[r[2]].job, per_node) for r in running]
+        for r_index in range(4):
+            if caps[r_index] <= 0:
+                continue  # a resource the pool does not have (memory unset): not constrained
+            held = [d[r_index + 1] for d in fixed]
+            # whole-node jobs count the pool's average node: running ones may hold more than the real sum
+            m.add_cumulative(intervals + fixed_iv, [d[r_index + 1] for d in demands] + held,
+                             max(caps[r_index], sum(held)))
 
     def _demand_w(self, snapshot: Snapshot, job: Job, idle: float) -> int:
         return max(0, math.ceil((snapshot.estimate(job).mean_w - idle) * job.nodes))
@@ -221,6 +280,9 @@ class DecPolicy(BasePolicy):
         fixed_iv = [m.new_fixed_size_interval_var(0, r[0], f"r{r[2]}") for r in running]
         fixed_nodes = [r[1] for r in running]
         fixed_power = [r[3] for r in running]
+        if snapshot.node_free or any(j.units for j in jobs) or any(r.job.units for r in snapshot.running.values()):
+            self._add_unit_resources(snapshot, m, jobs, intervals, fixed_iv, running, node_req)
+            fixed_nodes = [0 if snapshot.running[r[2]].job.units else r[1] for r in running]
         m.add_cumulative(intervals + fixed_iv, node_req + fixed_nodes, pool)
         if room is not None:
             m.add_cumulative(intervals + fixed_iv, power_req + fixed_power, room)

@@ -13,6 +13,10 @@ Nodes are taken by the paper's two criteria: the most energy-efficient first
 (lowest busy power, which on a heterogeneous platform is the lowest-frequency
 or GPU-less group), then, among equals, the most loaded; with whole-node jobs
 every free node has the same (zero) load, so ties go to the lowest index.
+A job of units (:mod:`wattsched.model.units`) is mapped unit by unit, first
+fit over the free and partly used nodes in that order, so units pack onto
+loaded nodes; its demand is its units' cores (over a node's cores) times its
+requested time.
 
 :func:`list_schedule` runs the same rules forward over the running jobs'
 expected ends to give every pending job a planned start; ``dec``
@@ -31,9 +35,11 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from wattsched.model.job import Job
-from wattsched.model.plan import Plan, Start
+from wattsched.model.plan import Plan, Reason, Start
+from wattsched.model.platform import NodeState
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
+from wattsched.model.units import format_units, loaded_first, place, take
 from wattsched.policies.base import BasePolicy
 from wattsched.policies.easy_pc import Check
 from wattsched.policies.power import PowerLedger
@@ -64,14 +70,22 @@ def expected_wait_s(job: Job, params: LsParams) -> float:
     return params.default_ewt_s if ewt is None else ewt
 
 
-def priority_key(job: Job, params: LsParams) -> tuple[float, float, float, int]:
-    """LS order: expected wait of the queue, then demand (nodes × requested time), then submission."""
-    return (expected_wait_s(job, params), job.nodes * job.walltime_s, job.submit_s, job.id)
+def priority_key(job: Job, params: LsParams, cores_per_node: int = 1) -> tuple[float, float, float, int]:
+    """LS order: expected wait of the queue, then demand (nodes × requested time), then submission.
+
+    A job of units counts its units' cores in nodes of ``cores_per_node`` cores.
+    """
+    if job.units:
+        demand = sum(u.cores for u in job.units) / max(1, cores_per_node)
+    else:
+        demand = job.nodes
+    return (expected_wait_s(job, params), demand * job.walltime_s, job.submit_s, job.id)
 
 
 def priority_order(snapshot: Snapshot, params: LsParams) -> list[Job]:
     """Pending jobs in LS priority order."""
-    return sorted(snapshot.pending.values(), key=lambda j: priority_key(j, params))
+    cores = max(n.cores for n in snapshot.platform.nodes)
+    return sorted(snapshot.pending.values(), key=lambda j: priority_key(j, params, cores))
 
 
 def node_order(snapshot: Snapshot, nodes: Sequence[int]) -> list[int]:
@@ -91,7 +105,12 @@ def planning_cap_w(snapshot: Snapshot, params: LsParams, job: Job, start_s: floa
 
 def fits_alone(snapshot: Snapshot, params: LsParams, job: Job, usable: int) -> bool:
     """Whether the job could ever start under the cap in force now: on an empty machine, nodes and power."""
-    if job.nodes > usable:
+    if job.units:
+        plat = snapshot.platform
+        usable_nodes = [i for i, st in enumerate(snapshot.node_state) if st < NodeState.DRAINED]
+        if place(job.units, usable_nodes, plat, {}) is None:
+            return False
+    elif job.nodes > usable:
         return False
     cap = planning_cap_w(snapshot, params, job)
     if cap == math.inf:
@@ -167,6 +186,7 @@ class LsPolicy(BasePolicy):
 
     name = "ls"
     Params = LsParams
+    maps_units = True  # jobs of units: mapped unit by unit onto shared nodes (see start_in_order)
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         return start_in_order(snapshot, self.params, priority_order(snapshot, self.params),
@@ -183,11 +203,32 @@ def start_in_order(snapshot: Snapshot, params: LsParams, order: Sequence[Job], r
     free = node_order(snapshot, snapshot.free_nodes)
     usable = snapshot.usable_node_count()
     plan = Plan([], default_reason=reason)
+    shared = dict(snapshot.node_free)  # partly used nodes' free capacity, as units are placed
     for job in order:
         if only is not None and job.id not in only:
             continue
         k = job.nodes
         est = snapshot.estimate(job)
+        if job.units:
+            k = len(job.units)
+            if not ledger.fits(est, k, planning_cap_w(snapshot, params, job)):
+                if not fits_alone(snapshot, params, job, usable):
+                    plan.reasons[job.id] = Reason("its units fit no node, or its predicted power does not fit "
+                                                  "under the cap even on an idle machine; waits for the cap to rise")
+                continue
+            placed = place(job.units, loaded_first(snapshot.platform, [*shared, *free], shared),
+                           snapshot.platform, shared)
+            if placed is None:
+                if not fits_alone(snapshot, params, job, usable):
+                    plan.reasons[job.id] = Reason("its units ({}) do not fit on the usable nodes even when "
+                                                  "they are empty", format_units(job.units))
+                continue
+            for n in set(placed) - shared.keys():
+                free.remove(n)
+            take(shared, snapshot.platform, job.units, placed)
+            plan.actions.append(Start(job.id, placed))
+            ledger.add(est, k)
+            continue
         if k <= len(free) and ledger.fits(est, k, planning_cap_w(snapshot, params, job)):
             plan.actions.append(Start(job.id, tuple(free[:k])))
             del free[:k]

@@ -16,9 +16,9 @@ cpdef Py_ssize_t _insertion_point(list free, Py_ssize_t node) except -1
 
 @cython.final
 cdef class _Run:
-    cdef public object job, truth, response, estimate, view, nodes, job_cap_w, job_freq_hz
+    cdef public object job, truth, response, estimate, view, nodes, job_cap_w, job_freq_hz, unit_dyn_w
     cdef public bint dynamic, job_settings
-    cdef public double floor_w, energy_j, last_s, node_power_w, power_w, speed, start_s, work_done_s, work_left_s
+    cdef public double idle_share_w, floor_w, energy_j, last_s, node_power_w, power_w, speed, start_s, work_done_s, work_left_s
     cdef public Py_ssize_t version, step_index
 
 
@@ -33,7 +33,7 @@ cdef class Engine:
     cdef dict __dict__
     cdef public double now, power_w, energy_j
     cdef public Py_ssize_t _seq, epoch
-    cdef public bint _homogeneous
+    cdef public bint _homogeneous, _maps_units, _pack
     cdef public list _heap, state, free, _idle_w, _busy_w, _gpu_tdp_w, _ends, _rows, _running_est
     cdef public list state_node_s, state_energy_j, _state_count, _state_power, _state_t
     cdef public dict node_cap_w, node_freq_hz, _node_cap_set, _node_freq_set, pending, running, _runs, _truth
@@ -57,8 +57,11 @@ cdef class Engine:
     @cython.locals(now=cython.double, finish=cython.double, kill=cython.double)
     cpdef _schedule_end(self, _Run run)
 
-    @cython.locals(run=_Run, k=Py_ssize_t, idle=cython.double, re=list)
+    @cython.locals(run=_Run, k=Py_ssize_t, idle=cython.double)
     cpdef _start(self, object action)
+
+    @cython.locals(k=Py_ssize_t, re=list)
+    cpdef _account_start(self, _Run run, Py_ssize_t k)
 
     @cython.locals(idle=cython.double, k=Py_ssize_t, re=list, i=Py_ssize_t)
     cpdef _release(self, _Run run)

@@ -54,6 +54,7 @@ from wattsched.model.queue_index import QueueIndex
 from wattsched.model.response import LinearResponse, ResponseModel, ResponseScenario
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
+from wattsched.model.units import Capacity, capacity, minus, pack_starts, place, plus, unit_power_w
 from wattsched.policies.base import Policy
 from wattsched.sim.result import JOB_COLUMNS, TIMELINE_COLUMNS, SimResult
 from wattsched.workload.records import TraceJob, Workload, true_power
@@ -164,6 +165,7 @@ class _Run:
         "energy_j",
         "estimate",
         "floor_w",
+        "idle_share_w",
         "job",
         "job_cap_w",
         "job_freq_hz",
@@ -177,6 +179,7 @@ class _Run:
         "start_s",
         "step_index",
         "truth",
+        "unit_dyn_w",
         "version",
         "view",
         "work_done_s",
@@ -194,6 +197,8 @@ class _Run:
         self.step_index = 0
         self.job_cap_w: float | None = None
         self.job_freq_hz: float | None = None
+        self.idle_share_w = 0.0
+        self.unit_dyn_w: list[float] | None = None  # a job of units: each unit's dynamic power now
 
 
 class _JobAccount:
@@ -281,6 +286,12 @@ class Engine:
         self.node_freq_hz: dict[int, float] = {}
         self._node_cap_set: dict[int, float] = {}
         self._node_freq_set: dict[int, float] = {}
+        # Nodes running units of jobs of units (shared nodes): free capacity, and the runs on each.
+        self._node_free: dict[int, Capacity] = {}
+        # a policy mapping whole nodes: its starts of jobs of units are packed (once such a job is seen)
+        self._maps_units = getattr(policy, "maps_units", False)
+        self._pack = False
+        self._node_runs: dict[int, list[_Run]] = {}
         self._idle_w = [node.power.idle_w for node in platform.nodes]
         self._busy_w = [node.power.busy_w for node in platform.nodes]
         self._gpu_tdp_w = [node.power.gpu_tdp_w for node in platform.nodes]
@@ -328,6 +339,7 @@ class Engine:
             node_freq_hz=self.node_freq_hz,
             desired_node_cap_w=self.node_cap_w,  # in replay every setting takes effect at once
             desired_node_freq_hz=self.node_freq_hz,
+            node_free=self._node_free,
         )
         self._forecast_horizon_s = self.options.forecast_horizon_s
         if self._forecast_horizon_s is None and getattr(policy, "wants_forecast", False):
@@ -505,6 +517,10 @@ class Engine:
             else:
                 out[i] = pm.idle_w
         for run in self._runs.values():
+            if run.unit_dyn_w is not None:
+                for n, dyn in zip(run.nodes, run.unit_dyn_w):
+                    out[n] += dyn  # a shared node: idle plus each unit's dynamic power
+                continue
             share = run.power_w / len(run.nodes)
             for n in run.nodes:
                 out[n] = share
@@ -634,6 +650,8 @@ class Engine:
                                      f"job id {job.id} appears twice in the workload")
                 truth[job.id] = nxt
                 pending[job.id] = job
+                if job.units and not self._maps_units:
+                    self._pack = True
                 qappend(job)
                 if nxt.extra and nxt.extra.get("running_at_start"):
                     hot.append(job.id)
@@ -668,6 +686,8 @@ class Engine:
                                              min(opts.forecast_step_s, self._forecast_horizon_s))
                 calls += 1
                 plan = decide(snap, state)
+                if self._pack and plan.actions:
+                    plan = pack_starts(snap, plan)
                 if plan.actions or plan.power_estimate_w is not None:
                     self._apply(plan)
             tl_t.append(t)
@@ -762,6 +782,9 @@ class Engine:
 
     def _rate(self, run: _Run) -> None:
         """Recompute the job's speed and power from its nodes' settings."""
+        if run.unit_dyn_w is not None:
+            self._rate_units(run)
+            return
         if self._homogeneous and not (self.node_cap_w or self.node_freq_hz) and run.truth.power_series is None:
             p = run.truth.mean_w
             if p is None:
@@ -820,7 +843,16 @@ class Engine:
         ``stats["hot_start_pending"]``).
         """
         for jid in job_ids:
-            k = self.pending[jid].nodes
+            job = self.pending[jid]
+            if job.units:
+                nodes = place(job.units, [*self._node_free, *reversed(self.free)], self.platform, self._node_free)
+                if nodes is not None:
+                    self._start(Start(jid, nodes))
+                    self.stats["hot_started"] = self.stats.get("hot_started", 0) + 1
+                else:
+                    self.stats["hot_start_pending"] = self.stats.get("hot_start_pending", 0) + 1
+                continue
+            k = job.nodes
             if len(self.free) >= k:
                 self._start(Start(jid, tuple(self.free[-k:])))
                 self.stats["hot_started"] = self.stats.get("hot_started", 0) + 1
@@ -847,6 +879,9 @@ class Engine:
         run.work_left_s = truth.runtime_s
         run.work_done_s = 0.0
         run.job_settings = action.cap_w is not None or action.freq_hz is not None
+        if job.units:
+            self._start_units(run)
+            return
         state, free = self.state, self.free
         k = len(nodes)
         if free[-k:] == list(nodes):
@@ -869,11 +904,21 @@ class Engine:
                 self._settle_node(n, run)
         self._rate(run)
         self._occupy(k, idle, run.power_w)
+        self._account_start(run, k)
+
+    def _account_start(self, run: _Run, k: int) -> None:
+        """The started run's estimates, view and expected end (``k``: its nodes, or units)."""
+        job = run.job
+        jid = job.id
+        nodes = run.nodes
         est = self._estimates.get(jid)
         if est is None:
-            est = self._default_estimates.get(job.gpus_per_node)
-            if est is None:
-                est = self._default_estimates[job.gpus_per_node] = self._snapshot.estimate(job)
+            if job.units:
+                est = self._snapshot.estimate(job)
+            else:
+                est = self._default_estimates.get(job.gpus_per_node)
+                if est is None:
+                    est = self._default_estimates[job.gpus_per_node] = self._snapshot.estimate(job)
         re = self._running_est
         re[0] += est.mean_w * k
         re[1] += est.max_w * k
@@ -901,20 +946,23 @@ class Engine:
         jid = run.job.id
         state = self.state
         nodes = run.nodes
-        for n in nodes:
-            state[n] = _IDLE
-        self._give_all(nodes)
-        if self._homogeneous:
-            idle = self._idle_w[0] * len(run.nodes)
+        if run.unit_dyn_w is not None:
+            self._release_units(run)
         else:
-            idle = 0.0
             for n in nodes:
-                idle += self._idle_w[n]
-        if run.job_settings:
-            # A cap or frequency given with Start lasts as long as the job: the node's own setting returns.
-            for n in run.nodes:
-                self._settle_node(n, None)
-        self._occupy(-len(nodes), -idle, -run.power_w)
+                state[n] = _IDLE
+            self._give_all(nodes)
+            if self._homogeneous:
+                idle = self._idle_w[0] * len(run.nodes)
+            else:
+                idle = 0.0
+                for n in nodes:
+                    idle += self._idle_w[n]
+            if run.job_settings:
+                # A cap or frequency given with Start lasts as long as the job: the node's own setting returns.
+                for n in run.nodes:
+                    self._settle_node(n, None)
+            self._occupy(-len(nodes), -idle, -run.power_w)
         est, k, re = run.estimate, len(nodes), self._running_est
         re[0] -= est.mean_w * k
         re[1] -= est.max_w * k
@@ -956,6 +1004,8 @@ class Engine:
         self._set_power(_BUSY, run.power_w - old)
         self._replace_view(run)
         self._schedule_end(run)
+        if run.unit_dyn_w is not None:  # its units' new draw changes the share of the others on capped nodes
+            self._rerate(self._capped_neighbours(run))
 
     def _replace_view(self, run: _Run) -> None:
         v = run.view
@@ -1063,15 +1113,148 @@ class Engine:
             table.pop(n, None)
         else:
             table[n] = value
+        shared = self._node_runs.get(n)
+        if shared is not None:  # units of several jobs: the setting applies to the node, every run re-rated
+            self._settle_node(n, None)
+            self._rerate(shared)
+            return
         run = self._run_on(n)
         self._settle_node(n, run)
         if run is not None:
+            self._rerate((run,))
+
+    def _rerate(self, runs) -> None:
+        """Settle ``runs`` up to now, recompute their speed and power, and reschedule their ends."""
+        for run in runs:
             self._settle(run)
             old = run.power_w
             self._rate(run)
             self._set_power(_BUSY, run.power_w - old)
             self._replace_view(run)
             self._schedule_end(run)
+
+    # ------------------------------------------------------------ job units
+    def _unit_nominal_w(self, run: _Run, i: int, node: int) -> float:
+        """Nominal power of unit ``i`` of ``run`` on ``node`` alone: the trace's per-unit power, or the default."""
+        tj = run.truth
+        if tj.power_series is not None:
+            return tj.power_series[run.step_index][1]
+        if tj.mean_w is not None:
+            return tj.mean_w
+        return unit_power_w(self.platform.nodes[node], run.job.units[i])
+
+    def _node_dynamic_w(self, node: int) -> float:
+        """Nominal dynamic power of every unit on a shared node together."""
+        idle = self._idle_w[node]
+        total = 0.0
+        for other in self._node_runs.get(node, ()):
+            for i, n in enumerate(other.nodes):
+                if n == node:
+                    total += max(0.0, self._unit_nominal_w(other, i, node) - idle)
+        return total
+
+    def _rate_units(self, run: _Run) -> None:
+        """Speed and power of a job of units.
+
+        A cap on a shared node limits the node's dynamic power: every unit on
+        it gets the same fraction of its nominal dynamic power (as RAPL
+        throttles a package), its job slowing through its response model; a
+        frequency limit acts on every unit as on a whole node. The job is as
+        fast as its slowest unit.
+        """
+        controlled = self.node_cap_w or self.node_freq_hz
+        dyn_list = run.unit_dyn_w
+        mult = 1.0
+        total = 0.0
+        for i, node in enumerate(run.nodes):
+            idle = self._idle_w[node]
+            dyn = max(0.0, self._unit_nominal_w(run, i, node) - idle)
+            r = 1.0
+            if controlled and dyn > 0:
+                cap = self.node_cap_w.get(node)
+                if cap is not None:
+                    node_dyn = self._node_dynamic_w(node)
+                    if cap - idle < node_dyn:
+                        r, m = run.response.under_power_ratio(max(cap - idle, 0.0) / node_dyn)
+                        mult = max(mult, m)
+                freq = self.node_freq_hz.get(node)
+                if freq is not None:
+                    fmax = self.platform.nodes[node].power.max_freq_hz
+                    if fmax and freq < fmax:
+                        r2, m2 = run.response.at_frequency_ratio(freq / fmax)
+                        r, mult = min(r, r2), max(mult, m2)
+                if r < 1.0:
+                    dyn = max(r * dyn, min(run.floor_w, dyn))
+            dyn_list[i] = dyn
+            total += dyn
+        run.speed = 1.0 / mult
+        run.power_w = run.idle_share_w + total
+        run.node_power_w = run.power_w / len(run.nodes) if run.nodes else 0.0
+
+    def _capped_neighbours(self, run: _Run) -> list[_Run]:
+        """Other runs on the capped shared nodes of ``run``: a unit arriving or leaving changes their share."""
+        if not self.node_cap_w:
+            return []
+        out: list[_Run] = []
+        for n in set(run.nodes):
+            if n in self.node_cap_w:
+                for other in self._node_runs.get(n, ()):
+                    if other is not run and other not in out:
+                        out.append(other)
+        return out
+
+    def _start_units(self, run: _Run) -> None:
+        """Start a job of units: each unit on its node, the nodes shared with other jobs' units."""
+        job = run.job
+        nodes = run.nodes
+        pnodes = self.platform.nodes
+        node_free, node_runs, state = self._node_free, self._node_runs, self.state
+        opened: list[int] = []
+        for u, n in zip(job.units, nodes, strict=True):
+            cap = node_free.get(n)
+            if cap is None:
+                cap = capacity(pnodes[n])
+                opened.append(n)
+            node_free[n] = minus(cap, u)
+        idle = 0.0
+        for n in opened:
+            self._take(n)
+            state[n] = _BUSY
+            idle += self._idle_w[n]
+        share = 0.0
+        for u, n in zip(job.units, nodes):
+            cores = pnodes[n].cores
+            share += self._idle_w[n] * (min(1.0, u.cores / cores) if cores > 0 else 1.0)
+        run.idle_share_w = share
+        run.unit_dyn_w = [0.0] * len(nodes)
+        for n in set(nodes):
+            node_runs.setdefault(n, []).append(run)
+        self._rate_units(run)
+        self._occupy(len(opened), idle, idle + run.power_w - run.idle_share_w)
+        self._rerate(self._capped_neighbours(run))
+        self._account_start(run, len(nodes))
+
+    def _release_units(self, run: _Run) -> None:
+        """Give back the capacity of a job of units; nodes left without units go idle."""
+        node_free, node_runs, state = self._node_free, self._node_runs, self.state
+        for u, n in zip(run.job.units, run.nodes, strict=True):
+            node_free[n] = plus(node_free[n], u)
+        neighbours = self._capped_neighbours(run)
+        emptied: list[int] = []
+        for n in set(run.nodes):
+            runs = node_runs[n]
+            runs.remove(run)
+            if not runs:
+                del node_runs[n]
+                del node_free[n]
+                emptied.append(n)
+        idle = 0.0
+        for n in sorted(emptied):
+            state[n] = _IDLE
+            self._give(n)
+            idle += self._idle_w[n]
+        self._occupy(-len(emptied), -idle, -(idle + run.power_w - run.idle_share_w))
+        self._rerate(neighbours)
 
     def _settle_node(self, n: int, run: _Run | None) -> None:
         """Put in force on node ``n`` the lower of its own setting and that of ``run``, the job on it."""
@@ -1107,6 +1290,9 @@ class Engine:
         """The run on ``node`` (a scan: node settings change rarely, starts and ends all the time)."""
         if self.state[node] != _BUSY:
             return None
+        shared = self._node_runs.get(node)
+        if shared is not None:
+            return shared[0]
         return next((r for r in self._runs.values() if node in r.nodes), None)
 
     def _power_down(self, n: int) -> None:
