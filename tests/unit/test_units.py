@@ -136,6 +136,7 @@ def test_a_cap_on_a_shared_node_slows_every_job_on_it_and_lifts_as_they_leave():
     e.advance_to(150.0)
     assert e.energy_j == pytest.approx(180.0 * 150)
     r = e.finish()
+    assert e.now == pytest.approx(150.0)  # job 1's end at 200 (before job 2 left) is superseded
     assert list(r.jobs["end_s"]) == pytest.approx([150.0, 100.0])
     assert list(r.jobs["energy_j"]) == pytest.approx([90.0 * 100 + 130.0 * 50, 90.0 * 100])
     assert e.stats["plans_rejected"] == 0 and e.node_power_w() == [100.0]
@@ -176,3 +177,29 @@ def test_dec_packs_units_and_orders_by_weighted_queue_time():
     busy = snapshot(p, short, [(ujob(9, Unit(8), walltime=120.0), 0.0, (0,))])
     plan = DecPolicy().decide(busy)
     assert plan_problems(busy, plan) == [] and [a.job_id for a in plan.starts()] == [2]
+
+
+def test_a_superseded_end_neither_moves_the_clock_nor_adds_energy():
+    # a whole-node job slowed by a cap that a second start lifts: its first end (t=200) is superseded
+    from wattsched.model.response import LinearResponse
+
+    class CapThenLift(BasePolicy):
+        name = "cap-then-lift-test"
+
+        def decide(self, snapshot, state=None):
+            if 1 in snapshot.pending:
+                return Plan([Start(1, (0,)), SetNodeCap(0, 180.0)])
+            if 2 in snapshot.pending:
+                return Plan([Start(2, (1,)), SetNodeCap(0, None)])
+            return Plan([])
+
+    p = Platform(plat(2).nodes, response_classes={"": LinearResponse(f=1.0)})
+    jobs = [TraceJob(1, 0.0, 100.0, 400.0, 16, 1), TraceJob(2, 50.0, 10.0, 400.0, 16, 1)]
+    e = Engine(p, jobs, CapThenLift())
+    r = e.run()
+    # job 1: 50 s at 180/260 of its speed (F = 1), the rest of its 100 s of work at full speed; the run ends
+    # with it (its end under the cap, at 144 s, is superseded)
+    end = 50.0 + 100.0 - 50.0 * 180.0 / 260.0
+    assert list(r.jobs["end_s"]) == pytest.approx([end, 60.0])
+    assert e.now == pytest.approx(end)
+    assert e.energy_j == pytest.approx(180.0 * 50 + 260.0 * (end - 50) + 100.0 * 50 + 260.0 * 10 + 100.0 * (end - 60))

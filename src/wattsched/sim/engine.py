@@ -579,7 +579,18 @@ class Engine:
         calls = 0
         events = 0
         hot: list[int] = []
+        runs = self._runs
         while True:
+            while heap:
+                head = heap[0]
+                if head[1] == _END or head[1] == _STEP:
+                    run = runs.get(head[3])
+                    if run is None or run.version != head[4]:
+                        # superseded (the job ended, or its end moved when it was re-rated): not an event,
+                        # it neither moves the clock nor calls the policy
+                        heappop(heap)
+                        continue
+                break
             t = heap[0][0] if heap else math.inf
             if nxt is not None and nxt.submit_s < t:
                 t = nxt.submit_s
