@@ -178,7 +178,7 @@ def queue_of(walltime_s: float) -> str:
     return next(name for name, limit in TRACE_QUEUE_LIMITS_S if walltime_s <= limit)
 
 
-def make_instance(family: Family, index: int, platform) -> list:
+def make_instance(family: Family, index: int, platform, units: bool = False) -> list:
     """The jobs of instance ``index`` of ``family`` on ``platform`` (seeded by family and index).
 
     Synthetic families are the library's §5 instances (:func:`wattsched.workload.synthetic.generate`
@@ -188,7 +188,9 @@ def make_instance(family: Family, index: int, platform) -> list:
     before the replay, they are not decisions of the policy). Per-job power by
     :func:`wattsched.workload.augment.augment` (it keeps the generator's classes). Trace families take
     ``n_jobs`` consecutive jobs of the trace from a seeded start (at most 64 nodes each), shifted to
-    start at 0, queues by requested time.
+    start at 0, queues by requested time. With ``units``, synthetic jobs are jobs of units (the
+    paper's job units, sharing nodes; ``generate(units=True)``), the same arrivals, queues, classes
+    and run times as without; trace slices keep whole nodes.
     """
     from wattsched.workload.augment import AugmentParams, augment
     from wattsched.workload.synthetic import generate
@@ -201,9 +203,9 @@ def make_instance(family: Family, index: int, platform) -> list:
         kw = _preset()
         kw["max_nodes"] = len(platform.nodes)
         wl = generate(family.n_jobs, window_s=family.window_s, arrival=family.arrival, seed=seed,
-                      hot_start=family.hot_start, **kw)
+                      hot_start=family.hot_start, units=units, **kw)
         jobs = list(wl.jobs)
-    return list(augment(jobs, node_power, AugmentParams(), seed=seed))
+    return list(augment(jobs, node_power, AugmentParams(), seed=seed, cores_per_node=platform.nodes[-1].cores))
 
 
 def _job(j, **kw):

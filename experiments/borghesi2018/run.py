@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dec-max-time-limit", type=float, help="dec's largest solver limit, s (default 10)")
     ap.add_argument("--dec-horizon", type=int, help="dec's rolling horizon K, jobs in the CP model (default 200)")
     ap.add_argument("--dec-max-jobs", type=int, help="leave dec and dec+rapl out of instances with more jobs")
+    ap.add_argument("--units", action="store_true",
+                    help="synthetic jobs of units, sharing nodes (runs/borghesi2018-units, results-units/)")
     ap.add_argument("--workers", type=int, default=2, help="sweep workers (default 2)")
     ap.add_argument("--out", type=Path, help="run directory (default runs/borghesi2018[-quick])")
     ap.add_argument("--results", type=Path, help="tables and figures (default results[-quick]/ here)")
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         dec_params["horizon_jobs"] = args.dec_horizon
     if dec_params["max_time_limit_s"] < dec_params["time_limit_s"]:
         ap.error("--dec-max-time-limit: must be at least --dec-time-limit")
-    suffix = "-quick" if quick else ""
+    suffix = ("-quick" if quick else "") + ("-units" if args.units else "")
     out = (args.out or Path("runs") / f"borghesi2018{suffix}").resolve()
     results = (args.results or HERE / f"results{suffix}").resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     from wattsched.config.platform import load_platform
 
     platform = load_platform("eurora")
-    instances = _instances(out, figures, n_inst, platform)
+    instances = _instances(out, figures, n_inst, platform, args.units)
     sweep_path = out / "borghesi2018.sweep.yaml"
     sweep_dir = out / "sweep"
     if not args.report_only:
@@ -133,7 +135,7 @@ def _stored_runs(store: Path) -> list[dict]:
     return [{**json.loads(axes), **json.loads(row), "status": status} for status, axes, row in rows]
 
 
-def _instances(out: Path, figures, n_inst: int, platform) -> list[dict]:
+def _instances(out: Path, figures, n_inst: int, platform, units: bool = False) -> list[dict]:
     """Write the job tables the figures need (kept across runs) with their uncapped reference peaks."""
     from wattsched.workload.tables import write_job_table
 
@@ -149,7 +151,7 @@ def _instances(out: Path, figures, n_inst: int, platform) -> list[dict]:
             # the sweep runs traces in name order: instance 0 of every family first
             path = inst_dir / f"i{k:02d}-{key}.csv"
             if rec is None or not path.exists():
-                jobs = b18.make_instance(fam, k, platform)
+                jobs = b18.make_instance(fam, k, platform, units)
                 write_job_table(jobs, path)
                 rec = {"family": key, "index": k, "path": str(path), "n_jobs": len(jobs),
                        "peak_dyn_w": b18.reference_peak_dyn_w(path, platform), "idle_w": platform.idle_power_w}
