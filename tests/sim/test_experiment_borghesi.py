@@ -73,3 +73,31 @@ def test_instances_are_the_librarys_section5_instances_with_a_real_hot_start():
     assert by_label["DynShare_0.25"].params == {"response": "0.25"}
     assert by_label["DynShare_mixed+AC"].params == {"admission": True, "response": "mixed"}
     assert by_label["LS"].params == {"queue_ewt_s": b18.QUEUE_EWT_S}
+
+
+def test_instances_of_jobs_of_units_keep_the_arrivals_and_share_nodes():
+    sys.path.insert(0, str(RUN.parent))
+    try:
+        import b18
+    finally:
+        sys.path.remove(str(RUN.parent))
+    from wattsched.config.platform import load_platform
+    from wattsched.policies import make_policy
+    from wattsched.sim.engine import Engine
+
+    platform = load_platform("eurora")
+    whole = b18.make_instance(b18.F50HS, 0, platform)
+    jobs = b18.make_instance(b18.F50HS, 0, platform, units=True)
+    assert all(j.units and j.nodes == len(j.units) for j in jobs)
+    new = [j for j in jobs if not j.extra.get("running_at_start")]
+    assert [j.submit_s for j in new] == [j.submit_s for j in whole if not j.extra.get("running_at_start")]
+    # a unit's power is its node's with it alone: at most a whole node's
+    assert all(j.mean_w <= max(n.power.busy_w + n.gpus * n.power.gpu_tdp_w for n in platform.nodes) for j in jobs)
+    engine = Engine(platform, jobs, make_policy("ls", {"queue_ewt_s": b18.QUEUE_EWT_S}))
+    engine.begin()
+    engine.advance_to(0.0)
+    shared = [n for n, runs in engine._node_runs.items() if len(runs) > 1]
+    assert shared, "no node runs units of two jobs at t = 0"
+    engine.advance_to(float("inf"))
+    result = engine.finish()
+    assert set(result.jobs["state"]) <= {"COMPLETED", "TIMEOUT"} and engine.stats["plans_rejected"] == 0
