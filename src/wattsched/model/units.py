@@ -30,9 +30,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from wattsched.model.job import Job, Unit
+from wattsched.model.plan import Evict, Plan, Start
 from wattsched.model.platform import Node, Platform
+
+if TYPE_CHECKING:  # the snapshot imports this module
+    from wattsched.model.snapshot import Snapshot
 
 Capacity = tuple[int, int, int, int]
 """``(cores, gpus, mics, mem_mb)`` of a node, free or asked."""
@@ -46,10 +51,6 @@ _PART = re.compile(r"(\d+)([cgmMG])")
 def capacity(node: Node) -> Capacity:
     """A node's full capacity."""
     return node.cores, node.gpus, node.mics, node.mem_mb
-
-
-def request(unit: Unit) -> Capacity:
-    return unit.cores, unit.gpus, unit.mics, unit.mem_mb
 
 
 def fits(free: Capacity, unit: Unit, mem_limited: bool = True) -> bool:
@@ -75,11 +76,6 @@ def totals(units: Iterable[Unit]) -> Capacity:
         m += u.mics
         mem += u.mem_mb
     return c, g, m, mem
-
-
-def fits_some_node(platform: Platform, unit: Unit) -> bool:
-    """Whether any node of ``platform`` could host ``unit`` when empty."""
-    return any(fits(capacity(n), unit, n.mem_mb > 0) for n in platform.nodes)
 
 
 def unit_power_w(node: Node, unit: Unit) -> float:
@@ -216,7 +212,7 @@ def format_units(units: Sequence[Unit]) -> str:
     return ";".join(parts)
 
 
-def pack_starts(snapshot, plan):
+def pack_starts(snapshot: Snapshot, plan: Plan) -> Plan:
     """Map the jobs of units a whole-node policy started: their units packed onto shared and given nodes.
 
     A policy that maps units itself declares ``maps_units = True`` (``ls``,
@@ -230,8 +226,6 @@ def pack_starts(snapshot, plan):
     The policy's power accounting holds, units counting as nodes do.
     Plans without a job of units are returned as they are.
     """
-    from wattsched.model.plan import Evict, Plan, Start
-
     pending = snapshot.pending
     if not any(type(a) is Start and (j := pending.get(a.job_id)) is not None and j.units for a in plan.actions):
         return plan
