@@ -203,3 +203,22 @@ def test_a_superseded_end_neither_moves_the_clock_nor_adds_energy():
     assert list(r.jobs["end_s"]) == pytest.approx([end, 60.0])
     assert e.now == pytest.approx(end)
     assert e.energy_j == pytest.approx(180.0 * 50 + 260.0 * (end - 50) + 100.0 * 50 + 260.0 * 10 + 100.0 * (end - 60))
+
+
+def test_dynshare_sees_a_shared_nodes_draw_as_the_sum_of_its_units():
+    from wattsched.model.constraints import CapSchedule
+    from wattsched.model.job import RunningJob
+    from wattsched.model.units import unit_dynamic_w
+    from wattsched.policies.rapl import shared_node_caps
+
+    p = plat(2)
+    a, b = ujob(1, Unit(8)), ujob(2, Unit(8))
+    s = snapshot(p, [], [], cap=CapSchedule.constant(400.0), desired_node_cap_w={0: 200.0, 1: 200.0})
+    # two units on node 0, each measured at half the node's idle power and 80 W of its own
+    s.running = {1: RunningJob(a, 0.0, (0,), 200.0, 130.0), 2: RunningJob(b, 0.0, (0,), 200.0, 130.0)}
+    s.node_state[0] = 1
+    s.free_nodes = [1]
+    assert unit_dynamic_w(p, s.running[1]) == [(0, 80.0)]
+    caps = shared_node_caps(s, set(), 10.0, 0.02)
+    # node 0 draws 100 + 2 x 80 = 260 W, above its 200 W: it takes what idle node 1 (kept at 110 W) leaves
+    assert caps == {1: 110.0, 0: 290.0}

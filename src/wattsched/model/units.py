@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from wattsched.model.job import Job, Unit
+from wattsched.model.job import Job, RunningJob, Unit
 from wattsched.model.plan import Evict, Plan, Start
 from wattsched.model.platform import Node, Platform
 
@@ -88,6 +88,22 @@ def unit_power_w(node: Node, unit: Unit) -> float:
     pm = node.power
     share = min(1.0, unit.cores / node.cores) if node.cores > 0 else 1.0
     return pm.idle_w + (pm.busy_w - pm.idle_w) * share + unit.gpus * pm.gpu_tdp_w
+
+
+def unit_dynamic_w(platform: Platform, run: RunningJob) -> list[tuple[int, float]]:
+    """``(node, dynamic power)`` of each unit of a running job of units, from its measured power.
+
+    The job's power is its units' dynamic power plus each unit's share of its
+    node's idle power by cores (as the simulator accounts it); the dynamic
+    part is spread evenly over the units.
+    """
+    nodes = platform.nodes
+    idle_share = 0.0
+    for u, n in zip(run.job.units, run.nodes, strict=False):
+        node = nodes[n]
+        idle_share += node.power.idle_w * (min(1.0, u.cores / node.cores) if node.cores > 0 else 1.0)
+    dyn = max(0.0, run.power_w - idle_share) / max(1, len(run.nodes))
+    return [(n, dyn) for n in run.nodes]
 
 
 def default_unit_estimate_w(platform: Platform, job: Job) -> float:

@@ -22,6 +22,7 @@ from pydantic import ConfigDict, Field
 from wattsched.model.plan import Plan, SetNodeCap
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
+from wattsched.model.units import unit_dynamic_w
 from wattsched.policies.base import BasePolicy, ResponseParams
 from wattsched.policies.easy import EasyPolicy
 
@@ -155,6 +156,10 @@ def shared_node_caps(snapshot: Snapshot, starting: set[int], headroom_w: float,
         return even
     draw = {i: node.power.idle_w for i, node in enumerate(nodes)}
     for r in snapshot.running.values():
+        if r.job.units:  # shared nodes: each unit adds its dynamic power to its node's idle power
+            for n, dyn in unit_dynamic_w(snapshot.platform, r):
+                draw[n] += dyn
+            continue
         per_node = r.power_w / len(r.nodes) if r.nodes else 0.0
         for n in r.nodes:
             draw[n] = per_node
