@@ -774,22 +774,26 @@ class Engine:
             if cap is not None and cap < nominal_w:
                 r, mult = run.response.under_power_ratio(max(cap - idle, run.floor_w, 0.0) / dyn)
                 ratio = (idle + r * dyn) / nominal_w
-            freq = self.node_freq_hz.get(node)
-            if freq is not None:
-                fmax = self.platform.nodes[node].power.max_freq_hz
-                if fmax and freq < fmax:
-                    r2, m2 = run.response.at_frequency_ratio(freq / fmax)
-                    ratio, mult = min(ratio, (idle + max(r2 * dyn, min(run.floor_w, dyn))) / nominal_w), max(mult, m2)
+            at_freq = self._at_node_freq(run, node)
+            if at_freq is not None:
+                r2, m2 = at_freq
+                ratio, mult = min(ratio, (idle + max(r2 * dyn, min(run.floor_w, dyn))) / nominal_w), max(mult, m2)
             return ratio, mult
         if cap is not None and cap < nominal_w:
             ratio, mult = run.response.under_power_ratio(cap / nominal_w)
+        at_freq = self._at_node_freq(run, node)
+        if at_freq is not None:
+            ratio, mult = min(ratio, at_freq[0]), max(mult, at_freq[1])
+        return ratio, mult
+
+    def _at_node_freq(self, run: _Run, node: int) -> tuple[float, float] | None:
+        """(power ratio, duration multiplier) of ``run`` at the frequency limit of ``node``; None at nominal."""
         freq = self.node_freq_hz.get(node)
         if freq is not None:
             fmax = self.platform.nodes[node].power.max_freq_hz
             if fmax and freq < fmax:
-                r2, m2 = run.response.at_frequency_ratio(freq / fmax)
-                ratio, mult = min(ratio, r2), max(mult, m2)
-        return ratio, mult
+                return run.response.at_frequency_ratio(freq / fmax)
+        return None
 
     def _rate(self, run: _Run) -> None:
         """Recompute the job's speed and power from its nodes' settings."""
@@ -1188,12 +1192,9 @@ class Engine:
                     if cap - idle < node_dyn:
                         r, m = run.response.under_power_ratio(max(cap - idle, 0.0) / node_dyn)
                         mult = max(mult, m)
-                freq = self.node_freq_hz.get(node)
-                if freq is not None:
-                    fmax = self.platform.nodes[node].power.max_freq_hz
-                    if fmax and freq < fmax:
-                        r2, m2 = run.response.at_frequency_ratio(freq / fmax)
-                        r, mult = min(r, r2), max(mult, m2)
+                at_freq = self._at_node_freq(run, node)
+                if at_freq is not None:
+                    r, mult = min(r, at_freq[0]), max(mult, at_freq[1])
                 if r < 1.0:
                     dyn = max(r * dyn, min(run.floor_w, dyn))
             dyn_list[i] = dyn
