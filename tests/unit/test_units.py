@@ -222,3 +222,11 @@ def test_dynshare_sees_a_shared_nodes_draw_as_the_sum_of_its_units():
     caps = shared_node_caps(s, set(), 10.0, 0.02)
     # node 0 draws 100 + 2 x 80 = 260 W, above its 200 W: it takes what idle node 1 (kept at 110 W) leaves
     assert caps == {1: 110.0, 0: 290.0}
+
+
+def test_a_unit_that_fits_no_node_is_refused_with_the_job_and_the_largest_node():
+    from wattsched.errors import TraceError
+
+    jobs = [utj(1, 10.0, Unit(8)), utj(2, 10.0, Unit(4, 1))]
+    with pytest.raises(TraceError, match=r"units: job 2: unit 4c1g fits no node .*at most 16 cores, 0 GPUs"):
+        Engine(plat(2), jobs, LsPolicy()).run()

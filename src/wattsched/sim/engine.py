@@ -54,7 +54,8 @@ from wattsched.model.queue_index import QueueIndex
 from wattsched.model.response import LinearResponse, ResponseModel, ResponseScenario
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
-from wattsched.model.units import Capacity, capacity, minus, pack_starts, place, plus, unit_power_w
+from wattsched.model.units import Capacity, capacity, format_units, minus, pack_starts, place, plus, unit_power_w
+from wattsched.model.units import fits as unit_fits
 from wattsched.policies.base import Policy
 from wattsched.sim.result import JOB_COLUMNS, TIMELINE_COLUMNS, SimResult
 from wattsched.workload.records import TraceJob, Workload, true_power
@@ -291,6 +292,7 @@ class Engine:
         # a policy mapping whole nodes: its starts of jobs of units are packed (once such a job is seen)
         self._maps_units = getattr(policy, "maps_units", False)
         self._pack = False
+        self._unit_fits: dict = {}  # by unit: whether some node of the platform can host it
         self._node_runs: dict[int, list[_Run]] = {}
         self._idle_w = [node.power.idle_w for node in platform.nodes]
         self._busy_w = [node.power.busy_w for node in platform.nodes]
@@ -661,8 +663,8 @@ class Engine:
                                      f"job id {job.id} appears twice in the workload")
                 truth[job.id] = nxt
                 pending[job.id] = job
-                if job.units and not self._maps_units:
-                    self._pack = True
+                if job.units:
+                    self._check_units(job)
                 qappend(job)
                 if nxt.extra and nxt.extra.get("running_at_start"):
                     hot.append(job.id)
@@ -1149,6 +1151,22 @@ class Engine:
             self._schedule_end(run)
 
     # ------------------------------------------------------------ job units
+    def _check_units(self, job: Job) -> None:
+        """A submitted job of units: packed for a whole-node policy; refused if some unit fits no node at all."""
+        if not self._maps_units:
+            self._pack = True
+        fits = self._unit_fits
+        for u in job.units:
+            ok = fits.get(u)
+            if ok is None:
+                ok = fits[u] = any(unit_fits(capacity(n), u, n.mem_mb > 0) for n in self.platform.nodes)
+            if not ok:
+                most = [max(capacity(n)[i] for n in self.platform.nodes) for i in range(4)]
+                raise TraceError(self.workload.name if self.workload else "workload", None,
+                                 f"job {job.id}: unit {format_units((u,))} fits no node of platform "
+                                 f"{self.platform.name!r} (its nodes have at most {most[0]} cores, {most[1]} GPUs, "
+                                 f"{most[2]} MICs, {most[3]} MB): the job could never start", field="units")
+
     def _unit_nominal_w(self, run: _Run, i: int, node: int) -> float:
         """Nominal power of unit ``i`` of ``run`` on ``node`` alone: the trace's per-unit power, or the default."""
         tj = run.truth
