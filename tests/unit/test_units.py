@@ -230,3 +230,14 @@ def test_a_unit_that_fits_no_node_is_refused_with_the_job_and_the_largest_node()
     jobs = [utj(1, 10.0, Unit(8)), utj(2, 10.0, Unit(4, 1))]
     with pytest.raises(TraceError, match=r"units: job 2: unit 4c1g fits no node .*at most 16 cores, 0 GPUs"):
         Engine(plat(2), jobs, LsPolicy()).run()
+
+
+def test_ls_does_not_give_units_a_node_a_whole_node_job_just_took():
+    # job 1's unit (a GPU) fits nowhere, so ls has looked at the nodes for units before job 2 takes node 0
+    gpu_unit = Job(1, 0.0, 10.0, 1, units=(Unit(1, 1),))
+    whole = Job(2, 0.0, 100.0, 1)
+    wide_unit = Job(3, 0.0, 200.0, 1, units=(Unit(16),))
+    s = snapshot(plat(2), [gpu_unit, whole, wide_unit])
+    plan = LsPolicy().decide(s)
+    assert plan_problems(s, plan) == []
+    assert {a.job_id: a.nodes for a in plan.starts()} == {2: (0,), 3: (1,)}

@@ -28,6 +28,7 @@ and a memory size ending in ``M`` or ``G``; ``N*`` repeats a unit:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -65,6 +66,14 @@ def minus(free: Capacity, unit: Unit) -> Capacity:
 
 def plus(free: Capacity, unit: Unit) -> Capacity:
     return free[0] + unit.cores, free[1] + unit.gpus, free[2] + unit.mics, free[3] + unit.mem_mb
+
+
+def job_cores(job: Job) -> int:
+    """The cores a job's units ask together (remembered per job: orderings ask it at every decision)."""
+    hit = _by_job("cores", None, job)
+    if hit is None:
+        hit = _remember("cores", None, job, sum(u.cores for u in job.units))
+    return hit
 
 
 def totals(units: Iterable[Unit]) -> Capacity:
@@ -110,10 +119,46 @@ def default_unit_estimate_w(platform: Platform, job: Job) -> float:
     """A job's per-unit power without a prediction: the mean over its units of the highest default on any node."""
     if not job.units:
         return platform.max_busy_w(job.gpus_per_node)
+    hit = _by_job("estimate", platform, job)
+    if hit is not None:
+        return hit
     total = 0.0
-    for u in job.units:
-        total += max(unit_power_w(n, u) for n in platform.nodes)
-    return total / len(job.units)
+    for u in dict.fromkeys(job.units):  # distinct units (a job's are mostly alike), weighted by their count
+        total += _highest_unit_power_w(platform, u) * job.units.count(u)
+    return _remember("estimate", platform, job, total / len(job.units))
+
+
+_JOB_CACHE: dict[tuple[str, int], tuple[Job, Platform, object]] = {}
+"""Per job (by identity: a policy asks the same pending job at every decision), what it costs to compute
+from its units; bounded, cleared when full."""
+
+
+def _by_job(what: str, platform: Platform | None, job: Job):
+    hit = _JOB_CACHE.get((what, id(job)))
+    if hit is not None and hit[0] is job and hit[1] is platform:
+        return hit[2]
+    return None
+
+
+def _remember(what: str, platform: Platform | None, job: Job, value):
+    if len(_JOB_CACHE) >= 100_000:
+        _JOB_CACHE.clear()
+    _JOB_CACHE[(what, id(job))] = (job, platform, value)
+    return value
+
+
+@functools.lru_cache(maxsize=4096)
+def _highest_unit_power_w(platform: Platform, unit: Unit) -> float:
+    return max(unit_power_w(n, unit) for n in _node_kinds(platform))
+
+
+@functools.lru_cache(maxsize=16)
+def _node_kinds(platform: Platform) -> tuple[Node, ...]:
+    """One node of each distinct (power model, cores): a platform's nodes come in a few kinds."""
+    kinds: dict = {}
+    for n in platform.nodes:
+        kinds.setdefault((n.power, n.cores), n)
+    return tuple(kinds.values())
 
 
 def place(units: Sequence[Unit], nodes: Sequence[int], platform: Platform,
@@ -131,22 +176,90 @@ def place(units: Sequence[Unit], nodes: Sequence[int], platform: Platform,
     True
     """
     pnodes = platform.nodes
-    left: dict[int, Capacity] = {}
+    if not units:
+        return ()
+    # the least the job's units ask of each resource: a node without that much fits none of them
+    least = Unit(min(u.cores for u in units), min(u.gpus for u in units), min(u.mics for u in units),
+                 min(u.mem_mb for u in units))
+    alive = []
+    for n in nodes:
+        cap = free.get(n)
+        if fits(capacity(pnodes[n]) if cap is None else cap, least, pnodes[n].mem_mb > 0):
+            alive.append(n)
+    # free capacity of the live nodes, memory unlimited (a huge number) where a node has no size
+    caps: list[list[int]] = []
+    for n in alive:
+        cap = free.get(n)
+        if cap is None:
+            cap = capacity(pnodes[n])
+        caps.append([cap[0], cap[1], cap[2], cap[3] if pnodes[n].mem_mb > 0 else 1 << 62])
     out: list[int] = []
+    prev: Unit | None = None
+    at = 0
+    count = len(alive)
     for u in units:
-        for n in nodes:
-            cap = left.get(n)
-            if cap is None:
-                cap = free.get(n)
-                if cap is None:
-                    cap = capacity(pnodes[n])
-            if fits(cap, u, pnodes[n].mem_mb > 0):
-                left[n] = minus(cap, u)
-                out.append(n)
+        # first fit; a unit like the one before resumes where that one went (the nodes before it had no room
+        # for such a unit then, and have less now): a job of many like units costs one pass over the nodes
+        c, g, m, mem = u.cores, u.gpus, u.mics, u.mem_mb
+        i = at if u == prev else 0
+        while i < count:
+            cap = caps[i]
+            if c <= cap[0] and g <= cap[1] and m <= cap[2] and mem <= cap[3]:
+                cap[0] -= c
+                cap[1] -= g
+                cap[2] -= m
+                cap[3] -= mem
+                out.append(alive[i])
                 break
+            i += 1
         else:
             return None
+        prev, at = u, i
     return tuple(out)
+
+
+def fits_empty(platform: Platform, job: Job) -> bool:
+    """Whether the units of ``job`` fit on ``platform`` with every node empty (drained or down ones included)."""
+    hit = _by_job("fits_empty", platform, job)
+    if hit is not None:
+        return hit
+    fit = place(job.units, range(len(platform.nodes)), platform, {}) is not None
+    return _remember("fits_empty", platform, job, fit)
+
+
+class Room:
+    """What ``nodes`` have free, for quick tests before a first-fit scan: the most of each resource free on
+    any one of them (a unit asking more fits none) and the sum (a job asking more in all fits nowhere).
+
+    Memory counts as unlimited on a node without a memory size.
+    """
+
+    __slots__ = ("most", "total")
+
+    def __init__(self, platform: Platform, nodes: Iterable[int], free: Mapping[int, Capacity]):
+        pnodes = platform.nodes
+        most = [0, 0, 0, 0]
+        total = [0, 0, 0, 0]
+        for n in nodes:
+            cap = free.get(n)
+            if cap is None:
+                cap = capacity(pnodes[n])
+            if pnodes[n].mem_mb <= 0:
+                cap = (*cap[:3], 1 << 62)
+            for i in range(4):
+                total[i] += cap[i]
+                if cap[i] > most[i]:
+                    most[i] = cap[i]
+        self.most: Capacity = (most[0], most[1], most[2], most[3])
+        self.total: Capacity = (total[0], total[1], total[2], total[3])
+
+    def may_fit(self, units: Sequence[Unit]) -> bool:
+        """False only if ``units`` certainly do not fit; True if they might."""
+        most = self.most
+        if any(not fits(most, u) for u in units):
+            return False
+        t = totals(units)
+        return all(t[i] <= self.total[i] for i in range(4))
 
 
 def take(free: dict[int, Capacity], platform: Platform, units: Sequence[Unit], nodes: Sequence[int]) -> None:
@@ -209,6 +322,18 @@ def parse_units(text: str) -> tuple[Unit, ...]:
             raise ValueError(f"more than {MAX_UNITS} units in one job")
         out.extend([Unit(values["c"], values["g"], values["m"], values["mem"])] * count)
     return tuple(out)
+
+
+class UnitsText:
+    """Units formatted only when shown (a reason policies give at every decision)."""
+
+    __slots__ = ("units",)
+
+    def __init__(self, units: Sequence[Unit]):
+        self.units = units
+
+    def __str__(self) -> str:
+        return format_units(self.units)
 
 
 def format_units(units: Sequence[Unit]) -> str:

@@ -36,10 +36,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from wattsched.model.job import Job
 from wattsched.model.plan import Plan, Reason, Start
-from wattsched.model.platform import NodeState
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
-from wattsched.model.units import format_units, loaded_first, place, take
+from wattsched.model.units import Room, UnitsText, fits_empty, job_cores, loaded_first, place, take
 from wattsched.policies.base import BasePolicy
 from wattsched.policies.easy_pc import Check
 from wattsched.policies.power import PowerLedger
@@ -76,7 +75,7 @@ def priority_key(job: Job, params: LsParams, cores_per_node: int = 1) -> tuple[f
     A job of units counts its units' cores in nodes of ``cores_per_node`` cores.
     """
     if job.units:
-        demand = sum(u.cores for u in job.units) / max(1, cores_per_node)
+        demand = job_cores(job) / max(1, cores_per_node)
     else:
         demand = job.nodes
     return (expected_wait_s(job, params), demand * job.walltime_s, job.submit_s, job.id)
@@ -106,9 +105,7 @@ def planning_cap_w(snapshot: Snapshot, params: LsParams, job: Job, start_s: floa
 def fits_alone(snapshot: Snapshot, params: LsParams, job: Job, usable: int) -> bool:
     """Whether the job could ever start under the cap in force now: on an empty machine, nodes and power."""
     if job.units:
-        plat = snapshot.platform
-        usable_nodes = [i for i, st in enumerate(snapshot.node_state) if st < NodeState.DRAINED]
-        if place(job.units, usable_nodes, plat, {}) is None:
+        if not fits_empty(snapshot.platform, job):
             return False
     elif job.nodes > usable:
         return False
@@ -204,6 +201,8 @@ def start_in_order(snapshot: Snapshot, params: LsParams, order: Sequence[Job], r
     usable = snapshot.usable_node_count()
     plan = Plan([], default_reason=reason)
     shared = dict(snapshot.node_free)  # partly used nodes' free capacity, as units are placed
+    candidates: list[int] | None = None  # nodes for units, in ls order
+    room: Room | None = None  # what the candidates have free
     for job in order:
         if only is not None and job.id not in only:
             continue
@@ -216,22 +215,26 @@ def start_in_order(snapshot: Snapshot, params: LsParams, order: Sequence[Job], r
                     plan.reasons[job.id] = Reason("its units fit no node, or its predicted power does not fit "
                                                   "under the cap even on an idle machine; waits for the cap to rise")
                 continue
-            placed = place(job.units, loaded_first(snapshot.platform, [*shared, *free], shared),
-                           snapshot.platform, shared)
+            if candidates is None:  # the order changes only when a job is placed
+                candidates = loaded_first(snapshot.platform, [*shared, *free], shared)
+                room = Room(snapshot.platform, candidates, shared)
+            placed = place(job.units, candidates, snapshot.platform, shared) if room.may_fit(job.units) else None
             if placed is None:
                 if not fits_alone(snapshot, params, job, usable):
                     plan.reasons[job.id] = Reason("its units ({}) do not fit on the usable nodes even when "
-                                                  "they are empty", format_units(job.units))
+                                                  "they are empty", UnitsText(job.units))
                 continue
             for n in set(placed) - shared.keys():
                 free.remove(n)
             take(shared, snapshot.platform, job.units, placed)
+            candidates = None
             plan.actions.append(Start(job.id, placed))
             ledger.add(est, k)
             continue
         if k <= len(free) and ledger.fits(est, k, planning_cap_w(snapshot, params, job)):
             plan.actions.append(Start(job.id, tuple(free[:k])))
             del free[:k]
+            candidates = None  # those nodes are no longer free for units
             ledger.add(est, k)
         elif not fits_alone(snapshot, params, job, usable):
             plan.reasons[job.id] = (f"needs {k} nodes and its predicted power under the cap even on an idle "
