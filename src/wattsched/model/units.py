@@ -87,6 +87,17 @@ def totals(units: Iterable[Unit]) -> Capacity:
     return c, g, m, mem
 
 
+def core_share(node: Node, unit: Unit) -> float:
+    """The unit's share of its node's cores, at most 1 (1 on a node that counts no cores)."""
+    return min(1.0, unit.cores / node.cores) if node.cores > 0 else 1.0
+
+
+@functools.lru_cache(maxsize=16)
+def max_cores(platform: Platform) -> int:
+    """The most cores of any node of ``platform``."""
+    return max(n.cores for n in platform.nodes)
+
+
 def unit_power_w(node: Node, unit: Unit) -> float:
     """The default power of ``unit`` on ``node``: idle, plus dynamic power by share of cores, plus GPUs at TDP.
 
@@ -95,8 +106,7 @@ def unit_power_w(node: Node, unit: Unit) -> float:
     140.0
     """
     pm = node.power
-    share = min(1.0, unit.cores / node.cores) if node.cores > 0 else 1.0
-    return pm.idle_w + (pm.busy_w - pm.idle_w) * share + unit.gpus * pm.gpu_tdp_w
+    return pm.idle_w + (pm.busy_w - pm.idle_w) * core_share(node, unit) + unit.gpus * pm.gpu_tdp_w
 
 
 def unit_dynamic_w(platform: Platform, run: RunningJob) -> list[tuple[int, float]]:
@@ -109,8 +119,7 @@ def unit_dynamic_w(platform: Platform, run: RunningJob) -> list[tuple[int, float
     nodes = platform.nodes
     idle_share = 0.0
     for u, n in zip(run.job.units, run.nodes, strict=False):
-        node = nodes[n]
-        idle_share += node.power.idle_w * (min(1.0, u.cores / node.cores) if node.cores > 0 else 1.0)
+        idle_share += nodes[n].power.idle_w * core_share(nodes[n], u)
     dyn = max(0.0, run.power_w - idle_share) / max(1, len(run.nodes))
     return [(n, dyn) for n in run.nodes]
 
@@ -181,18 +190,13 @@ def place(units: Sequence[Unit], nodes: Sequence[int], platform: Platform,
     # the least the job's units ask of each resource: a node without that much fits none of them
     least = Unit(min(u.cores for u in units), min(u.gpus for u in units), min(u.mics for u in units),
                  min(u.mem_mb for u in units))
-    alive = []
+    alive: list[int] = []
+    caps: list[list[int]] = []  # free capacity of the live nodes, as units are placed
     for n in nodes:
-        cap = free.get(n)
-        if fits(capacity(pnodes[n]) if cap is None else cap, least, pnodes[n].mem_mb > 0):
+        cap = _free_of(pnodes[n], free.get(n))
+        if fits(cap, least):
             alive.append(n)
-    # free capacity of the live nodes, memory unlimited (a huge number) where a node has no size
-    caps: list[list[int]] = []
-    for n in alive:
-        cap = free.get(n)
-        if cap is None:
-            cap = capacity(pnodes[n])
-        caps.append([cap[0], cap[1], cap[2], cap[3] if pnodes[n].mem_mb > 0 else 1 << 62])
+            caps.append(cap)
     out: list[int] = []
     prev: Unit | None = None
     at = 0
@@ -218,6 +222,12 @@ def place(units: Sequence[Unit], nodes: Sequence[int], platform: Platform,
     return tuple(out)
 
 
+def _free_of(node: Node, free: Capacity | None) -> list[int]:
+    """What ``node`` has free (``free``, or all of it), memory unlimited (a huge number) where it has no size."""
+    cap = capacity(node) if free is None else free
+    return [cap[0], cap[1], cap[2], cap[3] if node.mem_mb > 0 else 1 << 62]
+
+
 def fits_empty(platform: Platform, job: Job) -> bool:
     """Whether the units of ``job`` fit on ``platform`` with every node empty (drained or down ones included)."""
     hit = _by_job("fits_empty", platform, job)
@@ -241,11 +251,7 @@ class Room:
         most = [0, 0, 0, 0]
         total = [0, 0, 0, 0]
         for n in nodes:
-            cap = free.get(n)
-            if cap is None:
-                cap = capacity(pnodes[n])
-            if pnodes[n].mem_mb <= 0:
-                cap = (*cap[:3], 1 << 62)
+            cap = _free_of(pnodes[n], free.get(n))
             for i in range(4):
                 total[i] += cap[i]
                 if cap[i] > most[i]:
@@ -372,7 +378,8 @@ def pack_starts(snapshot: Snapshot, plan: Plan) -> Plan:
         return plan
     platform = snapshot.platform
     shared = dict(snapshot.node_free)
-    whole = {n for a in plan.actions if type(a) is Start and not pending[a.job_id].units for n in a.nodes}
+    whole = {n for a in plan.actions
+             if type(a) is Start and not ((j := pending.get(a.job_id)) is not None and j.units) for n in a.nodes}
     idle = [n for n in reversed(snapshot.free_nodes) if n not in whole]  # idle nodes left to units
     actions = []
     reasons = dict(plan.reasons)

@@ -38,7 +38,7 @@ from wattsched.model.job import Job
 from wattsched.model.plan import Plan, Reason, Start
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
-from wattsched.model.units import Room, UnitsText, fits_empty, job_cores, loaded_first, place, take
+from wattsched.model.units import Room, UnitsText, fits_empty, job_cores, loaded_first, max_cores, place, take
 from wattsched.policies.base import BasePolicy
 from wattsched.policies.easy_pc import Check
 from wattsched.policies.power import PowerLedger
@@ -83,7 +83,7 @@ def priority_key(job: Job, params: LsParams, cores_per_node: int = 1) -> tuple[f
 
 def priority_order(snapshot: Snapshot, params: LsParams) -> list[Job]:
     """Pending jobs in LS priority order."""
-    cores = max(n.cores for n in snapshot.platform.nodes)
+    cores = max_cores(snapshot.platform)
     return sorted(snapshot.pending.values(), key=lambda j: priority_key(j, params, cores))
 
 

@@ -54,7 +54,17 @@ from wattsched.model.queue_index import QueueIndex
 from wattsched.model.response import LinearResponse, ResponseModel, ResponseScenario
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
-from wattsched.model.units import Capacity, capacity, format_units, minus, pack_starts, place, plus, unit_power_w
+from wattsched.model.units import (
+    Capacity,
+    capacity,
+    core_share,
+    format_units,
+    minus,
+    pack_starts,
+    place,
+    plus,
+    unit_power_w,
+)
 from wattsched.model.units import fits as unit_fits
 from wattsched.policies.base import Policy
 from wattsched.sim.result import JOB_COLUMNS, TIMELINE_COLUMNS, SimResult
@@ -863,15 +873,11 @@ class Engine:
             job = self.pending[jid]
             if job.units:
                 nodes = place(job.units, [*self._node_free, *reversed(self.free)], self.platform, self._node_free)
-                if nodes is not None:
-                    self._start(Start(jid, nodes))
-                    self.stats["hot_started"] = self.stats.get("hot_started", 0) + 1
-                else:
-                    self.stats["hot_start_pending"] = self.stats.get("hot_start_pending", 0) + 1
-                continue
-            k = job.nodes
-            if len(self.free) >= k:
-                self._start(Start(jid, tuple(self.free[-k:])))
+            else:
+                k = job.nodes
+                nodes = tuple(self.free[-k:]) if len(self.free) >= k else None
+            if nodes is not None:
+                self._start(Start(jid, nodes))
                 self.stats["hot_started"] = self.stats.get("hot_started", 0) + 1
             else:
                 self.stats["hot_start_pending"] = self.stats.get("hot_start_pending", 0) + 1
@@ -1253,8 +1259,7 @@ class Engine:
             idle += self._idle_w[n]
         share = 0.0
         for u, n in zip(job.units, nodes):
-            cores = pnodes[n].cores
-            share += self._idle_w[n] * (min(1.0, u.cores / cores) if cores > 0 else 1.0)
+            share += self._idle_w[n] * core_share(pnodes[n], u)
         run.idle_share_w = share
         run.unit_dyn_w = [0.0] * len(nodes)
         for n in set(nodes):
