@@ -152,7 +152,10 @@ def random_unit_snapshot(seed: int):
     for _ in range(rng.randint(0, 25)):
         if rng.random() < 0.7:
             us = _random_units(rng)
-            pending.append(Job(jid, now - rng.randint(0, 300), float(rng.randint(1, 2000)), len(us), units=us))
+            # some read from Slurm: one unit per node, each on a node of its own (a stream of their own)
+            distinct = len(us) > 1 and random.Random(seed * 1000 + jid).random() < 0.5
+            pending.append(Job(jid, now - rng.randint(0, 300), float(rng.randint(1, 2000)), len(us), units=us,
+                               distinct_nodes=distinct))
         else:
             pending.append(Job(jid, now - rng.randint(0, 300), float(rng.randint(1, 2000)), rng.randint(1, n)))
         jid += 1

@@ -30,7 +30,7 @@ def plan_problems(snapshot: Snapshot, plan: Plan) -> list[str]:
     energy left in every budget window in force.
 
     A job of units (``Job.units``) is given one node per unit, a node may
-    repeat, and each node must be idle or partly used by units
+    repeat (not for a job with ``distinct_nodes``), and each node must be idle or partly used by units
     (``snapshot.node_free``) with room for every unit the plan puts there;
     such a Start carries no cap or frequency (its nodes are shared: set them
     with SetNodeCap/SetNodeFreq), and the job cannot be reshaped.
@@ -176,6 +176,11 @@ def _check_units(snapshot: Snapshot, action: Start, job, state, taken: set[int],
             ok = False
             continue
         cap = left.get(n)
+        if cap is not None and job.distinct_nodes:
+            problems.append(f"job {jid} given node {nodes[n].name} for two of its units; each of its units needs "
+                            "a node of its own (Slurm lays the job out by node)")
+            ok = False
+            continue
         if cap is None:
             cap = node_free.get(n)
             if cap is None:

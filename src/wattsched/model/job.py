@@ -83,6 +83,12 @@ class Job:
         is the number of units, a Start gives one node per unit (a node may
         repeat), and power figures "per node" are per unit: the power of a node
         running that unit alone (see :mod:`wattsched.model.units`).
+    distinct_nodes
+        With units: each unit on a node of its own (no two units of this job
+        share a node, though units of other jobs may). Slurm lays a job out
+        per node, so the daemon reads a job that shares nodes by node as one
+        unit per node with this set; a job of tasks that Slurm may place
+        anywhere (``-n`` alone) has one unit per task and this unset.
     """
 
     id: int
@@ -106,6 +112,7 @@ class Job:
     app_class: str = ""
     features: tuple[str, ...] = field(default=())
     units: tuple[Unit, ...] = field(default=())
+    distinct_nodes: bool = False
 
     @property
     def area(self) -> float:
@@ -183,7 +190,7 @@ def power_estimate(mean_w: float, max_w: float, std_w: float) -> PowerEstimate:
 
 def job_from_fields(id, submit_s, walltime_s, nodes, user, group, account, partition, qos, procs, cores_per_node,
                     gpus_per_node, mem_per_node_mb, min_nodes, max_nodes, malleable, exclusive, priority, app_class,
-                    features, units) -> Job:
+                    features, units, distinct_nodes) -> Job:
     """``Job(*values)`` with every field given, in field order, no default filled in: the simulator's per-job path.
 
     The fields are set on a :func:`slot_layout` of :class:`Job`, whose class is
@@ -213,6 +220,7 @@ def job_from_fields(id, submit_s, walltime_s, nodes, user, group, account, parti
     obj.app_class = app_class
     obj.features = features
     obj.units = units
+    obj.distinct_nodes = distinct_nodes
     obj.__class__ = Job
     return obj
 

@@ -171,16 +171,19 @@ def _node_kinds(platform: Platform) -> tuple[Node, ...]:
 
 
 def place(units: Sequence[Unit], nodes: Sequence[int], platform: Platform,
-          free: Mapping[int, Capacity]) -> tuple[int, ...] | None:
+          free: Mapping[int, Capacity], distinct: bool = False) -> tuple[int, ...] | None:
     """A node for each unit, first fit over ``nodes`` in the given order, or ``None`` if they do not all fit.
 
     ``free`` gives the free capacity of partly used nodes; a node of ``nodes``
-    absent from it is taken as empty. Units of the same job may share a node.
+    absent from it is taken as empty. Units of the same job may share a node,
+    unless ``distinct`` (``Job.distinct_nodes``): then each gets a node of its own.
     Nothing is changed: the caller commits the placement with :func:`take`.
 
     >>> p = Platform.homogeneous_cluster(2, cores=16)
     >>> place([Unit(8), Unit(8), Unit(4)], [0, 1], p, {})
     (0, 0, 1)
+    >>> place([Unit(8), Unit(8)], [0, 1], p, {}, distinct=True)
+    (0, 1)
     >>> place([Unit(8)], [0, 1], p, {0: (4, 0, 0, 0), 1: (2, 0, 0, 0)}) is None
     True
     """
@@ -213,6 +216,8 @@ def place(units: Sequence[Unit], nodes: Sequence[int], platform: Platform,
                 cap[1] -= g
                 cap[2] -= m
                 cap[3] -= mem
+                if distinct:  # nothing fits a node once taken
+                    cap[0] = cap[1] = cap[2] = cap[3] = -1
                 out.append(alive[i])
                 break
             i += 1
@@ -233,7 +238,7 @@ def fits_empty(platform: Platform, job: Job) -> bool:
     hit = _by_job("fits_empty", platform, job)
     if hit is not None:
         return hit
-    fit = place(job.units, range(len(platform.nodes)), platform, {}) is not None
+    fit = place(job.units, range(len(platform.nodes)), platform, {}, job.distinct_nodes) is not None
     return _remember("fits_empty", platform, job, fit)
 
 
@@ -398,9 +403,11 @@ def pack_starts(snapshot: Snapshot, plan: Plan) -> Plan:
             reasons[job.id] = "a job of units shares its nodes: it starts without a cap or a frequency of its own"
             continue
         own = [n for n in dict.fromkeys(a.nodes) if n not in shared and n in idle]
-        placed = place(job.units, loaded_first(platform, [*shared, *own], shared), platform, shared)
+        placed = place(job.units, loaded_first(platform, [*shared, *own], shared), platform, shared,
+                       job.distinct_nodes)
         if placed is None:
-            placed = place(job.units, loaded_first(platform, [*shared, *idle], shared), platform, shared)
+            placed = place(job.units, loaded_first(platform, [*shared, *idle], shared), platform, shared,
+                           job.distinct_nodes)
         if placed is None:
             reasons[job.id] = "its units do not fit on the nodes free now"
             continue

@@ -218,7 +218,8 @@ def start_in_order(snapshot: Snapshot, params: LsParams, order: Sequence[Job], r
             if candidates is None:  # the order changes only when a job is placed
                 candidates = loaded_first(snapshot.platform, [*shared, *free], shared)
                 room = Room(snapshot.platform, candidates, shared)
-            placed = place(job.units, candidates, snapshot.platform, shared) if room.may_fit(job.units) else None
+            placed = (place(job.units, candidates, snapshot.platform, shared, job.distinct_nodes)
+                      if room.may_fit(job.units) else None)
             if placed is None:
                 if not fits_alone(snapshot, params, job, usable):
                     plan.reasons[job.id] = Reason("its units ({}) do not fit on the usable nodes even when "

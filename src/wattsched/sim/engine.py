@@ -762,7 +762,7 @@ class Engine:
         return job_from_fields(
             tj.id, tj.submit_s, tj.walltime_s, tj.nodes, tj.user, tj.group, "", tj.partition, "", tj.procs,
             1, tj.gpus_per_node, 0, tj.min_nodes, tj.max_nodes, tj.malleable, True, 0.0, tj.app_class, (),
-            tj.units,
+            tj.units, False,
         )
 
     def _nominal_node_power(self, run: _Run, node: int) -> float:
@@ -872,7 +872,8 @@ class Engine:
         for jid in job_ids:
             job = self.pending[jid]
             if job.units:
-                nodes = place(job.units, [*self._node_free, *reversed(self.free)], self.platform, self._node_free)
+                nodes = place(job.units, [*self._node_free, *reversed(self.free)], self.platform, self._node_free,
+                              job.distinct_nodes)
             else:
                 k = job.nodes
                 nodes = tuple(self.free[-k:]) if len(self.free) >= k else None
