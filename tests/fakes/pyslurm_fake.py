@@ -266,6 +266,13 @@ _JOB_DEFAULTS: dict[str, Any] = {
     "requeue_count": 0,
     "gres_per_node": {},
     "constraints": [],
+    # what the job asks, as pyslurm gives it for a job submitted without options (None: unset)
+    "resource_sharing": "OK",  # job_share_string(): OK (default), YES, NO, USER, MCS, TOPO
+    "ntasks": 1,
+    "ntasks_per_node": None,
+    "cpus_per_task": 1,
+    "memory_per_node": None,
+    "memory_per_cpu": None,
 }
 
 

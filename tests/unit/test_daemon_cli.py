@@ -258,7 +258,7 @@ esac
     fail = f'echo "squeue: error: {squeue_json_fails}" >&2; exit 1' if squeue_json_fails else f"cat {LIVE}/squeue.json"
     script(bin_dir, "squeue", f"{fail}\n")
     script(bin_dir, "scontrol", f"""case "$*" in
-    "-o show jobs") cat {LIVE / 'scontrol_jobs.txt'} ;;
+    "-d -o show jobs") cat {LIVE / 'scontrol_jobs.txt'} ;;
     "-o show nodes") cat {LIVE / 'scontrol_nodes.txt'} ;;
     *) echo "scontrol: unexpected $*" >&2; exit 2 ;;
 esac

@@ -171,6 +171,32 @@ def test_user_hold_is_held_too(ctld):
     assert job_from_pyslurm(pyslurm_fake.Job.load(8)).held
 
 
+@pytest.mark.parametrize(
+    ("sharing", "shared"),
+    [("OK", True), ("YES", True), ("NO", False), ("USER", False), ("MCS", False), ("TOPO", False), (None, False)],
+)
+def test_jobs_that_share_nodes_and_what_they_ask(ctld, sharing, shared):
+    ctld.add_job(13, state="RUNNING", allocated_nodes="n[1-2]", num_nodes=2, cpus=4, resource_sharing=sharing,
+                 ntasks=4, ntasks_per_node=2, cpus_per_task=None, memory_per_cpu=50)
+    job = job_from_pyslurm(pyslurm_fake.Job.load(13))
+    assert job.shared is shared
+    assert (job.tasks, job.tasks_per_node, job.cpus_per_task, job.mem_per_node_mb, job.mem_per_cpu_mb) == (
+        4, 2, 1, 0, 50)
+    assert job.allocation == ()  # pyslurm's per-node layout is not read
+
+
+def test_a_job_object_without_the_sharing_properties_holds_whole_nodes():
+    class OldJob:  # the attributes job_from_pyslurm needs, and no more
+        def __getattr__(self, name):
+            if name in ("resource_sharing", "ntasks", "ntasks_per_node", "cpus_per_task", "memory_per_node",
+                        "memory_per_cpu"):
+                raise AttributeError(name)
+            return {"id": 14, "state": "PENDING", "constraints": [], "gres_per_node": {}}.get(name)
+
+    job = job_from_pyslurm(OldJob())
+    assert (job.shared, job.tasks, job.cpus_per_task, job.mem_per_node_mb, job.allocation) == (False, 0, 1, 0, ())
+
+
 def test_members_accepts_maps_dicts_and_lists(ctld):
     ctld.add_node("a")
     loaded = pyslurm_fake.Nodes.load()

@@ -31,7 +31,7 @@ from wattsched.daemon.slurm.parse import (
     parse_squeue_json,
     parse_time_limit,
 )
-from wattsched.daemon.slurm.records import SlurmJob, SlurmNode
+from wattsched.daemon.slurm.records import NodeAllocation, SlurmJob, SlurmNode
 from wattsched.errors import WattschedError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
@@ -71,6 +71,7 @@ EXPECTED_JOBS = [
         node_count=2,
         cpus=128,
         nodes=("n1", "n2"),
+        tasks=128, mem_per_node_mb=128000,
     ),
     SlurmJob(
         job_id=1002,
@@ -88,6 +89,7 @@ EXPECTED_JOBS = [
         node_count=1,
         cpus=32,
         comment="wattsched:held",
+        tasks=32, mem_per_node_mb=64000,
     ),
     SlurmJob(
         job_id=1003,
@@ -106,6 +108,7 @@ EXPECTED_JOBS = [
         cpus=1,
         requeue=False,
         batch=False,
+        shared=True, tasks=1, mem_per_node_mb=2000,
     ),
     SlurmJob(
         job_id=1004,
@@ -126,6 +129,7 @@ EXPECTED_JOBS = [
         excluded_nodes=("n1",),
         gpus_per_node=2,
         features="gpu",
+        tasks=16, mem_per_node_mb=32000,
     ),
     SlurmJob(
         job_id=1005,
@@ -142,6 +146,7 @@ EXPECTED_JOBS = [
         time_limit_s=None,
         node_count=1,
         cpus=64,
+        tasks=64, mem_per_node_mb=128000,
     ),
     SlurmJob(
         job_id=1006,
@@ -159,8 +164,30 @@ EXPECTED_JOBS = [
         node_count=1,
         cpus=64,
         restart_count=1,
+        tasks=64, mem_per_node_mb=128000,
     ),
 ]
+
+# Job 1001 holds n1 and n2 whole (2 sockets x 16 cores x 2 threads, 128000 MB each). 22.05 to v0.0.40
+# give the cores of the core map, v0.0.41+ the CPU count as well, scontrol -d the CPU ids.
+_HELD_1001 = {
+    "cores": tuple(NodeAllocation(n, cores=32, mem_mb=128000) for n in ("n1", "n2")),
+    "cpus and cores": tuple(NodeAllocation(n, cpus=64, cores=32, mem_mb=128000) for n in ("n1", "n2")),
+    "cpus": tuple(NodeAllocation(n, cpus=64, mem_mb=128000) for n in ("n1", "n2")),
+}
+
+
+def expected_jobs(version: str) -> list[SlurmJob]:
+    """EXPECTED_JOBS with the running job's allocation as ``version`` (or ``"text"``) reports it."""
+    shape = "cpus" if version == "text" else "cores" if version in ("v0.0.38", "v0.0.39", "v0.0.40") else (
+        "cpus and cores")
+    return [dataclasses.replace(EXPECTED_JOBS[0], allocation=_HELD_1001[shape]), *EXPECTED_JOBS[1:]]
+
+
+def cpus_held(job: SlurmJob, threads_per_core: int) -> list[tuple[str, int, int]]:
+    """(node, CPUs, MB) per node held, as the daemon counts them: ``cpus``, else ``cores`` x threads per core."""
+    return [(a.node, a.cpus or a.cores * threads_per_core, a.mem_mb) for a in job.allocation]
+
 
 _NODE = dict(cpus=64, sockets=2, cores_per_socket=16, threads_per_core=2, real_memory_mb=257000)
 EXPECTED_NODES = [
@@ -240,8 +267,12 @@ def one_node(**fields) -> SlurmNode:
 def test_squeue_json_gives_the_same_jobs_in_every_version(version, release):
     jobs, got_release = parse_squeue_json(fixture_text(version, "squeue.json"))
     assert got_release == release
-    assert jobs == EXPECTED_JOBS
+    assert jobs == expected_jobs(version)
     assert [j.job_id for j in jobs if j.held] == [1002, 1003]
+    # 1001 is exclusive ("none"), 1003 may share (22.05 null, later []); only the running job holds nodes
+    assert [j.job_id for j in jobs if j.shared] == [1003]
+    assert cpus_held(jobs[0], threads_per_core=2) == [("n1", 64, 128000), ("n2", 64, 128000)]
+    assert [j.job_id for j in jobs if j.allocation] == [1001]
 
 
 @pytest.mark.parametrize(("version", "release"), VERSIONS, ids=VERSION_IDS)
@@ -317,10 +348,272 @@ def test_live_2205_text_and_json_agree():
     json_jobs, release = parse_squeue_json(_live_2205("squeue.json"))
     text_jobs = parse_scontrol_jobs_text(_live_2205("scontrol_jobs.txt"), tz=timezone.utc)
     assert release.startswith("22.05.")
-    assert text_jobs == json_jobs
+    # scontrol -o without -d prints no allocation
+    assert text_jobs == [dataclasses.replace(j, allocation=()) for j in json_jobs]
     json_nodes, _ = parse_nodes_json(_live_2205("sinfo.json"))
     assert parse_scontrol_nodes_text(_live_2205("scontrol_nodes.txt")) == json_nodes
     assert {j.job_id for j in json_jobs if j.held} == {j.job_id for j in json_jobs if j.reason.startswith("JobHeld")}
+
+
+SHARED_2205 = FIXTURES / "v0.0.38-shared-live"
+
+# What each job of the capture asks and holds, read off the files by hand (see the fixture's README):
+# job -> (state, shared, tasks, tasks per node, CPUs per task, MB per node, MB per CPU, held: (node, CPUs, MB)).
+# The nodes have 1 thread per core, so 22.05's allocated cores are CPUs. Memory per CPU of 100 is the
+# cluster's DefMemPerCPU. Jobs 1-5 were cancelled: Slurm still lists their allocation, which is history.
+SHARED_2205_JOBS = {
+    1: ("CANCELLED", True, 1, 0, 1, 0, 100, ()),  # -p shared -n 1
+    2: ("CANCELLED", True, 2, 1, 1, 200, 0, ()),  # -p shared -N 2 --ntasks-per-node=1 --mem=200
+    3: ("CANCELLED", True, 3, 0, 1, 0, 100, ()),  # -p shared -n 3
+    4: ("CANCELLED", False, 1, 0, 1, 0, 100, ()),  # -p batch -N 1: OverSubscribe=EXCLUSIVE
+    5: ("CANCELLED", False, 0, 0, 1, 0, 100, ()),  # -p shared --exclusive -N 1, cancelled pending: no tasks
+    6: ("RUNNING", True, 2, 0, 1, 0, 100, (("wsn3", 1, 100), ("wsn4", 1, 100))),  # -p shared -n 2
+    7: ("PENDING", True, 4, 2, 1, 0, 50, ()),  # held -N 2 --ntasks-per-node=2 --mem-per-cpu=50
+    8: ("PENDING", False, 1, 0, 1, 0, 100, ()),  # held in the exclusive batch partition
+    9: ("RUNNING", True, 1, 0, 1, 0, 100, (("wsn3", 1, 100),)),  # -p shared -n 1
+    10: ("PENDING", True, 1, 0, 2, 300, 0, ()),  # held -N 1 -c 2 --mem=300
+}
+
+
+def _asks_and_holds(job: SlurmJob) -> tuple:
+    return (job.state, job.shared, job.tasks, job.tasks_per_node, job.cpus_per_task, job.mem_per_node_mb,
+            job.mem_per_cpu_mb, tuple(cpus_held(job, threads_per_core=1)))
+
+
+def _shared_2205(name: str) -> str:
+    return (SHARED_2205 / name).read_text()
+
+
+def test_shared_nodes_capture_json_and_text_give_what_each_job_asks_and_holds():
+    """22.05.8, select/cons_tres: squeue --json and scontrol -d -o of jobs that share nodes."""
+    json_jobs, release = parse_squeue_json(_shared_2205("squeue.json"))
+    text_jobs = parse_scontrol_jobs_text(_shared_2205("scontrol_jobs_detail.txt"), tz=timezone.utc)
+    assert release == "22.05.8"
+    assert {j.job_id: _asks_and_holds(j) for j in json_jobs} == SHARED_2205_JOBS
+    assert {j.job_id: _asks_and_holds(j) for j in text_jobs} == SHARED_2205_JOBS
+    # in their own shape: JSON the allocated cores, text the CPU ids
+    json_6, text_6 = json_jobs[5], text_jobs[5]
+    assert json_6.allocation == (NodeAllocation("wsn3", cores=1, mem_mb=100),
+                                 NodeAllocation("wsn4", cores=1, mem_mb=100))
+    assert text_6.allocation == (NodeAllocation("wsn3", cpus=1, mem_mb=100),
+                                 NodeAllocation("wsn4", cpus=1, mem_mb=100))
+    # every other field agrees too, but for two the sources print differently: the JSON end of a running job
+    # without a time limit is a year after its start where scontrol says Unknown, and job 5, cancelled
+    # while pending, has NumCPUs=2 but JSON cpus null
+    for j, t in zip(json_jobs, text_jobs, strict=True):
+        assert dataclasses.replace(t, allocation=(), end_time=None, cpus=0) == dataclasses.replace(
+            j, allocation=(), end_time=None, cpus=0), j.job_id
+        assert t.cpus == j.cpus or j.job_id == 5
+
+
+def test_shared_nodes_capture_without_detail_has_no_allocation():
+    """``scontrol -o show jobs`` (no ``-d``) of the same cluster: the same jobs, no per-node groups."""
+    detail = parse_scontrol_jobs_text(_shared_2205("scontrol_jobs_detail.txt"), tz=timezone.utc)
+    plain = parse_scontrol_jobs_text(_shared_2205("scontrol_jobs.txt"), tz=timezone.utc)
+    assert plain == [dataclasses.replace(j, allocation=()) for j in detail]
+
+
+def test_shared_nodes_capture_layouts_of_several_nodes():
+    """The cancelled jobs' layouts, read as if they still ran: one group per node with a different layout."""
+    text = "\n".join(line.replace("JobState=CANCELLED", "JobState=RUNNING")
+                     for line in _shared_2205("scontrol_jobs_detail.txt").splitlines())
+    doc = json.loads(_shared_2205("squeue.json"))
+    for job in doc["jobs"]:
+        job["job_state"] = job["job_state"].replace("CANCELLED", "RUNNING")
+    expected = {
+        1: [("wsn1", 1, 100)],
+        2: [("wsn1", 1, 200), ("wsn2", 1, 200)],  # CPU_IDs 1 on wsn1 and 0 on wsn2: two groups
+        3: [("wsn2", 1, 100), ("wsn3", 2, 200)],  # -n 3 over two nodes
+        4: [("wsn4", 2, 200)],  # exclusive: the whole node, memory of 2 CPUs
+        5: [],  # never started
+    }
+    for jobs in (parse_scontrol_jobs_text(text), parse_squeue_json(json.dumps(doc))[0]):
+        assert {j.job_id: cpus_held(j, threads_per_core=1) for j in jobs if j.job_id <= 5} == expected
+
+
+def test_jobs_that_hold_nodes_are_the_ones_with_an_allocation():
+    held = {"job_resources": {"allocated_nodes": [{"nodename": "n1", "memory_allocated": 5,
+                                                   "sockets": {"0": {"cores": {"0": "allocated_and_in_use"}}}}]}}
+    for state, holds in (("RUNNING", True), ("SUSPENDED", True), ("COMPLETING", True),
+                         (["CANCELLED", "COMPLETING"], True), ("COMPLETED", False), (["FAILED"], False),
+                         ("PENDING", False)):
+        job = one_job(job_state=state, **held)
+        assert job.allocation == ((NodeAllocation("n1", cores=1, mem_mb=5),) if holds else ()), state
+        line = (f"JobId=7 JobState={state if isinstance(state, str) else '+'.join(state)} JOB_GRES=(null)   "
+                "Nodes=n1 CPU_IDs=0-1 Mem=5 GRES= MinCPUsNode=1")
+        assert parse_scontrol_jobs_text(line)[0].allocation == ((NodeAllocation("n1", cpus=2, mem_mb=5),)
+                                                                 if holds else ()), state
+
+
+def test_allocation_of_data_parser_v0_0_41_and_later():
+    core = lambda *status: {"index": 0, "status": list(status)}  # noqa: E731
+    job = one_job(job_state=["RUNNING"], job_resources={"nodes": {"allocation": [
+        {"name": "a1", "cpus": {"count": 6, "used": 0}, "memory": {"used": 0, "allocated": 3000},
+         "sockets": [{"index": 0, "cores": [core("ALLOCATED", "IN_USE"), core("UNALLOCATED"), core("ALLOCATED")]},
+                     {"index": 1, "cores": [core("ALLOCATED"), core("INVALID")]}]},
+        {"name": "a2", "cpus": {"count": 2, "used": 0}, "memory": {"used": 0, "allocated": 0}, "sockets": []},
+    ]}})
+    assert job.allocation == (NodeAllocation("a1", cpus=6, cores=3, mem_mb=3000), NodeAllocation("a2", cpus=2))
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"shared": True}, "jobs[0].shared: expected a string or a list of strings, got True"),
+        ({"shared": [], "exclusive": {"a": 1}}, "jobs[0].exclusive: expected a string or a list of strings"),
+        ({"shared": ["none", 4]}, "jobs[0].shared: expected a string or a list of strings"),
+        ({"job_resources": []}, "jobs[0].job_resources: expected an object"),
+        ({"job_resources": {"allocated_nodes": {"n1": {}}}}, "jobs[0].job_resources.allocated_nodes: expected a list"),
+        ({"job_resources": {"allocated_nodes": ["n1"]}},
+         "jobs[0].job_resources.allocated_nodes[0]: expected an object"),
+        ({"job_resources": {"allocated_nodes": [{"nodename": "n1"}, {"nodename": "n1"}]}},
+         "jobs[0].job_resources.allocated_nodes[1].nodename: node 'n1' twice in the job's allocation"),
+        ({"job_resources": {"allocated_nodes": [{"memory_allocated": 5}]}},
+         "jobs[0].job_resources.allocated_nodes[0].nodename: missing"),
+        ({"job_resources": {"allocated_nodes": [{"nodename": "n1", "memory_allocated": -5}]}},
+         "jobs[0].job_resources.allocated_nodes[0].memory_allocated: expected a number >= 0"),
+        ({"job_resources": {"allocated_nodes": [{"nodename": "n1", "sockets": {"0": {"cores": {"0": 1}}}}]}},
+         "allocated_nodes[0].sockets['0'].cores['0']: expected a status string"),
+        ({"job_resources": {"allocated_nodes": [{"nodename": "n1", "sockets": ["x"]}]}},
+         "allocated_nodes[0].sockets[0]: expected an object"),
+        ({"job_resources": {"allocated_nodes": [{"nodename": "n1", "sockets": 2}]}},
+         "allocated_nodes[0].sockets: expected an object or a list, got 2"),
+        ({"job_resources": {"nodes": {"allocation": [{"name": "n1", "cpus": {"count": "x"}}]}}},
+         "jobs[0].job_resources.nodes.allocation[0].cpus.count: expected a number"),
+        ({"job_resources": {"nodes": {"allocation": [{"name": "n1", "cpus": {"count": -2}}]}}},
+         "jobs[0].job_resources.nodes.allocation[0].cpus.count: expected a number >= 0"),
+        ({"job_resources": {"nodes": {"allocation": [{"name": "n1", "cpus": 4}]}}},
+         "jobs[0].job_resources.nodes.allocation[0].cpus: expected an object"),
+        ({"job_resources": {"nodes": {"allocation": [{"name": "n1", "memory": {"allocated": -1}}]}}},
+         "jobs[0].job_resources.nodes.allocation[0].memory.allocated: expected a number >= 0"),
+        ({"job_resources": {"nodes": {"allocation": [{"name": "n1", "sockets": [{"cores": [{"status": "x"}]}]}]}}},
+         "allocation[0].sockets[0].cores[0]: expected a status string"),
+        ({"job_resources": {"nodes": {"allocation": [{"name": "n1"}, {"name": "n1"}]}}},
+         "jobs[0].job_resources.nodes.allocation[1].name: node 'n1' twice"),
+        ({"memory_per_cpu": -1}, "jobs[0].memory_per_cpu: expected a number >= 0"),
+        ({"memory_per_node": {"set": True, "infinite": False, "number": -300}},
+         "jobs[0].memory_per_node: expected a number >= 0"),
+        ({"tasks": -4}, "jobs[0].tasks: expected a number >= 0"),
+        ({"tasks_per_node": "two"}, "jobs[0].tasks_per_node: expected a number"),
+        ({"cpus_per_task": 1.5}, "jobs[0].cpus_per_task: expected a whole number"),
+        ({"tasks": 1e300}, "jobs[0].tasks: 1e+300 is out of range"),
+    ],
+)
+def test_bad_shared_node_fields_name_their_json_path(fields, message):
+    doc = {"jobs": [{"job_id": 1, "job_state": "RUNNING", **fields}]}
+    with pytest.raises(SlurmOutputError) as exc:
+        parse_squeue_json(json.dumps(doc))
+    assert message in str(exc.value)
+    assert str(exc.value).startswith("squeue --json: jobs[0].")
+
+
+@pytest.mark.parametrize(
+    ("shared", "exclusive", "expected"),
+    [
+        # 22.05: null is Slurm's default (may share), "shared" is --oversubscribe, a number an unnamed mode
+        (None, None, True), ("shared", None, True), ("none", None, False), ("user", None, False),
+        ("mcs", None, False), (4, None, False),
+        # data_parser v0.0.39+: a flag list, and in some versions an "exclusive" list saying the same
+        ([], None, True), (["oversubscribe"], None, True), (["none"], None, False), (["mcs"], None, False),
+        (["topo"], None, False), ([], [], True), ([], ["false"], True), (["oversubscribe"], ["false"], True),
+        (["none"], ["true"], False), ([], ["true"], False), ([], ["user"], False), ([], ["topo"], False),
+        # a mode not known here: whole nodes
+        (["something-new"], None, False), ("something-new", None, False), ([], ["something-new"], False),
+    ],
+)
+def test_which_jobs_may_share_their_nodes(shared, exclusive, expected):
+    job = {"job_id": 1, "job_state": "PENDING", "shared": shared}
+    if exclusive is not None:
+        job["exclusive"] = exclusive
+    assert parse_squeue_json(json.dumps({"jobs": [job]}))[0][0].shared is expected
+
+
+def test_a_job_record_that_does_not_say_holds_whole_nodes():
+    assert one_job().shared is False
+    assert one_job(exclusive=[]).shared is False
+    assert parse_scontrol_jobs_text("JobId=1 JobState=PENDING")[0].shared is False
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("OK", True), ("YES", True), ("YES:4", True), ("FORCE:4", True), ("NO", False), ("USER", False),
+     ("MCS", False), ("TOPO", False), ("", False), ("SOMETHING", False)],
+)
+def test_which_text_jobs_may_share_their_nodes(value, expected):
+    assert parse_scontrol_jobs_text(f"JobId=1 JobState=PENDING OverSubscribe={value}")[0].shared is expected
+
+
+def test_cpus_per_task_where_22_05_prints_null():
+    # 22.05 prints cpus_per_task only with a minimum CPU frequency set: a pending job's are its CPUs over its tasks
+    assert one_job(cpus_per_task=None, cpus=8, tasks=2).cpus_per_task == 4
+    assert one_job(cpus_per_task=None, cpus=3, tasks=2).cpus_per_task == 1
+    assert one_job(cpus_per_task=None, cpus=4, tasks=None).cpus_per_task == 1  # no tasks: nothing to go by
+    assert one_job(cpus_per_task=3, cpus=8, tasks=2).cpus_per_task == 3
+    assert one_job(job_state="RUNNING", cpus_per_task=None, cpus=8, tasks=2).cpus_per_task == 1  # CPUs it got
+    assert one_job(cpus_per_task={"set": False, "infinite": False, "number": 0}).cpus_per_task == 1
+
+
+def _text_job(detail: str, state: str = "RUNNING") -> SlurmJob:
+    return parse_scontrol_jobs_text(f"JobId=1 JobState={state} CoreSpec=* {detail} MinCPUsNode=1 Comment=x")[0]
+
+
+@pytest.mark.parametrize(
+    ("detail", "message"),
+    [
+        ("JOB_GRES=(null)   Nodes=n1 CPU_IDs=0-x Mem=100 GRES=", "CPU_IDs: expected CPU ids like 0-3,8, got '0-x'"),
+        ("JOB_GRES=(null)   Nodes=n1 CPU_IDs=1,,2 Mem=100 GRES=", "CPU_IDs: expected CPU ids like 0-3,8"),
+        ("JOB_GRES=(null)   Nodes=n1 CPU_IDs=-1 Mem=100 GRES=", "CPU_IDs: expected CPU ids like 0-3,8"),
+        ("JOB_GRES=(null)   Nodes=n1 CPU_IDs=3-1 Mem=100 GRES=", "CPU_IDs: range '3-1' runs backwards (node group 1)"),
+        ("JOB_GRES=(null)   Nodes=n1 CPU_IDs=0 Mem=lots GRES=", "Mem: expected a memory size like 200M or 2G"),
+        ("JOB_GRES=(null)   Nodes=n1 CPU_IDs=0 Mem=-5 GRES=", "Mem: expected a memory size like 200M or 2G"),
+        ("JOB_GRES=(null)   Nodes=n[1-2 CPU_IDs=0 Mem=1 GRES=", "Nodes: "),
+        ("JOB_GRES=(null)   Nodes=n[1-2] CPU_IDs=0 Mem=1 GRES=   Nodes=n2 CPU_IDs=1 Mem=1 GRES=",
+         "Nodes: node 'n2' twice in the job's allocation"),
+        ("MinMemoryCPU=-5M", "MinMemoryCPU: expected a memory size like 200M or 2G, got '-5M'"),
+        ("MinMemoryNode=2X", "MinMemoryNode: expected a memory size"),
+        ("NtasksPerN:B:S:C=x:0:*:*", "NtasksPerN:B:S:C: expected a count, got 'x:0:*:*'"),
+        ("NumTasks=-3", "NumTasks: expected a number >= 0"),
+        ("CPUs/Task=two", "CPUs/Task: expected a number >= 0"),
+    ],
+)
+def test_bad_text_allocation_names_line_and_key(detail, message):
+    with pytest.raises(SlurmOutputError) as exc:
+        _text_job(detail)
+    assert str(exc.value).startswith("scontrol -o show jobs:1: ")
+    assert message in str(exc.value)
+
+
+def test_text_allocation_groups_memory_units_and_what_a_job_asks():
+    job = _text_job(
+        "NodeList=a[1-3] NumTasks=5 CPUs/Task=2 OverSubscribe=YES MinMemoryCPU=1G NtasksPerN:B:S:C=2:0:*:* "
+        "JOB_GRES=gres/gpu:2   Nodes=a[1-2] CPU_IDs=0-3 Mem=4096 GRES=gpu:1(IDX:0)   Nodes=a3 CPU_IDs=0,2 "
+        "Mem=2048 GRES=gpu:1(IDX:1)"
+    )
+    assert (job.shared, job.tasks, job.tasks_per_node, job.cpus_per_task, job.mem_per_cpu_mb) == (True, 5, 2, 2, 1024)
+    assert job.allocation == (NodeAllocation("a1", cpus=4, mem_mb=4096), NodeAllocation("a2", cpus=4, mem_mb=4096),
+                              NodeAllocation("a3", cpus=2, mem_mb=2048))
+    assert job.nodes == ("a1", "a2", "a3")  # NodeList, not the groups' Nodes
+    assert job.comment == "x"  # the keys after the groups read as before
+
+
+def test_group_keys_elsewhere_stay_where_they_were():
+    # a free-text value may hold "Nodes=..." or "Mem=...": only the place after JOB_GRES= starts a group
+    job = _text_job("JOB_GRES=(null)   Nodes=n1 CPU_IDs=0 Mem=100 GRES= Comment=run with Nodes=4 Mem=2G",
+                    state="RUNNING")
+    assert job.allocation == (NodeAllocation("n1", cpus=1, mem_mb=100),)
+    job = parse_scontrol_jobs_text("JobId=1 JobState=RUNNING Comment=see Nodes=n9 CPU_IDs=0 Mem=5 NumTasks=2")[0]
+    assert job.comment == "see Nodes=n9 CPU_IDs=0 Mem=5" and job.allocation == () and job.tasks == 2
+    job = parse_scontrol_jobs_text("JobId=1 JobState=RUNNING JobName=a JOB_GRES=x Nodes=n9 CPU_IDs=0 UserId=u(1)")[0]
+    assert job.name == "a JOB_GRES=x Nodes=n9 CPU_IDs=0" and job.allocation == () and job.user == "u"
+
+
+@pytest.mark.parametrize(
+    ("text", "mb"),
+    [("0", 0), ("100M", 100), ("200", 200), ("512K", 1), ("2G", 2048), ("125G", 128000), ("62.50G", 64000),
+     ("1T", 1048576), ("1.50T", 1572864)],
+)
+def test_text_memory_sizes(text, mb):
+    assert _text_job(f"MinMemoryNode={text}", state="PENDING").mem_per_node_mb == mb
 
 
 def test_live_2205_version_file():
@@ -586,7 +879,8 @@ def test_slurm_output_error_is_a_wattsched_error():
 
 def test_text_jobs_match_the_json_cluster():
     jobs = parse_scontrol_jobs_text(fixture_text("text", "scontrol_jobs.txt"), tz=timezone.utc)
-    assert jobs == EXPECTED_JOBS
+    assert jobs == expected_jobs("text")
+    assert cpus_held(jobs[0], threads_per_core=2) == [("n1", 64, 128000), ("n2", 64, 128000)]
 
 
 def test_text_nodes_match_the_json_cluster():

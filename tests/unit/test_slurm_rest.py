@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from wattsched.daemon.slurm import parse
+from wattsched.daemon.slurm.records import NodeAllocation
 from wattsched.daemon.slurm.rest import SlurmREST, SlurmRESTError, read_token
 from wattsched.errors import ConfigError
 
@@ -111,6 +112,11 @@ def test_reads_the_same_records_as_the_cli_parsers_with_the_version_probed(serve
     assert state.jobs == tuple(jobs) and state.nodes == tuple(nodes) and state.version == version == "22.05.8"
     held = [j for j in state.jobs if j.held]
     assert [j.admin_comment for j in held] == ["wattsched:held"]
+    # slurmrestd loads jobs with SHOW_DETAIL: the running job's cores per node come with them
+    by_id = {j.job_id: j for j in state.jobs}
+    assert by_id[2].state == "RUNNING" and by_id[2].shared
+    assert by_id[2].allocation == (NodeAllocation("c1", cores=1),)
+    assert by_id[1].allocation == by_id[3].allocation == ()  # cancelled, pending
     assert {n.name for n in state.nodes} == {"c1", "c2"}
     # the token goes in the headers Slurm 22.05 requires, both of them
     last = server.requests[-1]["headers"]

@@ -139,7 +139,9 @@ class SlurmCLI:
         return ClusterState(tuple(jobs), tuple(nodes), version=".".join(map(str, version)), read_at=now)
 
     def _read_text(self, version, now) -> ClusterState:
-        jobs = parse.parse_scontrol_jobs_text(self.run(["scontrol", "-o", "show", "jobs"]))
+        # -d: each job's CPUs and memory per node (jobs that share nodes)
+        jobs = parse.parse_scontrol_jobs_text(self.run(["scontrol", "-d", "-o", "show", "jobs"]),
+                                              source="scontrol -d -o show jobs")
         nodes = parse.parse_scontrol_nodes_text(self.run(["scontrol", "-o", "show", "nodes"]))
         return ClusterState(tuple(jobs), tuple(nodes), version=".".join(map(str, version)), read_at=now)
 

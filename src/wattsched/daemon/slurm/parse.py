@@ -29,6 +29,15 @@ Normalisations every version shares (so the same cluster gives equal records):
 - 22.05 and v0.0.39 print one job-state string, which for a job with a state
   flag is the flag alone (``job_state_string()`` in ``src/common/slurm_protocol_defs.c``);
   see :data:`FLAG_ONLY_JOB_STATES` for how those map to a base state.
+- A job may share its nodes when Slurm says so in its own words (22.05 ``shared``
+  null or ``"shared"``, later ``[]`` or ``["oversubscribe"]``, text ``OverSubscribe=OK``
+  or ``YES``); anything else, a mode not known here included, reads as whole nodes.
+- What a job holds per node (``allocation``) is read for running, suspended and
+  completing jobs only: the JSON's ``job_resources`` (allocated cores up to v0.0.40,
+  also the CPU count from v0.0.41) and the ``Nodes= CPU_IDs= Mem=`` groups of
+  ``scontrol -d`` (CPU ids). Ended jobs keep theirs in Slurm's record until MinJobAge.
+- 22.05 prints ``cpus_per_task`` as null unless the job set a minimum CPU frequency; a pending
+  job's is then taken as its CPUs over its tasks (see :func:`_cpus_per_task_json`).
 """
 
 from __future__ import annotations
@@ -38,10 +47,19 @@ import math
 import re
 from collections.abc import Callable, Iterator
 from datetime import datetime, tzinfo
+from fractions import Fraction
 from typing import Any
 
 from wattsched.daemon.slurm import hostlist
-from wattsched.daemon.slurm.records import COMPLETING, PENDING, RUNNING, SlurmJob, SlurmNode
+from wattsched.daemon.slurm.records import (
+    COMPLETING,
+    PENDING,
+    RUNNING,
+    SUSPENDED,
+    NodeAllocation,
+    SlurmJob,
+    SlurmNode,
+)
 from wattsched.errors import WattschedError
 
 __all__ = [
@@ -195,7 +213,8 @@ def parse_squeue_json(text: str, source: str = "squeue --json") -> tuple[list[Sl
     SlurmOutputError
         For text that is not JSON, JSON that is not an object with ``jobs``, a
         non-empty ``errors`` array, a job without ``job_id`` or ``job_state``,
-        or a field of the wrong type. The message gives the JSON path.
+        a field of the wrong type or a negative count, or a node twice in one
+        job's ``job_resources``. The message gives the JSON path.
     """
     doc = _load_json(text, source)
     _raise_on_errors(doc, source)
@@ -464,7 +483,163 @@ def _job_from_json(raw: dict[str, Any], f: _Fields) -> SlurmJob:
         restart_count=f.integer("restart_cnt", 0),
         gpus_per_node=gpus,
         features=f.string("features"),
+        shared=_shared_json(raw, f),
+        tasks=f.integer("tasks", 0),
+        tasks_per_node=f.integer("tasks_per_node", 0),
+        cpus_per_task=_cpus_per_task_json(f, state),
+        mem_per_node_mb=f.integer("memory_per_node", 0),
+        mem_per_cpu_mb=f.integer("memory_per_cpu", 0),
+        allocation=_allocation_json(raw, f) if _holds_nodes(state, flags) else (),
     )
+
+
+def _holds_nodes(state: str, flags: frozenset[str]) -> bool:
+    """Whether a job in this state holds its nodes: running, suspended or completing (also a job that ended
+    and still shows the ``COMPLETING`` flag). Slurm keeps the allocation of an ended job in its record until
+    MinJobAge; that is history, not a hold."""
+    return state in (RUNNING, SUSPENDED, COMPLETING) or COMPLETING in flags
+
+
+def _cpus_per_task_json(f: _Fields, state: str) -> int:
+    """``cpus_per_task``, 1 when unset.
+
+    22.05 prints ``cpus_per_task`` only when the job has a minimum CPU frequency and null otherwise (the
+    test in ``src/plugins/openapi/v0.0.38/jobs.c`` looks at ``cpu_freq_min``), so ``-c 2`` reads as null
+    there. A pending job then asks ``cpus`` over ``tasks``: that quotient stands in for it. A running job's
+    ``cpus`` is what it got, which Slurm may round up to whole cores, so it stays 1.
+    """
+    value = f.integer("cpus_per_task", 0)
+    if value:
+        return value
+    tasks = f.integer("tasks", 0)
+    if state == PENDING and tasks:
+        return max(1, f.integer("cpus", 0) // tasks)
+    return 1
+
+
+# A job's ``shared`` modes that let it share nodes: 22.05 prints ``"shared"`` for JOB_SHARED_OK
+# (src/plugins/openapi/v0.0.38/jobs.c), data_parser v0.0.39+ the flag ``oversubscribe``.
+_SHARED_MODES = frozenset({"shared", "oversubscribe"})
+# Values of v0.0.39-v0.0.41's ``exclusive`` flag list that leave the job shareable (``false`` is
+# JOB_SHARED_OK; ``true``, ``user``, ``mcs``, ``topo`` are whole-node modes).
+_NOT_EXCLUSIVE = frozenset({"false"})
+
+
+def _shared_json(raw: dict[str, Any], f: _Fields) -> bool:
+    """Whether the job may share its nodes.
+
+    22.05's ``shared`` is null for a job that may (Slurm's default, NO_VAL16), ``"shared"`` for
+    ``--oversubscribe`` and ``"none"``, ``"user"``, ``"mcs"`` for whole-node modes (a mode it has no name
+    for is printed as a number). data_parser v0.0.39+ gives a flag list: ``[]`` by default,
+    ``oversubscribe``, ``none``, ``user``, ``mcs``, ``topo``; some versions add an ``exclusive`` list that
+    says the same (``true``, ``false``, ``user``, ``mcs``, ``topo``). Every whole-node mode, a number and
+    any name not known here read as not shared: the job then counts as holding its nodes whole. A record
+    without ``shared`` says nothing, and reads so too.
+    """
+    if "shared" not in raw:
+        return False
+    shared = True
+    for key, allowed in (("shared", _SHARED_MODES), ("exclusive", _NOT_EXCLUSIVE)):
+        value = raw.get(key)
+        if value is None:
+            continue
+        if isinstance(value, int) and not isinstance(value, bool):
+            shared = False  # 22.05 prints a mode it has no name for as its number
+            continue
+        names = [value] if isinstance(value, str) else value
+        if not isinstance(names, list) or not all(isinstance(v, str) for v in names):
+            raise f.error(key, f"expected a string or a list of strings, got {_describe(value)}")
+        shared = shared and all(n.strip().lower() in allowed for n in names if n.strip())
+    return shared
+
+
+def _allocation_json(raw: dict[str, Any], f: _Fields) -> tuple[NodeAllocation, ...]:
+    """What the job holds per node, from ``job_resources``.
+
+    Up to v0.0.40 ``allocated_nodes[]`` gives ``nodename``, ``memory_allocated`` and a core map of the
+    allocated cores only; from v0.0.41 ``nodes.allocation[]`` gives ``name``, ``cpus.count``,
+    ``memory.allocated`` and a map of every core with its status.
+    """
+    res = raw.get("job_resources")
+    if res is None or res == {}:
+        return ()
+    if not isinstance(res, dict):
+        raise f.error("job_resources", f"expected an object, got {_describe(res)}")
+    r = _Fields(res, f"{f.path}.job_resources", f.source)
+    nodes = res.get("nodes")
+    if isinstance(nodes, dict):
+        r = _Fields(nodes, f"{r.path}.nodes", f.source)
+        items, key = nodes.get("allocation"), "allocation"
+    else:
+        items, key = res.get("allocated_nodes"), "allocated_nodes"
+    if items is None:
+        return ()
+    if not isinstance(items, list):
+        raise r.error(key, f"expected a list, got {_describe(items)}")
+    out: list[NodeAllocation] = []
+    seen: set[str] = set()
+    for k, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise r.error(f"{key}[{k}]", f"expected an object, got {_describe(item)}")
+        g = _Fields(item, f"{r.path}.{key}[{k}]", f.source)
+        name_key = "name" if key == "allocation" else "nodename"
+        name = g.string(name_key)
+        if not name:
+            raise g.error(name_key, "missing")
+        if name in seen:
+            raise g.error(name_key, f"node {name!r:.60} twice in the job's allocation")
+        seen.add(name)
+        if key == "allocation":
+            cpus = _Fields(_object(item, "cpus", g), f"{g.path}.cpus", f.source).integer("count", 0)
+            mem = _Fields(_object(item, "memory", g), f"{g.path}.memory", f.source).integer("allocated", 0)
+        else:
+            cpus, mem = 0, g.integer("memory_allocated", 0)
+        out.append(NodeAllocation(name, cpus=cpus, cores=_allocated_cores(item.get("sockets"), g), mem_mb=mem))
+    return tuple(out)
+
+
+def _object(raw: dict[str, Any], key: str, f: _Fields) -> dict[str, Any]:
+    value = raw.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise f.error(key, f"expected an object, got {_describe(value)}")
+    return value
+
+
+# A core's status in the per-socket core maps: 22.05-v0.0.40 print "allocated" or "allocated_and_in_use"
+# for the job's cores and leave the others out; v0.0.41+ list every core with flags such as
+# ["ALLOCATED", "IN_USE"] or ["UNALLOCATED"].
+_ALLOCATED_CORE = frozenset({"allocated", "allocated_and_in_use"})
+
+
+def _allocated_cores(sockets: Any, f: _Fields) -> int:
+    """Cores marked allocated in a per-socket core map: ``{"0": {"cores": {"1": "allocated"}}}`` (to v0.0.40)
+    or ``[{"cores": [{"status": ["ALLOCATED"]}]}]`` (v0.0.41 on)."""
+    if sockets is None:
+        return 0
+    if not isinstance(sockets, (dict, list)):
+        raise f.error("sockets", f"expected an object or a list, got {_describe(sockets)}")
+    count = 0
+    for s_key, socket in sockets.items() if isinstance(sockets, dict) else enumerate(sockets):
+        where = f"sockets[{s_key!r}]" if isinstance(sockets, dict) else f"sockets[{s_key}]"
+        if not isinstance(socket, dict):
+            raise f.error(where, f"expected an object, got {_describe(socket)}")
+        cores = socket.get("cores")
+        if cores is None:
+            continue
+        if not isinstance(cores, (dict, list)):
+            raise f.error(f"{where}.cores", f"expected an object or a list, got {_describe(cores)}")
+        for c_key, core in cores.items() if isinstance(cores, dict) else enumerate(cores):
+            here = f"{where}.cores[{c_key!r}]" if isinstance(cores, dict) else f"{where}.cores[{c_key}]"
+            if isinstance(core, str):
+                count += core.strip().lower() in _ALLOCATED_CORE
+                continue
+            status = core.get("status") if isinstance(core, dict) else None
+            if not isinstance(status, list) or not all(isinstance(n, str) for n in status):
+                raise f.error(here, f"expected a status string or {{\"status\": [...]}}, got {_describe(core)}")
+            count += any(n.strip().upper() == "ALLOCATED" for n in status)
+    return count
 
 
 def _job_state(value: Any, f: _Fields) -> tuple[str, frozenset[str]]:
@@ -616,6 +791,13 @@ _KNOWN_KEY_NAMES = """
 """
 _KNOWN_KEYS = frozenset(_KNOWN_KEY_NAMES.split())
 
+# ``scontrol -d show job`` follows ``CoreSpec=`` with ``JOB_GRES=`` and one group ``Nodes=wsn[2-3] CPU_IDs=0-1
+# Mem=200 GRES=`` per set of nodes with the same layout (slurm_sprint_job_info(), src/api/job_info.c;
+# src/scontrol/info_job.c from 25.05), so these keys repeat. A group key is only read as one in that place,
+# and kept as ``Nodes#0``, ``CPU_IDs#0``, ... in the order printed. None of them is in _KNOWN_KEYS: inside a
+# free-text value (a job name or comment) they stay part of the text.
+_GROUP_KEYS = ("Nodes", "CPU_IDs", "Mem", "GRES")
+
 _KEY_START = re.compile(r" (?=[A-Za-z][A-Za-z0-9_:/]*=)")
 _KEY_VALUE = re.compile(r"([A-Za-z][A-Za-z0-9_:/]*)=(.*)", re.DOTALL)
 _EMPTY_MESSAGES = ("No jobs in the system", "No nodes in the system")
@@ -624,10 +806,11 @@ _EMPTY_MESSAGES = ("No jobs in the system", "No nodes in the system")
 def parse_scontrol_jobs_text(
     text: str, source: str = "scontrol -o show jobs", tz: tzinfo | None = None
 ) -> list[SlurmJob]:
-    """Parse ``scontrol -o show jobs`` (one ``Key=Value ...`` line per job) into jobs.
+    """Parse ``scontrol [-d] -o show jobs`` (one ``Key=Value ...`` line per job) into jobs.
 
     Lines indented with white space continue the record above, so plain
-    ``scontrol show jobs`` output is read too.
+    ``scontrol show jobs`` output is read too. With ``-d``, the ``Nodes=
+    CPU_IDs= Mem=`` groups of a job that holds nodes become its ``allocation``.
 
     Parameters
     ----------
@@ -642,8 +825,9 @@ def parse_scontrol_jobs_text(
     Raises
     ------
     SlurmOutputError
-        For a line that is not ``Key=Value``, a bad number or time, or a job
-        without ``JobId`` or ``JobState``; the message names the line and key.
+        For a line that is not ``Key=Value``, a bad number, memory size, time
+        or CPU id list, a node twice in one job's groups, or a job without
+        ``JobId`` or ``JobState``; the message names the line and key.
     """
     return [_job_from_text(_TextRecord(fields, lineno, source, tz)) for lineno, fields in _records(text, source)]
 
@@ -686,17 +870,32 @@ def _records(text: str, source: str) -> Iterator[tuple[int, dict[str, str]]]:
 def _split_record(line: str, lineno: int, source: str) -> dict[str, str]:
     fields: dict[str, str] = {}
     previous: str | None = None
+    group = -1  # index of the current scontrol -d node group
     for part in _KEY_START.split(line):
         match = _KEY_VALUE.fullmatch(part)
         if match is None:
             raise SlurmOutputError(f"{source}:{lineno}", None, f"expected Key=Value, got {part[:60]!r}")
         key, value = match.groups()
-        if previous in _FREE_TEXT_KEYS and key not in _KNOWN_KEYS:
+        if _in_group(previous, key):
+            if key == "Nodes":
+                group += 1
+            fields[f"{key}#{group}"] = value
+        elif previous in _FREE_TEXT_KEYS and key not in _KNOWN_KEYS:
             fields[previous] += " " + part
             continue
-        fields[key] = value
+        else:
+            fields[key] = value
         previous = key
     return fields
+
+
+def _in_group(previous: str | None, key: str) -> bool:
+    """Whether ``key`` continues the ``JOB_GRES= Nodes= CPU_IDs= Mem= GRES= Nodes= ...`` sequence."""
+    if key == "Nodes":
+        return previous in ("JOB_GRES", "GRES")
+    if key in _GROUP_KEYS:
+        return previous == _GROUP_KEYS[_GROUP_KEYS.index(key) - 1]
+    return False
 
 
 class _TextRecord:
@@ -802,7 +1001,104 @@ def _job_from_text(r: _TextRecord) -> SlurmJob:
         restart_count=r.integer("Restarts", 0) or 0,
         gpus_per_node=_gpus_per_node(r.string("TresPerNode", "Gres")),
         features=r.string("Features"),
+        shared=_shared_text(r.string("OverSubscribe")),
+        tasks=r.integer("NumTasks", 0) or 0,
+        tasks_per_node=r.converted("NtasksPerN:B:S:C", _first_count),
+        cpus_per_task=max(1, r.integer("CPUs/Task", 1) or 1),
+        mem_per_node_mb=r.converted("MinMemoryNode", _memory_mb),
+        mem_per_cpu_mb=r.converted("MinMemoryCPU", _memory_mb),
+        allocation=_allocation_text(r) if _holds_nodes(state, flags) else (),
     )
+
+
+def _shared_text(value: str) -> bool:
+    """``OverSubscribe=`` of a job (job_share_string(), src/common/slurm_protocol_defs.c): ``OK`` for the
+    default and ``YES`` for ``--oversubscribe`` may share; ``NO``, ``USER``, ``MCS``, ``TOPO``, an empty or
+    unknown value do not.
+
+    >>> [_shared_text(v) for v in ("OK", "YES", "FORCE:4", "NO", "USER", "")]
+    [True, True, True, False, False, False]
+    """
+    value = value.strip().upper()
+    return value == "OK" or value.startswith(("YES", "FORCE"))
+
+
+def _first_count(text: str) -> int:
+    """The first field of ``NtasksPerN:B:S:C=2:0:*:*`` (0 when ``*`` or absent)."""
+    head = text.split(":", 1)[0].strip()
+    if head in ("", "*", "N/A"):
+        return 0
+    if not head.isdigit() or len(head) > MAX_DIGITS:
+        raise ValueError(f"expected a count, got {text[:40]!r}")
+    return int(head)
+
+
+_MEMORY_UNITS = {"K": Fraction(1, 1024), "M": Fraction(1), "G": Fraction(1024), "T": Fraction(1024**2),
+                 "P": Fraction(1024**3)}
+_MEMORY = re.compile(r"(\d{1,15}(?:\.\d{1,6})?)([KMGTP]?)")
+
+
+def _memory_mb(text: str) -> int:
+    """A memory size of ``scontrol`` in MB (rounded up); 0 when absent.
+
+    scontrol prints MB scaled by 1024 for as long as the value stays whole or half
+    (``convert_num_unit()`` with ``CONVERT_NUM_UNIT_EXACT``, src/common/slurm_protocol_api.c):
+    128000 MB is ``125G``, 64000 MB ``62.50G``, 32000 MB ``32000M``.
+
+    >>> _memory_mb("125G"), _memory_mb("62.50G"), _memory_mb("100M"), _memory_mb("512K"), _memory_mb("")
+    (128000, 64000, 100, 1, 0)
+    """
+    text = text.strip()
+    if text in ("", "N/A", "0"):
+        return 0
+    m = _MEMORY.fullmatch(text)
+    if m is None:
+        raise ValueError(f"expected a memory size like 200M or 2G, got {text[:40]!r}")
+    return math.ceil(Fraction(m.group(1)) * _MEMORY_UNITS[m.group(2) or "M"])
+
+
+def _cpu_ids(text: str) -> int:
+    """How many CPUs ``CPU_IDs=0-3,8,10-11`` lists.
+
+    >>> _cpu_ids("0-3,8,10-11")
+    7
+    """
+    count = 0
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()) or len(lo) > MAX_DIGITS or len(hi) > MAX_DIGITS:
+            raise ValueError(f"expected CPU ids like 0-3,8, got {text[:40]!r}")
+        if hi and int(hi) < int(lo):
+            raise ValueError(f"range {part.strip()!r} runs backwards")
+        count += int(hi or lo) - int(lo) + 1
+    if count > MAX_NUMBER:
+        raise ValueError(f"{text[:40]} is out of range")
+    return count
+
+
+def _group_value(r: _TextRecord, key: str, group: int, convert: Callable[[str], Any]) -> Any:
+    try:
+        return convert(r.string(f"{key}#{group}"))
+    except ValueError as exc:
+        raise r.error(key, f"{exc} (node group {group + 1})") from None
+
+
+def _allocation_text(r: _TextRecord) -> tuple[NodeAllocation, ...]:
+    """The ``Nodes=wsn[2-3] CPU_IDs=0-1 Mem=200 GRES=`` groups of ``scontrol -d show job``, one per layout."""
+    out: list[NodeAllocation] = []
+    seen: set[str] = set()
+    k = 0
+    while f"Nodes#{k}" in r.fields:
+        names = _group_value(r, "Nodes", k, hostlist.expand)
+        cpus = _group_value(r, "CPU_IDs", k, _cpu_ids) if r.string(f"CPU_IDs#{k}") else 0
+        mem = _group_value(r, "Mem", k, _memory_mb)
+        for name in names:
+            if name in seen:
+                raise r.error("Nodes", f"node {name!r:.60} twice in the job's allocation")
+            seen.add(name)
+            out.append(NodeAllocation(name, cpus=cpus, mem_mb=mem))
+        k += 1
+    return tuple(out)
 
 
 def _node_from_text(r: _TextRecord) -> SlurmNode:

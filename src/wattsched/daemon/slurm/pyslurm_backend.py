@@ -41,7 +41,7 @@ from types import ModuleType
 from typing import Any
 
 from wattsched.daemon.slurm import hostlist
-from wattsched.daemon.slurm.parse import _job_state_from_names, _node_state_from_names, _reason
+from wattsched.daemon.slurm.parse import _job_state_from_names, _node_state_from_names, _reason, _shared_text
 from wattsched.daemon.slurm.records import ClusterState, SlurmJob, SlurmNode
 from wattsched.errors import ConfigError, SlurmCommandError
 
@@ -218,8 +218,22 @@ def _gres_text(gres: dict | None) -> str:
     return ",".join(parts)
 
 
+def _count(value) -> int:
+    """A pyslurm count as an int: ``None`` (unset), ``"UNLIMITED"`` and anything not a count give 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def job_from_pyslurm(job) -> SlurmJob:
-    """A :class:`SlurmJob` from a ``pyslurm.Job`` (attribute names of ``pyslurm/core/job/job.pyx``)."""
+    """A :class:`SlurmJob` from a ``pyslurm.Job`` (attribute names of ``pyslurm/core/job/job.pyx``).
+
+    ``shared`` comes from ``resource_sharing`` (Slurm's ``job_share_string()``,
+    the ``OverSubscribe=`` of ``scontrol``), what the job asks from ``ntasks``,
+    ``ntasks_per_node``, ``cpus_per_task``, ``memory_per_node`` and
+    ``memory_per_cpu``; an object without them leaves the defaults (not
+    shared). ``allocation`` stays empty: pyslurm's only per-node view,
+    ``get_resource_layout_per_node()``, is documented as subject to change, so
+    a running job that may share counts as holding its nodes whole.
+    """
     state, flags = _job_state_from_names([_text(job.state) or "UNKNOWN"])
     limit = job.time_limit  # minutes; None when unlimited or unset
     priority = job.priority  # 0 when held; None for NO_VAL/INFINITE
@@ -255,6 +269,12 @@ def job_from_pyslurm(job) -> SlurmJob:
         restart_count=int(job.requeue_count or 0),
         gpus_per_node=_gpus(job.gres_per_node),
         features=",".join(constraints) if isinstance(constraints, list) else _text(constraints),
+        shared=_shared_text(_text(getattr(job, "resource_sharing", None))),
+        tasks=_count(getattr(job, "ntasks", None)),
+        tasks_per_node=_count(getattr(job, "ntasks_per_node", None)),
+        cpus_per_task=_count(getattr(job, "cpus_per_task", None)) or 1,
+        mem_per_node_mb=_count(getattr(job, "memory_per_node", None)),
+        mem_per_cpu_mb=_count(getattr(job, "memory_per_cpu", None)),
     )
 
 

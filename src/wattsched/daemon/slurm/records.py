@@ -20,6 +20,24 @@ HELD_USER = "JobHeldUser"
 
 
 @dataclass(frozen=True, slots=True)
+class NodeAllocation:
+    """What Slurm allocated to a job on one node.
+
+    ``cpus``: the CPUs allocated there where Slurm says so (``cpus.count``
+    of data_parser v0.0.41 and later, the ``CPU_IDs`` of ``scontrol -d show
+    job``), else 0. ``cores``: the cores marked allocated in the JSON's
+    per-socket core map, else 0; 22.05 to v0.0.40 give only these, and the
+    daemon multiplies them by the node's threads per core. ``mem_mb``: the
+    memory allocated there, MB.
+    """
+
+    node: str
+    cpus: int = 0
+    cores: int = 0
+    mem_mb: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class SlurmJob:
     """One job from ``squeue``/``scontrol show job``.
 
@@ -30,6 +48,27 @@ class SlurmJob:
     ``state`` is the base state (``PENDING``, ``RUNNING``, ...); ``flags`` the
     extra state flags newer Slurm versions report next to it (``REQUEUED``,
     ``COMPLETING``, ...). ``priority`` 0 means held.
+
+    ``shared``: the job may share its nodes with other jobs (Slurm's
+    default ``OverSubscribe=OK`` or ``YES``). ``False`` for ``--exclusive``
+    and for every job of a partition with ``OverSubscribe=EXCLUSIVE`` (Slurm
+    marks those at submission), for ``user``, ``mcs`` and ``topo`` (whole
+    nodes for one user, group or topology block), for a mode wattsched does
+    not know, and when Slurm does not say: the job then counts as holding
+    its nodes whole, the safe reading.
+
+    What the job asks: ``tasks`` (0: not given), ``tasks_per_node`` (0: not
+    given), ``cpus_per_task`` (1 when not given), ``mem_per_node_mb``
+    (``--mem``) or ``mem_per_cpu_mb`` (``--mem-per-cpu``, or the partition's
+    ``DefMemPerCPU``), 0 when not given.
+
+    ``allocation``: what the job holds on each node, one
+    :class:`NodeAllocation` per node in Slurm's order, for a job that holds
+    nodes (running, suspended or completing) and ``()`` otherwise. The JSON
+    backends (CLI and slurmrestd) and the text backend (``scontrol -d``)
+    fill it. The pyslurm backend leaves it empty, as pyslurm documents its
+    per-node layout as subject to change; it reads ``shared`` and what the
+    job asks from pyslurm's documented ``Job`` properties.
     """
 
     job_id: int
@@ -59,6 +98,13 @@ class SlurmJob:
     eligible_time: float | None = None  # Slurm starts it no earlier (a requeued job's or --begin's begin time)
     gpus_per_node: int = 0
     features: str = ""
+    shared: bool = False
+    tasks: int = 0
+    tasks_per_node: int = 0
+    cpus_per_task: int = 1
+    mem_per_node_mb: int = 0
+    mem_per_cpu_mb: int = 0
+    allocation: tuple[NodeAllocation, ...] = ()
 
     @property
     def held(self) -> bool:
