@@ -59,8 +59,9 @@ class SlurmConfig(StrictModel):
         default="auto",
         description=(
             "How to read Slurm's state: `json` (`squeue --json`; nodes from `sinfo --json` on 22.05 and "
-            "`scontrol show nodes --json` from 23.02), `text` (`scontrol -o show jobs|nodes`, for builds "
-            "without JSON support), or `auto` (JSON, falling back to text if JSON fails). Default: `auto`."
+            "`scontrol show nodes --json` from 23.02), `text` (`scontrol -d -o show jobs`, `scontrol -o show "
+            "nodes`, for builds without JSON support), or `auto` (JSON, falling back to text if JSON fails). "
+            "Default: `auto`."
         ),
     )
     timeout_s: float = Field(

@@ -53,6 +53,7 @@ from wattsched.model.guard import plan_problems
 from wattsched.model.plan import Evict, PowerDown, PowerUp, Reason, Reshape, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodePowerModel, NodeState
 from wattsched.model.response import LinearResponse
+from wattsched.model.units import pack_starts
 from wattsched.policies import make_policy
 from wattsched.predictors import make_predictor
 
@@ -282,6 +283,8 @@ class Daemon:
         report.pending, report.running = len(snap.pending), len(snap.running)
         wanted = snap.pending or snap.running or getattr(self.policy, "wants_empty_queue_calls", False)
         plan = self.policy.decide(snap, self.policy_state) if wanted else None
+        if plan is not None and snap.pending and not getattr(self.policy, "maps_units", False):
+            plan = pack_starts(snap, plan)  # jobs of units a whole-node policy started, packed as in replay
         if plan is not None:
             policystate.save(self.store, cfg.policy, cfg.params, self.policy_state)
             problems = plan_problems(snap, plan)
@@ -837,10 +840,11 @@ class Daemon:
                                             self.config.dry_run, "refused"))
                     self.metrics.decisions.labels("start", "refused").inc()
                     return
-        reason = f"on {compress(nodes)}" + "".join(
+        hosts = list(dict.fromkeys(nodes))  # a job of tasks may have several units on one node
+        reason = f"on {compress(hosts)}" + "".join(
             f", {_describe(k, v)}" for k, v in (("cap", action.cap_w), ("freq", action.freq_hz)) if v is not None)
         if self._act("start", action.job_id, reason, audit, now,
-                     lambda j=job, n=nodes: self.backend.release(j.job_id, n, without_marker(j.admin_comment)),
+                     lambda j=job, n=hosts: self.backend.release(j.job_id, n, without_marker(j.admin_comment)),
                      {"nodes": nodes}):
             self.store.add_start(action.job_id, nodes, now)
             self.store.drop_holds([action.job_id])

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 from wattsched.daemon.slurm.backend import MARKER
 from wattsched.daemon.slurm.records import COMPLETING, PENDING, RUNNING, SUSPENDED, ClusterState, SlurmJob, SlurmNode
+from wattsched.model import units as U
 from wattsched.model.constraints import CapSchedule
-from wattsched.model.job import Job, PowerEstimate, RunningJob
+from wattsched.model.job import Job, PowerEstimate, RunningJob, Unit
 from wattsched.model.platform import Node, NodePowerModel, NodeState, Platform
 from wattsched.model.snapshot import Snapshot
 
@@ -204,8 +205,9 @@ def job_class(j: SlurmJob, default: str = "") -> str:
     return m.group(1) if m else default
 
 
-def to_job(j: SlurmJob, default_class: str = "") -> Job:
-    nodes = max(j.node_count, 1)
+def to_job(j: SlurmJob, default_class: str = "", units: tuple[Unit, ...] = (), distinct: bool = False) -> Job:
+    """The policy's view of a Slurm job: whole nodes, or ``units`` (see :func:`request_units`)."""
+    nodes = len(units) if units else max(j.node_count, 1)
     walltime = j.time_limit_s if j.time_limit_s and math.isfinite(j.time_limit_s) else UNLIMITED_WALLTIME_S
     return Job(
         id=j.job_id,
@@ -217,10 +219,72 @@ def to_job(j: SlurmJob, default_class: str = "") -> Job:
         partition=j.partition,
         qos=j.qos,
         procs=j.cpus,
-        cores_per_node=max(1, j.cpus // nodes),
+        cores_per_node=max(1, j.cpus // max(j.node_count, 1)),
         gpus_per_node=j.gpus_per_node,
         app_class=job_class(j, default_class),
+        units=units,
+        distinct_nodes=distinct and bool(units),
     )
+
+
+def request_units(j: SlurmJob, platform: Platform) -> tuple[tuple[Unit, ...], bool]:
+    """What a pending job that may share nodes asks, as job units: ``(units, distinct_nodes)``.
+
+    ``((), False)`` for a job that takes whole nodes (``--exclusive``, a
+    partition with ``OverSubscribe=EXCLUSIVE``: Slurm marks the job so).
+    Slurm lays a job out by node: a job that gives its tasks per node, a node
+    count above one, GPUs or memory per node asks one unit per node, each on a
+    node of its own, of the CPUs (tasks per node × CPUs per task, else its
+    CPUs spread evenly over its nodes), GPUs and memory (``--mem``, else
+    ``--mem-per-cpu`` × CPUs) of one node. A job of tasks alone (``-n 8``),
+    which Slurm may spread over any nodes, asks one unit per task, and so
+    does a job whose per-node unit would fit no node of the platform.
+
+    >>> p = Platform.homogeneous_cluster(4, cores=2)
+    >>> request_units(SlurmJob(1, "PENDING", shared=True, node_count=2, tasks=4, tasks_per_node=2,
+    ...                        mem_per_cpu_mb=50), p)
+    ((Unit(cores=2, gpus=0, mics=0, mem_mb=100), Unit(cores=2, gpus=0, mics=0, mem_mb=100)), True)
+    >>> units, distinct = request_units(SlurmJob(2, "PENDING", shared=True, tasks=3, cpus=3), p)
+    >>> len(units), units[0], distinct
+    (3, Unit(cores=1, gpus=0, mics=0, mem_mb=0), False)
+    """
+    if not j.shared:
+        return (), False
+    cpt = max(1, j.cpus_per_task)
+    tasks = max(1, j.tasks or j.cpus // cpt)
+    if tasks > U.MAX_UNITS:
+        return (), False
+    nodes = max(1, j.node_count)
+    gpus = j.gpus_per_node
+    if j.tasks_per_node or nodes > 1 or tasks == 1 or gpus or j.mem_per_node_mb:
+        cores = j.tasks_per_node * cpt if j.tasks_per_node else -(-max(j.cpus, tasks * cpt) // nodes)
+        units = (Unit(cores, gpus, 0, j.mem_per_node_mb or j.mem_per_cpu_mb * cores),) * nodes
+        if nodes > 1 or gpus or U.place(units, range(len(platform.nodes)), platform, {}, True) is not None:
+            return units, True
+    mem = j.mem_per_cpu_mb * cpt if j.mem_per_cpu_mb else -(-j.mem_per_node_mb // tasks)
+    return (Unit(cpt, 0, 0, mem),) * tasks, False
+
+
+def allocated_units(j: SlurmJob, index: Mapping[str, int], slurm_nodes: Sequence[SlurmNode]
+                    ) -> tuple[tuple[Unit, ...], tuple[int, ...]] | None:
+    """A running job that shares nodes as one unit per node it holds, from what Slurm allocated there.
+
+    ``None`` for a job that holds whole nodes, or whose allocation Slurm did not
+    report (it then counts as holding its nodes whole).
+    """
+    if not j.shared or not j.allocation:
+        return None
+    units: list[Unit] = []
+    idx: list[int] = []
+    for a in j.allocation:
+        i = index.get(a.node)
+        if i is None:
+            continue
+        node = slurm_nodes[i]
+        cpus = a.cpus or a.cores * max(1, node.threads_per_core)
+        units.append(Unit(min(max(cpus, 1), max(node.cpus, 1)), j.gpus_per_node, 0, a.mem_mb))
+        idx.append(i)
+    return (tuple(units), tuple(idx)) if units else None
 
 
 @dataclass(slots=True)
@@ -267,36 +331,48 @@ def build_view(
     platform = managed_platform(state, partitions, power, platform_cache, nodes)
     index = {n.name: i for i, n in enumerate(nodes)}
 
-    busy: set[int] = set()
-    for job in c.running:
-        busy.update(index[n] for n in job.nodes if n in index)
-    for job in c.starting:  # released onto these nodes: taken until Slurm starts the job or we take it back
-        planned = starts[job.job_id][0]
-        busy.update(index[n] for n in planned if n in index)
-    states = [int(node_state(n, i in busy)) for i, n in enumerate(nodes)]
-
     now = state.read_at
+    # Running jobs, and released jobs Slurm has not started yet on their planned nodes (their nodes and power
+    # are committed: a policy that ignored them would over-commit the cap): (job, start, node indices).
+    running_jobs: dict[int, tuple[Job, float, tuple[int, ...]]] = {}
+    for j in c.running:
+        alloc = allocated_units(j, index, nodes)
+        if alloc is not None:
+            running_jobs[j.job_id] = (to_job(j, default_class, alloc[0], True), j.start_time or now, alloc[1])
+            continue
+        idx = tuple(index[n] for n in j.nodes if n in index)
+        if idx:
+            running_jobs[j.job_id] = (to_job(j, default_class), j.start_time or now, idx)
+    for j in c.starting:
+        planned, released_at = starts[j.job_id][0], starts[j.job_id][1]
+        units, distinct = request_units(j, platform)
+        idx = tuple(index[n] for n in planned if n in index)
+        if units and len(idx) == len(planned) == len(units):  # released unit by unit (a node may repeat)
+            running_jobs[j.job_id] = (to_job(j, default_class, units, distinct), released_at, idx)
+        elif idx:
+            running_jobs[j.job_id] = (to_job(j, default_class), released_at, tuple(dict.fromkeys(idx)))
+    busy: set[int] = set()
+    pnodes = platform.nodes
+    node_free: dict[int, tuple[int, int, int, int]] = {}
+    for job, _start, idx in running_jobs.values():
+        busy.update(idx)
+        for u, i in zip(job.units, idx, strict=False):
+            node_free[i] = U.minus(node_free.get(i) or U.capacity(pnodes[i]), u)
+    # jobs of other partitions sharing managed nodes take their part too (their power stays the node's)
+    for j in state.jobs:
+        if j.state in ACTIVE and not is_managed_job(j, partitions):
+            alloc = allocated_units(j, index, nodes)
+            for u, i in zip(*alloc, strict=True) if alloc is not None else ():
+                node_free[i] = U.minus(node_free.get(i) or U.capacity(pnodes[i]), u)
+    node_free = {i: (max(f[0], 0), max(f[1], 0), max(f[2], 0), max(f[3], 0)) for i, f in node_free.items()}
+    states = [int(node_state(n, i in busy or i in node_free)) for i, n in enumerate(nodes)]
+
     # a job Slurm will not start yet (the begin time it gives a requeued job, --begin) is not offered to the
     # policy: a release would only time out
     queue = [j for j in (c.ours + c.adopt if include_adopted else c.ours)
              if not (j.eligible_time and j.eligible_time > now)]
     queue.sort(key=lambda j: (j.submit_time or 0.0, j.job_id))
-    pending = {j.job_id: to_job(j, default_class) for j in queue}
-    running_jobs = {}
-    for j in c.running:
-        idx = tuple(index[n] for n in j.nodes if n in index)
-        if not idx:
-            continue
-        job = to_job(j, default_class)
-        start = j.start_time or now
-        running_jobs[j.job_id] = (job, start, idx)
-    # Released jobs Slurm has not started yet count as running on their planned nodes: their
-    # nodes and power are committed (a policy that ignored them would over-commit the cap).
-    for j in c.starting:
-        planned, released_at = starts[j.job_id][0], starts[j.job_id][1]
-        idx = tuple(index[n] for n in planned if n in index)
-        if idx:
-            running_jobs[j.job_id] = (to_job(j, default_class), released_at, idx)
+    pending = {j.job_id: to_job(j, default_class, *request_units(j, platform)) for j in queue}
 
     estimates: dict[int, PowerEstimate] = {}
     if estimator is not None:
@@ -304,14 +380,24 @@ def build_view(
         if jobs:
             estimates = dict(zip((j.id for j in jobs), estimator(jobs), strict=True))
     measured = measured or {}
-    node_power = [n.power for n in platform.nodes]
     names = [n.name for n in nodes]
     running: dict[int, RunningJob] = {}
-    jobs_power = predicted = 0.0
+    jobs_power = predicted = other = 0.0
+    on_shared: dict[int, list[tuple[int, Unit, float]]] = {}  # node -> (job, unit, predicted unit power)
+    settling: set[int] = set()  # shared nodes with a unit that started less than settle_s ago
+    unit_power: dict[int, float] = {}
     for jid, (job, start, idx) in running_jobs.items():
         est = estimates.get(jid)
-        per_node = [est.mean_w if est is not None else node_power[i].busy_w + job.gpus_per_node *
-                    node_power[i].gpu_tdp_w for i in idx]
+        if job.units:
+            for u, i in zip(job.units, idx, strict=True):
+                on_shared.setdefault(i, []).append((jid, u, est.mean_w if est is not None else
+                                                    U.unit_power_w(pnodes[i], u)))
+                if start > now - settle_s:
+                    settling.add(i)
+            unit_power[jid] = 0.0
+            continue
+        per_node = [est.mean_w if est is not None else pnodes[i].power.busy_w + job.gpus_per_node *
+                    pnodes[i].power.gpu_tdp_w for i in idx]
         if start > now - settle_s:
             watts = sum(per_node)
         else:
@@ -319,16 +405,37 @@ def build_view(
         running[jid] = RunningJob(job, start, idx, start + job.walltime_s, power_w=watts)
         jobs_power += watts
         predicted += sum(per_node)
-    other = 0.0
-    for i, s in enumerate(states):
-        if i in busy:  # a busy node's power is its job's
+    # A shared node's power (measured, else predicted) goes to the jobs on it as the simulator accounts it:
+    # each unit its share of the idle power by cores, and the power above idle in proportion to what each
+    # unit is predicted to add; the idle share of its free cores is the node's own.
+    for i, units_here in on_shared.items():
+        idle = pnodes[i].power.idle_w
+        adds = [max(w - idle, 0.0) for _jid, _u, w in units_here]
+        node_predicted = idle + sum(adds)
+        predicted += node_predicted
+        node_w = node_predicted if i in settling else measured.get(names[i], node_predicted)
+        dynamic = max(node_w - idle, 0.0)
+        total_add = sum(adds)
+        shares = 0.0
+        for (jid, u, _w), add in zip(units_here, adds, strict=True):
+            share = U.core_share(pnodes[i], u)
+            shares += share
+            part = dynamic * add / total_add if total_add > 0 else dynamic / len(units_here)
+            unit_power[jid] += idle * share + part
+        other += idle * max(0.0, 1.0 - shares)
+    for jid, watts in unit_power.items():
+        job, start, idx = running_jobs[jid]
+        running[jid] = RunningJob(job, start, idx, start + job.walltime_s, power_w=watts)
+        jobs_power += watts
+    for i, st in enumerate(states):
+        if i in busy:  # a busy node's power is its jobs'
             continue
-        power = node_power[i]
-        if s == NodeState.OFF:
+        power = pnodes[i].power
+        if st == NodeState.OFF:
             model = power.off_w
-        elif s == NodeState.SWITCHING_ON:
+        elif st == NodeState.SWITCHING_ON:
             model = power.switch_on_w
-        elif s == NodeState.SWITCHING_OFF:
+        elif st == NodeState.SWITCHING_OFF:
             model = power.switch_off_w
         else:
             model = power.idle_w
@@ -349,5 +456,6 @@ def build_view(
         epoch=epoch,
         estimates=estimates if estimator is not None else None,
         can_reshape=False,  # Slurm cannot move a running job
+        node_free=node_free,
     )
     return View(snapshot, c, {j.job_id: j for j in state.jobs}, names, {n.name: n for n in nodes}, predicted)
