@@ -706,3 +706,27 @@ def test_evicting_a_job_slurm_has_not_started_takes_the_start_back_instead_of_a_
     assert audit(d, "requeue") == []
     (hold,) = [e for e in audit(d, "hold") if "taken back" in e.reason]
     assert hold.outcome == "applied" and "the cap cannot be met" in hold.reason
+
+
+def test_a_job_sharing_its_node_learns_power_only_from_cycles_it_runs_there_alone(make_sim, make_daemon, clock):
+    from dataclasses import replace as _replace
+    from types import SimpleNamespace
+
+    from wattsched.daemon.slurm.records import ClusterState, NodeAllocation, SlurmJob
+    from wattsched.daemon.view import classify
+
+    sim = make_sim([])
+    d = make_daemon(sim, predictor="history")
+    base = sim.read_state()
+    nodes = tuple(_replace(n, current_watts=w) for n, w in zip(base.nodes, (260.0, 180.0, 100.0, 100.0),
+                                                                  strict=True))
+
+    def shared_job(jid: int, node: str) -> SlurmJob:
+        return SlurmJob(jid, "RUNNING", start_time=EPOCH, submit_time=EPOCH, time_limit_s=600, node_count=1, cpus=1,
+                        nodes=(node,), shared=True, allocation=(NodeAllocation(node, cpus=1),))
+
+    # node0000 runs jobs 1 and 2, node0001 job 3 alone: only job 3's reading is its own
+    state = ClusterState((shared_job(1, "node0000"), shared_job(2, "node0000"), shared_job(3, "node0001")), nodes,
+                         read_at=EPOCH + 60)
+    d._learn(state, SimpleNamespace(classified=classify(state, frozenset(), {}, {})))
+    assert d._samples == {3: [180.0]}

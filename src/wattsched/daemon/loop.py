@@ -318,7 +318,10 @@ class Daemon:
         """Job power history: sample the per-node power Slurm reports for running jobs; record finished ones."""
         watts = {n.name: n.current_watts for n in state.nodes}
         running = {j.job_id: j for j in view.classified.running}
+        jobs_on = Tally(n for j in state.jobs if j.state in ("RUNNING", "SUSPENDED", "COMPLETING") for n in j.nodes)
         for jid, job in running.items():
+            if job.shared and any(jobs_on[n] > 1 for n in job.nodes):
+                continue  # a node's power is a job's own (a unit's, alone on its node) only while nothing shares it
             readings = [watts.get(n) for n in job.nodes]
             if readings and all(w is not None for w in readings):
                 self._samples.setdefault(jid, []).append(sum(readings) / len(readings))
@@ -330,7 +333,8 @@ class Daemon:
             samples = self._samples.pop(jid, None)
             start = job.start_time or state.read_at
             end = (finished[jid].end_time if jid in finished and finished[jid].end_time else None) or state.read_at
-            measured = self.telemetry.job_power(job.nodes, start, end) if job.nodes else None
+            # a job that may have shared its nodes learns only from the cycles it ran alone on them
+            measured = self.telemetry.job_power(job.nodes, start, end) if job.nodes and not job.shared else None
             if measured is not None:  # telemetry over the job's whole run
                 mean, mx, std = measured
                 source = "prometheus"
