@@ -356,14 +356,14 @@ def build_view(
     node_free: dict[int, tuple[int, int, int, int]] = {}
     for job, _start, idx in running_jobs.values():
         busy.update(idx)
-        for u, i in zip(job.units, idx, strict=False):
-            node_free[i] = U.minus(node_free.get(i) or U.capacity(pnodes[i]), u)
+        if job.units:
+            U.take(node_free, platform, job.units, idx)
     # jobs of other partitions sharing managed nodes take their part too (their power stays the node's)
     for j in state.jobs:
         if j.state in ACTIVE and not is_managed_job(j, partitions):
             alloc = allocated_units(j, index, nodes)
-            for u, i in zip(*alloc, strict=True) if alloc is not None else ():
-                node_free[i] = U.minus(node_free.get(i) or U.capacity(pnodes[i]), u)
+            if alloc is not None:
+                U.take(node_free, platform, *alloc)
     node_free = {i: (max(f[0], 0), max(f[1], 0), max(f[2], 0), max(f[3], 0)) for i, f in node_free.items()}
     states = [int(node_state(n, i in busy or i in node_free)) for i, n in enumerate(nodes)]
 
@@ -411,11 +411,11 @@ def build_view(
     for i, units_here in on_shared.items():
         idle = pnodes[i].power.idle_w
         adds = [max(w - idle, 0.0) for _jid, _u, w in units_here]
-        node_predicted = idle + sum(adds)
+        total_add = sum(adds)
+        node_predicted = idle + total_add
         predicted += node_predicted
         node_w = node_predicted if i in settling else measured.get(names[i], node_predicted)
         dynamic = max(node_w - idle, 0.0)
-        total_add = sum(adds)
         shares = 0.0
         for (jid, u, _w), add in zip(units_here, adds, strict=True):
             share = U.core_share(pnodes[i], u)
