@@ -152,15 +152,17 @@ def _file_params(path: str) -> dict:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from wattsched.sim.collector import imports_paused
     from wattsched.sim.plotworker import PlotWorker
 
     # started first, so that its imports (matplotlib, a third of a short run) overlap this process's own
     plotter = PlotWorker.start()
     try:
-        from wattsched.sim.metrics import format_summary_table
-        from wattsched.sim.run import run_simulation
+        with imports_paused():
+            from wattsched.sim.metrics import format_summary_table
+            from wattsched.sim.run import run_simulation
 
-        config = _sim_config(args)
+            config = _sim_config(args)
         with _sigterm_exits():
             outcome = run_simulation(config, progress=not args.quiet, report=not args.no_report, plotter=plotter)
     finally:

@@ -107,3 +107,19 @@ def test_a_sweep_run_leaves_nothing_frozen(tmp_path):
         row = run_one(run.spec)
         assert row["status"] == "ok" and row["n_jobs"] == 3
         assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+
+def test_imports_are_made_without_collections_then_frozen(collections):
+    from wattsched.sim.collector import imports_paused
+
+    before = gc.get_freeze_count()
+    try:
+        with imports_paused():
+            made = [Tracked([i]) for i in range(20_000)]  # as many objects as an import of matplotlib makes
+        assert collections == []
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= before + 20_000
+        assert made[-1].value == [19_999]
+    finally:
+        gc.unfreeze()
+

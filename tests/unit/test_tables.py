@@ -63,6 +63,21 @@ def test_parquet_round_trip_is_exact(tmp_path):
     assert list(read_job_table(path).jobs) == jobs
 
 
+def test_parquet_dictionary_encodes_text_columns_only(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    jobs = [TraceJob(i, float(i), 60.0 + i / 7, 120.0, 1, 1, user=f"u{i % 3}", mean_w=100.0 + i / 7, max_w=200.0,
+                     std_w=1.0, app_class="cpu") for i in range(1, 500)]
+    path = tmp_path / "jobs.parquet"
+    write_job_table(jobs, path)
+    meta = pq.ParquetFile(path).metadata
+    encodings = {meta.schema.column(i).name: meta.row_group(0).column(i).encodings for i in range(meta.num_columns)}
+    dictionary = {name for name, enc in encodings.items() if any("DICTIONARY" in e for e in enc)}
+    assert {"user", "app_class"} <= dictionary
+    assert not dictionary & {"submit_s", "runtime_s", "mean_w"}
+    assert meta.row_group(0).column(0).compression == "ZSTD"
+    assert list(read_job_table(path).jobs) == jobs
+
+
 def test_parquet_round_trip_spans_several_batches(tmp_path, monkeypatch):
     pytest.importorskip("pyarrow")
     import wattsched.workload.tables as tables

@@ -27,7 +27,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -88,6 +87,8 @@ def read_yaml(path: str | os.PathLike, *, label: str | None = None, text: str | 
     :class:`ConfigError` naming the file (and the line). ``text``, if given, is
     parsed instead of reading ``path`` (which then only names the source).
     """
+    import yaml  # here: a run configured by its command line alone reads no YAML (a fiftieth of a short run)
+
     label = label or _label(path)
     if text is None:
         text = _read_text(path, label)
@@ -127,6 +128,8 @@ def _check_expanded_size(root, label: str) -> None:
     Sizes are memoised per node, so this costs one visit per distinct node however
     often aliases repeat it.
     """
+    import yaml
+
     sizes: dict[int, int] = {}
     stack = [(root, False)]
     while stack:
@@ -149,6 +152,8 @@ def _check_expanded_size(root, label: str) -> None:
 
 
 def _walk_node(node, path: Loc, lines: dict, label: str, seen_nodes: set) -> None:
+    import yaml
+
     lines.setdefault(path, node.start_mark.line + 1)
     if id(node) in seen_nodes:  # reached again through an alias: its keys already have their lines
         return

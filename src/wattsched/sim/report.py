@@ -128,14 +128,12 @@ def write_tables(result: Any, out_dir: str | Path) -> dict[str, int]:
     :func:`write_run` with ``tables=False`` leaves them to this (the plot
     worker calls it while the caller writes the summary and waits).
     """
-    import pyarrow.parquet as pq
-
-    from wattsched.workload.tables import write_csv_table
+    from wattsched.workload.tables import write_csv_table, write_parquet_table
 
     out = Path(out_dir)
     for name, cols in _TABLES.items():
         at = _arrow_table(cols, getattr(result, name))
-        write_whole(out / f"{name}.parquet", lambda p, at=at: pq.write_table(at, p, compression="zstd"))
+        write_whole(out / f"{name}.parquet", lambda p, at=at: write_parquet_table(at, p))
         write_whole(out / f"{name}.csv", lambda p, at=at: write_csv_table(at, p))
     return table_rows(result)
 

@@ -891,11 +891,25 @@ def write_job_columns(cols: dict[str, list], path: str | os.PathLike[str]) -> in
     spath = os.fspath(path)
     table = _arrow_job_table(cols)
     if _format_of(spath) == "parquet":
-        _, pq = _require_pyarrow()
-        pq.write_table(table, spath, compression="zstd")
+        write_parquet_table(table, spath)
     else:
         write_csv_table(table, spath)
     return table.num_rows
+
+
+def write_parquet_table(table, path: str | os.PathLike[str]) -> None:
+    """Write an Arrow ``table`` as Parquet, zstd-compressed, with dictionary encoding for its text columns only.
+
+    A dictionary pays off for repeated names (users, states); for measured
+    numbers, where nearly every value differs, Parquet would build one and
+    then drop it (a third of the time of writing them, and larger files).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    text = [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+            or pa.types.is_dictionary(f.type)]
+    pq.write_table(table, path, compression="zstd", use_dictionary=text)
 
 
 def write_csv_table(table, path: str | os.PathLike[str], *, compress: bool | None = None) -> None:
