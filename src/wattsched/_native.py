@@ -39,6 +39,7 @@ COMPILED = (
     "wattsched.sim.checks",
     "wattsched.workload.swf",
     "wattsched.workload.records",
+    "wattsched.workload.augment",
 )
 
 # os.path, not pathlib: this runs at every `import wattsched`, before anything else is imported

@@ -125,3 +125,38 @@ def test_median_is_numpys_without_numpy_ma():
     code = ("import sys, numpy as np\nfrom wattsched.sim.metrics import median\n"
             "median(np.arange(4.0))\nprint('numpy.ma' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_percentile_is_numpys_without_numpy_ma():
+    import subprocess
+    import sys
+
+    from wattsched.sim.metrics import percentile
+
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 3, 4, 20, 21, 51, 1000, 28_000):
+        for q in (0.0, 5.0, 50.0, 90.0, 95.0, 99.0, 100.0, 33.3):
+            for _ in range(10 if n > 1000 else 40):
+                x = rng.exponential(100.0, n) * rng.integers(0, 3, n)  # ties and zeros, as waits have
+                got, want = percentile(x, q), float(np.percentile(x, q))
+                assert got == want, (n, q, got, want)
+    big = np.array([1e300, -1e300, 3.0, 1e-300, 7.5])  # interpolation between far-apart values
+    for q in np.linspace(0.0, 100.0, 101):
+        assert percentile(big, float(q)) == float(np.percentile(big, q))
+    code = ("import sys, numpy as np\nfrom wattsched.sim.metrics import percentile\n"
+            "percentile(np.arange(40.0), 95.0)\nprint('numpy.ma' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_a_summary_does_not_import_numpy_ma(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np\nfrom wattsched.sim.engine import Engine\n"
+            "from wattsched.model.platform import Platform\nfrom wattsched.policies import make_policy\n"
+            "from wattsched.workload.records import TraceJob\nfrom wattsched.sim.metrics import summarize\n"
+            "jobs = [TraceJob(i, 10.0 * i, 50.0 + i, 100.0 + i, 1 + i % 3, 1 + i % 3) for i in range(1, 60)]\n"
+            "summarize(Engine(Platform.homogeneous_cluster(4), jobs, make_policy('easy')).run())\n"
+            "print('numpy.ma' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.stdout.strip() == "False", proc.stderr

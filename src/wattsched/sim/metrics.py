@@ -88,6 +88,27 @@ def median(x: np.ndarray) -> float:
     return float(np.add(part[h - 1], part[h]) / 2.0)
 
 
+def percentile(x: np.ndarray, q: float) -> float:
+    """``np.percentile(x, q)`` of a non-empty 1-D array of finite floats, the same value, without importing
+    ``numpy.ma`` (which ``np.percentile`` does through ``np.unique``: 5 to 10 ms of every simulation run).
+
+    numpy's default ``linear`` method, step for step: the virtual index
+    ``(n - 1) * q / 100``, its neighbours as order statistics, and numpy's
+    two-sided interpolation (from the lower value below a weight of 0.5,
+    from the upper one above).
+    """
+    n = x.size
+    v = (n - 1) * (q / 100)
+    if v >= n - 1:
+        return float(x.max())
+    lo = math.floor(v)
+    part = np.partition(x, [lo, lo + 1])
+    a, b = float(part[lo]), float(part[lo + 1])
+    t = v - lo
+    diff = b - a
+    return b - diff * (1 - t) if t >= 0.5 else a + diff * t
+
+
 def _f(x: Any) -> float | None:
     """A Python float, or ``None`` for NaN, infinity or ``None`` (strict JSON has neither)."""
     if x is None:
@@ -137,7 +158,7 @@ def _job_metrics(jobs: dict[str, np.ndarray], bsld_threshold_s: float, window,
     if w.size:
         out["mean_wait_s"] = _f(w.mean())
         out["median_wait_s"] = _f(median(w))
-        out["p95_wait_s"] = _f(np.percentile(w, 95.0))
+        out["p95_wait_s"] = _f(percentile(w, 95.0))
         out["max_wait_s"] = _f(w.max())
     else:
         out.update(mean_wait_s=None, median_wait_s=None, p95_wait_s=None, max_wait_s=None)
