@@ -858,12 +858,15 @@ def job_table_columns(jobs: Iterable[TraceJob]) -> dict[str, list]:
     (:func:`write_job_columns`): the simulator hands its workload to its
     output worker that way.
     """
+    from operator import attrgetter
+
     jobs = jobs if isinstance(jobs, list) else list(jobs)
     cols = job_columns(jobs)
-    hot = [bool(j.extra.get("running_at_start")) for j in jobs]
-    if any(hot):
-        cols["running_at_start"] = hot
-    units = [j.units for j in jobs]
+    if any(map(attrgetter("extra"), jobs)):  # most traces give every job an empty one: no lookup per job then
+        hot = [bool(j.extra.get("running_at_start")) for j in jobs]
+        if any(hot):
+            cols["running_at_start"] = hot
+    units = list(map(attrgetter("units"), jobs))
     if any(units):
         cols["units"] = [format_units(u) if u else None for u in units]
     return cols
