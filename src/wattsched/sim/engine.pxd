@@ -35,7 +35,9 @@ cdef class Engine:
     cdef public Py_ssize_t _seq, epoch
     cdef public bint _homogeneous, _maps_units, _pack
     cdef public list _heap, state, free, _idle_w, _busy_w, _gpu_tdp_w, _ends, _rows, _running_est
-    cdef public list state_node_s, state_energy_j, _state_count, _state_power, _state_t
+    # per node state (7 states): C arrays here, lists in pure Python; read from Python, they come out as lists
+    cdef public double state_node_s[7], state_energy_j[7], _state_power[7], _state_t[7]
+    cdef public Py_ssize_t _state_count[7]
     cdef public dict node_cap_w, node_freq_hz, _node_cap_set, _node_freq_set, pending, running, _runs, _truth
     cdef public dict _accounts, _estimates, _default_estimates, stats
     cdef public object _responses, response, options, qindex, _end_table, _snapshot, predictor
@@ -44,6 +46,9 @@ cdef class Engine:
 
     @cython.locals(now=cython.double, dt=cython.double)
     cpdef _occupy(self, Py_ssize_t count, double idle_w, double busy_w)
+
+    @cython.locals(dt=cython.double)
+    cpdef _touch(self, int state)
 
     @cython.locals(n=Py_ssize_t, top=Py_ssize_t, free=list)
     cpdef _give_all(self, tuple nodes)

@@ -407,21 +407,20 @@ class Engine:
     def _occupy(self, count: int, idle_w: float, busy_w: float) -> None:
         """``count`` nodes drawing ``idle_w`` in all go busy drawing ``busy_w`` (negative: the reverse)."""
         now = self.now
-        sp, sc, st = self._state_power, self._state_count, self._state_t
-        dt = now - st[_IDLE]
+        dt = now - self._state_t[_IDLE]
         if dt > 0:
-            self.state_energy_j[_IDLE] += sp[_IDLE] * dt
-            self.state_node_s[_IDLE] += sc[_IDLE] * dt
-            st[_IDLE] = now
-        dt = now - st[_BUSY]
+            self.state_energy_j[_IDLE] += self._state_power[_IDLE] * dt
+            self.state_node_s[_IDLE] += self._state_count[_IDLE] * dt
+            self._state_t[_IDLE] = now
+        dt = now - self._state_t[_BUSY]
         if dt > 0:
-            self.state_energy_j[_BUSY] += sp[_BUSY] * dt
-            self.state_node_s[_BUSY] += sc[_BUSY] * dt
-            st[_BUSY] = now
-        sc[_IDLE] -= count
-        sc[_BUSY] += count
-        sp[_IDLE] -= idle_w
-        sp[_BUSY] += busy_w
+            self.state_energy_j[_BUSY] += self._state_power[_BUSY] * dt
+            self.state_node_s[_BUSY] += self._state_count[_BUSY] * dt
+            self._state_t[_BUSY] = now
+        self._state_count[_IDLE] -= count
+        self._state_count[_BUSY] += count
+        self._state_power[_IDLE] -= idle_w
+        self._state_power[_BUSY] += busy_w
         self.power_w += busy_w - idle_w
 
     # ------------------------------------------------------------ free nodes
@@ -562,7 +561,8 @@ class Engine:
             start = self._heap[0][0]
         if math.isfinite(start):
             self.now = start
-            self._state_t = [start] * len(self._state_t)
+            for i in range(7):
+                self._state_t[i] = start
             if tick_s:
                 self._push(start + tick_s, _TICK)
         limit = opts.time_limit_s if opts.time_limit_s is not None else math.inf
@@ -578,7 +578,6 @@ class Engine:
         tl = self._timeline
         tl_t, tl_p, tl_c, tl_b, tl_o, tl_q = (tl[k] for k in TIMELINE_COLUMNS)
         cap_at = self.cap.cap_at
-        counts = self._state_count
         cap_now = cap_at(self.now)
         stats = self.stats
         qindex = self.qindex
@@ -716,8 +715,8 @@ class Engine:
             tl_t.append(t)
             tl_p.append(self.power_w)
             tl_c.append(cap_now)
-            tl_b.append(counts[_BUSY])
-            tl_o.append(counts[_OFF])
+            tl_b.append(self._state_count[_BUSY])
+            tl_o.append(self._state_count[_OFF])
             tl_q.append(len(pending))
         end_t = min(self.now, limit) if math.isfinite(limit) else self.now
         if math.isfinite(limit) and limit > self.now and (heap or nxt is not None):
@@ -738,8 +737,8 @@ class Engine:
         tl_t.append(end_t)
         tl_p.append(self.power_w)
         tl_c.append(self.cap.cap_at(end_t))
-        tl_b.append(counts[_BUSY])
-        tl_o.append(counts[_OFF])
+        tl_b.append(self._state_count[_BUSY])
+        tl_o.append(self._state_count[_OFF])
         tl_q.append(len(pending))
         self.result_ = self._result(_time.perf_counter() - wall0)
 

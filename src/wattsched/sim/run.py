@@ -317,6 +317,11 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
     engine = Engine(platform, workload, policy, cap=cap, budgets=budgets, options=options, seed=config.seed,
                     predictor=predictor, dr_events=config.build_dr_events(platform))
     result = engine.run()
+    bsld_definition, bsld_threshold_s = bsld_settings(config.policy, config.bsld_definition, config.bsld_threshold_s)
+    if out_dir is not None and plotter is not None:
+        # drawn, and the tables written, there (this process has not imported pyarrow); handed over first, so
+        # that the worker draws while this process makes the summary
+        plotter.send(result, out_dir, bsld_threshold_s or 10.0, bsld_definition or "standard", tables=True)
     if tape is not None and not isinstance(workload.jobs, list):
         for _ in workload.jobs:  # the rest of the streamed trace, if the run stopped early
             pass
@@ -336,7 +341,6 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
             "cores_per_node": platform.nodes[0].cores,
         }
     )
-    bsld_definition, bsld_threshold_s = bsld_settings(config.policy, config.bsld_definition, config.bsld_threshold_s)
     summary = summarize(result, bsld_threshold_s=bsld_threshold_s, window=window, bsld_definition=bsld_definition)
     if baseline_workload is not None:
         from wattsched.model.constraints import CapSchedule
@@ -361,8 +365,6 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
         bsld_s = summary.get("bsld_threshold_s") or 10.0
         bsld_def = summary.get("bsld_definition") or "standard"
         if plotter is not None:
-            # drawn, and the tables written, there (this process has not imported pyarrow)
-            plotter.send(result, out_dir, bsld_s, bsld_def, tables=True)
             rows = write_run(result, out_dir, summary, plots=False, marker=False, tables=False)
         else:
             rows = _write_without_worker(result, out_dir, summary, tape)
