@@ -174,6 +174,9 @@ class _Run:
     __slots__ = (
         "dynamic",
         "energy_j",
+        "est_max_w",
+        "est_mean_w",
+        "est_std_w",
         "estimate",
         "floor_w",
         "idle_share_w",
@@ -586,6 +589,7 @@ class Engine:
         estimates = self._estimates
         always_call = getattr(self.policy, "wants_empty_queue_calls", False)
         until, hold_open = self._until, self._hold_open
+        budgets, horizon_s = self.budgets, self._forecast_horizon_s  # fixed for the run: looked up once
         submitted = 0
         calls = 0
         events = 0
@@ -700,12 +704,11 @@ class Engine:
                 snap.epoch = self.epoch
                 snap.platform_power_w = self.power_w
                 snap.jobs_power_w = self._state_power[_BUSY]
-                if self.budgets:
+                if budgets:
                     snap.budgets = self._budget_states()
                     snap.upcoming_budgets = self._upcoming_budgets()
-                if self._forecast_horizon_s is not None:
-                    snap.forecast = forecast(snap, None, self._forecast_horizon_s,
-                                             min(opts.forecast_step_s, self._forecast_horizon_s))
+                if horizon_s is not None:
+                    snap.forecast = forecast(snap, None, horizon_s, min(opts.forecast_step_s, horizon_s))
                 calls += 1
                 plan = decide(snap, state)
                 if self._pack and plan.actions:
@@ -942,11 +945,13 @@ class Engine:
                 est = self._default_estimates.get(job.gpus_per_node)
                 if est is None:
                     est = self._default_estimates[job.gpus_per_node] = self._snapshot.estimate(job)
+        mean_w, max_w, std_w = est.mean_w, est.max_w, est.std_w
         re = self._running_est
-        re[0] += est.mean_w * k
-        re[1] += est.max_w * k
-        re[2] += (est.std_w * k) ** 2
+        re[0] += mean_w * k
+        re[1] += max_w * k
+        re[2] += (std_w * k) ** 2
         run.estimate = est
+        run.est_mean_w, run.est_max_w, run.est_std_w = mean_w, max_w, std_w  # for _release, without the lookups
         expected = self.now + job.walltime_s
         if run.job_settings or self.node_cap_w or self.node_freq_hz:
             run.view = RunningJob(job, self.now, nodes, expected, run.power_w, run.speed, *self._limits(nodes))
@@ -961,7 +966,7 @@ class Engine:
         else:
             i = bisect.bisect_left(self._ends, entry)
             self._ends.insert(i, entry)
-            self._end_table.insert(i, (expected, k, est.mean_w * k, est.max_w * k, (est.std_w * k) ** 2))
+            self._end_table.insert(i, (expected, k, mean_w * k, max_w * k, (std_w * k) ** 2))
         self._schedule_end(run)
 
     def _release(self, run: _Run) -> None:
@@ -986,10 +991,10 @@ class Engine:
                 for n in run.nodes:
                     self._settle_node(n, None)
             self._occupy(-len(nodes), -idle, -run.power_w)
-        est, k, re = run.estimate, len(nodes), self._running_est
-        re[0] -= est.mean_w * k
-        re[1] -= est.max_w * k
-        re[2] -= (est.std_w * k) ** 2
+        k, re = len(nodes), self._running_est
+        re[0] -= run.est_mean_w * k
+        re[1] -= run.est_max_w * k
+        re[2] -= (run.est_std_w * k) ** 2
         if not self.running:  # no drift: an empty machine sums to zero exactly
             re[0] = re[1] = re[2] = 0.0
         del self._runs[jid]
