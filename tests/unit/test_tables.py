@@ -485,3 +485,41 @@ def test_jobs_of_units_are_not_dropped_as_larger_than_the_machine(tmp_path):
     wl = read_job_table(path, machine_nodes=4)
     assert [(j.id, j.nodes) for j in wl.jobs] == [(2, 8)]
     assert wl.report.dropped == {"larger_than_machine": 1}
+
+
+def test_csv_text_of_integral_float_columns_is_arrows_own(tmp_path):
+    """Float columns of integers are written through int64 (faster): the bytes must be those Arrow writes."""
+    pa = pytest.importorskip("pyarrow")
+    pacsv = pytest.importorskip("pyarrow.csv")
+    import numpy as np
+
+    from wattsched.workload.tables import _csv_bytes
+
+    def arrows_own(table) -> bytes:
+        sink = pa.BufferOutputStream()
+        sink.write((",".join(table.column_names) + "\n").encode())
+        pacsv.write_csv(table, sink, pacsv.WriteOptions(include_header=False))
+        return sink.getvalue().to_pybytes()
+
+    rng = np.random.default_rng(11)
+    columns = {
+        "small": rng.integers(-10**6, 10**6, 500).astype(float),
+        "near_limit": rng.integers(10**9 - 1000, 10**9 - 1, 500).astype(float),
+        "beyond": rng.integers(10**10, 10**12, 500).astype(float) * 10,  # Arrow writes some as 1e+11
+        "fraction": rng.integers(0, 100, 500) + 0.5,
+        "one_nan": np.append(np.arange(499.0), np.nan),
+        "one_inf": np.append(np.arange(499.0), np.inf),
+        "minus_zero": np.append(np.arange(1.0, 500.0), -0.0),
+        "zero": np.zeros(500),
+        "ints": rng.integers(0, 10, 500),
+    }
+    table = pa.table({k: pa.array(v) for k, v in columns.items()})
+    assert _csv_bytes(table) == arrows_own(table)
+    with_nulls = pa.table({"x": pa.array([1.0, None, 3.0], pa.float64())})
+    assert _csv_bytes(with_nulls) == arrows_own(with_nulls)
+    # the shortcut is taken where it can be (else this test would not test it)
+    from wattsched.workload.tables import _integral_columns_as_int
+
+    types = {f.name: str(f.type) for f in _integral_columns_as_int(table).schema}
+    assert types["small"] == types["near_limit"] == types["zero"] == "int64"
+    assert types["beyond"] == types["fraction"] == types["one_nan"] == types["minus_zero"] == "double"

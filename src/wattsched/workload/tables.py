@@ -926,10 +926,31 @@ def write_csv_table(table, path: str | os.PathLike[str], *, compress: bool | Non
     _store_csv(_csv_bytes(table), spath, spath.lower().endswith(".gz") if compress is None else compress)
 
 
+_PLAIN_INTEGERS = 1e9
+"""Below this magnitude Arrow writes an integral double as the integer's digits ("3477", not "3.477e+03")."""
+
+
+def _integral_columns_as_int(table):
+    """``table`` with each float column whose values are all integers (below :data:`_PLAIN_INTEGERS`, no ``-0``)
+    as int64: Arrow writes those digits three times as fast as it formats doubles, and the text is the same."""
+    import numpy as np
+    import pyarrow as pa
+
+    for i, f in enumerate(table.schema):
+        if not pa.types.is_float64(f.type) or table.column(i).null_count:
+            continue
+        x = table.column(i).to_numpy()
+        if (x.size and bool(np.all(np.abs(x) < _PLAIN_INTEGERS)) and bool(np.all(x == np.trunc(x)))
+                and not bool(np.any(np.signbit(x)[x == 0]))):
+            table = table.set_column(i, f.name, pa.array(x.astype(np.int64)))
+    return table
+
+
 def _csv_bytes(table) -> bytes:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
+    table = _integral_columns_as_int(table)
     sink = pa.BufferOutputStream()
     sink.write((",".join(table.column_names) + "\n").encode("utf-8"))
     if table.num_rows:
