@@ -939,10 +939,13 @@ def _integral_columns_as_int(table):
     for i, f in enumerate(table.schema):
         if not pa.types.is_float64(f.type) or table.column(i).null_count:
             continue
-        x = table.column(i).to_numpy()
+        # read from the buffers: Arrow's to_numpy and __array__ import pandas when it is installed
+        chunks = [np.frombuffer(c.buffers()[1], dtype=np.float64, count=len(c), offset=c.offset * 8)
+                  for c in table.column(i).chunks]
+        x = np.concatenate(chunks) if chunks else np.empty(0)
         if (x.size and bool(np.all(np.abs(x) < _PLAIN_INTEGERS)) and bool(np.all(x == np.trunc(x)))
                 and not bool(np.any(np.signbit(x)[x == 0]))):
-            table = table.set_column(i, f.name, pa.array(x.astype(np.int64)))
+            table = table.set_column(i, f.name, arrow_column(x.astype(np.int64), "int64", nulls=False))
     return table
 
 
