@@ -26,7 +26,6 @@ import dataclasses
 import heapq
 import math
 import time as _time
-from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
@@ -330,7 +329,7 @@ class Engine:
         self._state_t = [0.0] * 7  # when each state's node-seconds and energy were last integrated
         self._budget_start_energy: dict[int, float] = {}
         self._rows: list[tuple] = []
-        self._timeline = {k: array("d") for k in TIMELINE_COLUMNS}
+        self._timeline: dict[str, list] = {k: [] for k in TIMELINE_COLUMNS}  # lists: the compiled core appends inline
         self.stats = {"policy_calls": 0, "events": 0, "plans_rejected": 0, "actions": 0, "submitted": 0}
         self.rejections: list[str] = []
         self.control_log: list[tuple[float, str, int, float, int]] = []
@@ -1431,7 +1430,7 @@ class Engine:
                 jobs[col] = np.array(values, dtype=np.float64)
         order = np.argsort(jobs["id"], kind="stable")
         jobs = {k: v[order] for k, v in jobs.items()}
-        timeline = {k: np.frombuffer(v, dtype=np.float64).copy() for k, v in self._timeline.items()}
+        timeline = {k: np.fromiter(v, dtype=np.float64, count=len(v)) for k, v in self._timeline.items()}
         for state in (_IDLE, _BUSY, _OFF, _SW_ON, _SW_OFF):
             self._touch(state)
         names = ("idle", "busy", "off", "switching_on", "switching_off")
