@@ -85,6 +85,7 @@ def install_guard() -> None:
     global _source_only
     pure = bool(os.environ.get(ENV_PURE))
     built = None
+    sha256 = None
     stale = set()
     for name in COMPILED:
         if _extension_path(name) is None:
@@ -95,10 +96,10 @@ def install_guard() -> None:
             stale.add(name)
             continue
         if built is None:
-            built = _manifest()
+            built, sha256 = _manifest(), _sha256()
         try:
             with open(_module_base(name) + ".py", "rb") as fh:
-                digest = _sha256()(fh.read()).hexdigest()
+                digest = sha256(fh.read()).hexdigest()
         except OSError:
             digest = None  # an installed wheel may ship the extension alone: it is then the module
         if digest is not None and built.get(name) != digest:

@@ -318,10 +318,11 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
                     predictor=predictor, dr_events=config.build_dr_events(platform))
     result = engine.run()
     bsld_definition, bsld_threshold_s = bsld_settings(config.policy, config.bsld_definition, config.bsld_threshold_s)
+    bsld_s, bsld_def = bsld_threshold_s or 10.0, bsld_definition or "standard"  # as the plots draw them
     if out_dir is not None and plotter is not None:
         # drawn, and the tables written, there (this process has not imported pyarrow); handed over first, so
         # that the worker draws while this process makes the summary
-        plotter.send(result, out_dir, bsld_threshold_s or 10.0, bsld_definition or "standard", tables=True)
+        plotter.send(result, out_dir, bsld_s, bsld_def, tables=True)
     if tape is not None and not isinstance(workload.jobs, list):
         for _ in workload.jobs:  # the rest of the streamed trace, if the run stopped early
             pass
@@ -362,8 +363,6 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
             write_tables,
         )
 
-        bsld_s = summary.get("bsld_threshold_s") or 10.0
-        bsld_def = summary.get("bsld_definition") or "standard"
         if plotter is not None:
             rows = write_run(result, out_dir, summary, plots=False, marker=False, tables=False)
         else:

@@ -927,7 +927,7 @@ def write_csv_table(table, path: str | os.PathLike[str], *, compress: bool | Non
 
 
 _PLAIN_INTEGERS = 1e9
-"""Below this magnitude Arrow writes an integral double as the integer's digits ("3477", not "3.477e+03")."""
+"""Below this magnitude Arrow writes an integral double as the integer's digits (from 1e10 on, some as "1e+10")."""
 
 
 def _integral_columns_as_int(table):
