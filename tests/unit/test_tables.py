@@ -538,3 +538,48 @@ def test_writing_csv_tables_does_not_import_pandas(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.stdout.strip() == "False", proc.stderr
     assert (tmp_path / "t.csv").read_text().splitlines()[:3] == ["a,b", "0,0", "1,0.14285714285714285"]
+
+
+def test_number_columns_are_arrays_unless_a_value_is_missing():
+    np = pytest.importorskip("numpy")
+    from wattsched.workload.tables import job_columns
+
+    jobs = sample_jobs()
+    complete = [j for j in jobs if None not in (j.mean_w, j.max_w, j.std_w)]
+    cols = job_columns(complete)
+    assert list(cols) == list(COLUMNS)
+    for name in ("id", "procs", "nodes", "status", "gpus_per_node"):
+        assert isinstance(cols[name], np.ndarray) and cols[name].dtype == np.int64, name
+    for name in ("submit_s", "runtime_s", "mean_w", "max_w", "std_w"):
+        assert isinstance(cols[name], np.ndarray) and cols[name].dtype == np.float64, name
+    assert cols["id"].tolist() == [j.id for j in complete]
+    assert cols["std_w"].tolist() == [j.std_w for j in complete]  # 1e-300 kept exactly
+    assert isinstance(cols["user"], list) and isinstance(cols["malleable"], list)
+    # a job without power: that column stays a list holding its None (a null cell, not NaN)
+    cols = job_columns(jobs)
+    assert cols["mean_w"] == [j.mean_w for j in jobs] and None in cols["mean_w"]
+    # a NaN also keeps the list, where it stays a NaN
+    nan = TraceJob(5, 1.0, 1.0, 1.0, 1, 1, mean_w=math.nan, max_w=1.0, std_w=0.0)
+    cols = job_columns([nan])
+    assert isinstance(cols["mean_w"], list) and math.isnan(cols["mean_w"][0])
+    assert isinstance(cols["max_w"], np.ndarray)
+    # an id beyond 64 bits: a list (the writer then says it cannot write it)
+    assert isinstance(job_columns([TraceJob(2**70, 0.0, 1.0, 1.0, 1, 1)])["id"], list)
+
+
+@pytest.mark.parametrize("suffix", [".csv.gz", ".parquet"])
+def test_number_columns_as_arrays_or_lists_write_the_same_bytes(tmp_path, suffix):
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("pyarrow")
+    from wattsched.workload.tables import job_table_columns, write_job_columns
+
+    jobs = sample_jobs()
+    complete = [j for j in jobs if None not in (j.mean_w, j.max_w, j.std_w)]
+    cols = job_table_columns(complete)
+    assert any(isinstance(v, np.ndarray) for v in cols.values())
+    as_lists = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in cols.items()}
+    write_job_columns(cols, tmp_path / f"arrays{suffix}")
+    write_job_columns(as_lists, tmp_path / f"lists{suffix}")
+    assert (tmp_path / f"arrays{suffix}").read_bytes() == (tmp_path / f"lists{suffix}").read_bytes()
+    write_job_table(complete, tmp_path / f"table{suffix}")
+    assert (tmp_path / f"table{suffix}").read_bytes() == (tmp_path / f"arrays{suffix}").read_bytes()

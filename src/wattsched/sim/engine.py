@@ -81,6 +81,11 @@ _SW_ON = int(NodeState.SWITCHING_ON)
 _SW_OFF = int(NodeState.SWITCHING_OFF)
 
 _EPS = 1e-9
+_ROW_DTYPE = np.dtype([
+    (col, object if col in ("user", "state") else np.int64 if col in ("id", "nodes", "evictions") else np.float64)
+    for col in JOB_COLUMNS
+])
+"""A recorded job row (:meth:`Engine._record`): the types of :attr:`SimResult.jobs`."""
 DEFAULT_RESPONSE: ResponseModel = LinearResponse(f=1.0, floor=0.3)
 """Response of jobs with no application class: CPU-bound (the conservative choice)."""
 
@@ -1419,17 +1424,10 @@ class Engine:
         return sorted((b for b in self.budgets if b.start_s > self.now), key=lambda b: b.start_s)
 
     def _result(self, wall_s: float) -> SimResult:
-        columns = list(zip(*self._rows)) if self._rows else [() for _ in JOB_COLUMNS]
-        jobs = {}
-        for col, values in zip(JOB_COLUMNS, columns):
-            if col in ("user", "state"):
-                jobs[col] = np.array(values, dtype=object)
-            elif col in ("id", "nodes", "evictions"):
-                jobs[col] = np.array(values, dtype=np.int64)
-            else:
-                jobs[col] = np.array(values, dtype=np.float64)
-        order = np.argsort(jobs["id"], kind="stable")
-        jobs = {k: v[order] for k, v in jobs.items()}
+        # the rows as one record array, converted in a single pass (half the time of transposing them first)
+        rows = np.array(self._rows, dtype=_ROW_DTYPE)
+        order = np.argsort(rows["id"], kind="stable")
+        jobs = {k: rows[k][order] for k in JOB_COLUMNS}
         timeline = {k: np.fromiter(v, dtype=np.float64, count=len(v)) for k, v in self._timeline.items()}
         for state in (_IDLE, _BUSY, _OFF, _SW_ON, _SW_OFF):
             self._touch(state)

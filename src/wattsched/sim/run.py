@@ -7,7 +7,6 @@ import json
 import logging
 import math
 import os
-import secrets
 import shutil
 import sys
 import tempfile
@@ -204,7 +203,7 @@ def check_out_dir(out_dir: Path) -> None:
 
 def _staging_dir(out_dir: Path) -> Path:
     # os.mkdir, not tempfile.mkdtemp: the run directory gets the umask's permissions, not 0700
-    path = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}-{secrets.token_hex(4)}"
+    path = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}-{os.urandom(4).hex()}"
     try:
         path.mkdir()
         return path
