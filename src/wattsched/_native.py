@@ -21,6 +21,7 @@ import sys
 # The hot path of a simulation, compiled at install time (read by setup.py: keep it one literal tuple).
 COMPILED = (
     "wattsched.sim.engine",
+    "wattsched.sim.rows",
     "wattsched.policies.easy",
     "wattsched.policies.easy_pc",
     "wattsched.policies.power",
@@ -41,6 +42,10 @@ COMPILED = (
     "wattsched.workload.records",
     "wattsched.workload.augment",
 )
+
+CIMPORTS = {"wattsched.sim.engine": ("wattsched.sim.rows",)}
+"""Compiled modules that use another one's C type (their ``.pxd`` cimports it): a module whose dependency is
+loaded from its source is loaded from its source too (the compiled one would refuse the Python class)."""
 
 # os.path, not pathlib: this runs at every `import wattsched`, before anything else is imported
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -107,6 +112,11 @@ def install_guard() -> None:
             stale.add(name)
             continue
         _reasons[name] = "compiled"
+    for name, needs in CIMPORTS.items():
+        gone = [dep for dep in needs if dep in stale or _reasons.get(dep) == "not compiled"]
+        if _reasons.get(name) == "compiled" and gone:
+            _reasons[name] = f"source (it uses {gone[0]}, which is not loaded compiled)"
+            stale.add(name)
     if stale:
         _source_only = frozenset(stale)
         sys.meta_path.insert(0, _SourceFirst(_source_only))

@@ -123,3 +123,50 @@ def test_imports_are_made_without_collections_then_frozen(collections):
     finally:
         gc.unfreeze()
 
+
+
+def test_sparse_collections_still_find_cycles_and_restore_the_thresholds(collections):
+    import threading
+
+    from wattsched.sim.collector import sparse
+
+    before = gc.get_threshold()
+    with sparse(5_000):
+        assert gc.get_threshold() == (5_000, *before[1:])
+        for _ in range(2_000):  # a cycle per step, as a policy might make: fewer than 5,000 new objects
+            a = Tracked(None)
+            a.value = a
+        assert collections == []
+        for _ in range(20_000):
+            a = Tracked(None)
+            a.value = a
+        assert collections, "past the threshold, the collector runs (and frees the cycles)"
+        with sparse(100):  # nested, and never lowered
+            assert gc.get_threshold()[0] == 5_000
+        assert gc.get_threshold()[0] == 5_000
+    assert gc.get_threshold() == before
+    # runs in threads: the thresholds are restored once the last one leaves, whatever the order
+    entered, leave = threading.Barrier(3), threading.Event()
+
+    def run():
+        with sparse(7_000):
+            entered.wait()
+            leave.wait()
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    entered.wait()
+    assert gc.get_threshold()[0] == 7_000
+    leave.set()
+    for t in threads:
+        t.join()
+    assert gc.get_threshold() == before
+
+
+def test_a_run_leaves_the_collector_thresholds_as_they_were(tmp_path):
+    trace = tmp_path / "tiny.swf"
+    trace.write_text(SWF)
+    before = gc.get_threshold()
+    assert main(["simulate", "--trace", str(trace), "--out", str(tmp_path / "run"), "-q", "--no-report"]) == 0
+    assert gc.get_threshold() == before

@@ -103,3 +103,35 @@ def test_the_install_compiled_the_simulation_core():
 def test_every_compiled_module_exists_as_source():
     for name in _native.COMPILED:
         assert PACKAGE.parent.joinpath(*name.split(".")).with_suffix(".py").is_file(), name
+
+
+@needs_compiled
+def test_a_module_whose_cimported_dependency_is_stale_is_loaded_from_source_too(tmp_path):
+    # the engine's compiled build uses the compiled Rows type: with rows.py edited, both load as source, and run
+    copy = tmp_path / "wattsched"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.c"))
+    edited = copy / "sim" / "rows.py"
+    edited.write_text(edited.read_text() + "\nEDITED_AFTER_THE_BUILD = True\n")
+    probe = (
+        "import wattsched.sim.engine as engine, wattsched.sim.rows as rows\n"
+        "from wattsched import _native\n"
+        "print(engine.__file__); print(rows.__file__); print(_native.status()['wattsched.sim.engine'])\n"
+        "from wattsched.model.platform import Platform\nfrom wattsched.policies import make_policy\n"
+        "from wattsched.workload.records import TraceJob\n"
+        "r = engine.Engine(Platform.homogeneous_cluster(2), [TraceJob(1, 0.0, 5.0, 10.0, 1, 1)],"
+        " make_policy('easy')).run()\n"
+        "print(r.jobs['end_s'].tolist())\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], env=_env(PYTHONPATH=str(tmp_path)), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    engine_file, rows_file, why, ends = proc.stdout.split("\n")[:4]
+    assert engine_file == str(copy / "sim" / "engine.py") and rows_file == str(edited)
+    assert why == "source (it uses wattsched.sim.rows, which is not loaded compiled)"
+    assert ends == "[5.0]"
+
+
+def test_every_cimported_dependency_is_compiled_before_its_user():
+    for name, needs in _native.CIMPORTS.items():
+        assert name in _native.COMPILED
+        assert all(dep in _native.COMPILED for dep in needs), needs

@@ -3,6 +3,8 @@
 # methods called once or twice per job. Everything else stays a Python attribute (Engine.__dict__).
 cimport cython
 
+from wattsched.sim.rows cimport Rows
+
 
 # event kinds and node states (module constants, C integers here)
 cdef int _END, _SWITCH, _STEP, _CAP, _BUDGET, _TICK, _DR
@@ -35,7 +37,9 @@ cdef class Engine:
     cdef public double now, power_w, energy_j
     cdef public Py_ssize_t _seq, epoch
     cdef public bint _homogeneous, _maps_units, _pack
-    cdef public list _heap, state, free, _idle_w, _busy_w, _gpu_tdp_w, _ends, _rows, _running_est
+    cdef public list _heap, state, free, _idle_w, _busy_w, _gpu_tdp_w, _ends, _running_est
+    cdef public list _job_ids, _job_users, _job_states
+    cdef public Rows _job_rows, _timeline
     # per node state (7 states): C arrays here, lists in pure Python; read from Python, they come out as lists
     cdef public double state_node_s[7], state_energy_j[7], _state_power[7], _state_t[7]
     cdef public Py_ssize_t _state_count[7]

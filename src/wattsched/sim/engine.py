@@ -67,6 +67,7 @@ from wattsched.model.units import (
 from wattsched.model.units import fits as unit_fits
 from wattsched.policies.base import Policy
 from wattsched.sim.result import JOB_COLUMNS, TIMELINE_COLUMNS, SimResult
+from wattsched.sim.rows import Rows
 from wattsched.workload.records import TraceJob, Workload, true_power
 
 # Event kinds, in the order they are processed at equal times.
@@ -81,11 +82,10 @@ _SW_ON = int(NodeState.SWITCHING_ON)
 _SW_OFF = int(NodeState.SWITCHING_OFF)
 
 _EPS = 1e-9
-_ROW_DTYPE = np.dtype([
-    (col, object if col in ("user", "state") else np.int64 if col in ("id", "nodes", "evictions") else np.float64)
-    for col in JOB_COLUMNS
-])
-"""A recorded job row (:meth:`Engine._record`): the types of :attr:`SimResult.jobs`."""
+_JOB_NUMBERS = {col: np.int64 if col in ("nodes", "evictions") else np.float64
+                for col in JOB_COLUMNS if col not in ("id", "user", "state")}
+"""The numbers of a job's row (:meth:`Engine._record`), in order, and their types in :attr:`SimResult.jobs`
+(recorded as doubles: node and eviction counts are exact there; job ids, which may not be, are kept apart)."""
 DEFAULT_RESPONSE: ResponseModel = LinearResponse(f=1.0, floor=0.3)
 """Response of jobs with no application class: CPU-bound (the conservative choice)."""
 
@@ -333,8 +333,12 @@ class Engine:
         self._state_power[_IDLE] = self.power_w
         self._state_t = [0.0] * 7  # when each state's node-seconds and energy were last integrated
         self._budget_start_energy: dict[int, float] = {}
-        self._rows: list[tuple] = []
-        self._timeline: dict[str, list] = {k: [] for k in TIMELINE_COLUMNS}  # lists: the compiled core appends inline
+        # the jobs that left, in the order they left: ids, users and states; the numbers of _JOB_NUMBERS
+        self._job_ids: list[int] = []
+        self._job_users: list[str] = []
+        self._job_states: list[str] = []
+        self._job_rows = Rows(len(_JOB_NUMBERS))
+        self._timeline = Rows(len(TIMELINE_COLUMNS))  # a row per event
         self.stats = {"policy_calls": 0, "events": 0, "plans_rejected": 0, "actions": 0, "submitted": 0}
         self.rejections: list[str] = []
         self.control_log: list[tuple[float, str, int, float, int]] = []
@@ -546,7 +550,7 @@ class Engine:
 
     def finished_jobs(self) -> int:
         """Jobs that left the system (completed, killed, cancelled)."""
-        return len(self._rows)
+        return len(self._job_ids)
 
     def _loop(self) -> Iterator[None]:
         wall0 = _time.perf_counter()
@@ -582,8 +586,6 @@ class Engine:
         decide = self.policy.decide
         snap = self._snapshot
         state = self.policy_state
-        tl = self._timeline
-        tl_t, tl_p, tl_c, tl_b, tl_o, tl_q = (tl[k] for k in TIMELINE_COLUMNS)
         cap_at = self.cap.cap_at
         cap_now = cap_at(self.now)
         stats = self.stats
@@ -719,12 +721,8 @@ class Engine:
                     plan = pack_starts(snap, plan)
                 if plan.actions or plan.power_estimate_w is not None:
                     self._apply(plan)
-            tl_t.append(t)
-            tl_p.append(self.power_w)
-            tl_c.append(cap_now)
-            tl_b.append(self._state_count[_BUSY])
-            tl_o.append(self._state_count[_OFF])
-            tl_q.append(len(pending))
+            self._timeline.add((t, self.power_w, cap_now, self._state_count[_BUSY], self._state_count[_OFF],
+                                len(pending)))
         end_t = min(self.now, limit) if math.isfinite(limit) else self.now
         if math.isfinite(limit) and limit > self.now and (heap or nxt is not None):
             self.energy_j += self.power_w * (limit - self.now)
@@ -741,12 +739,8 @@ class Engine:
             self._record(pending[jid], JobState.PENDING, math.nan, math.nan)
         if nxt is not None:
             stats["not_submitted"] = 1 + sum(1 for _ in self._jobs)
-        tl_t.append(end_t)
-        tl_p.append(self.power_w)
-        tl_c.append(self.cap.cap_at(end_t))
-        tl_b.append(self._state_count[_BUSY])
-        tl_o.append(self._state_count[_OFF])
-        tl_q.append(len(pending))
+        self._timeline.add((end_t, self.power_w, self.cap.cap_at(end_t), self._state_count[_BUSY],
+                            self._state_count[_OFF], len(pending)))
         self.result_ = self._result(_time.perf_counter() - wall0)
 
     def _progress_bar(self):
@@ -1052,17 +1046,16 @@ class Engine:
     def _record(self, job: Job, state: JobState, start: float, end: float, energy_j: float = 0.0,
                 work_s: float = math.nan) -> None:
         acc = self._accounts.pop(job.id, None)
+        self._job_ids.append(job.id)
+        self._job_users.append(job.user)
+        self._job_states.append(state._value_)
+        submit = job.submit_s
         if acc is None:
-            self._rows.append((
-                job.id, job.user, job.submit_s, start, end, start - job.submit_s, end - start,
-                job.walltime_s, job.nodes, energy_j, 0.0, 0.0, 0, state._value_, work_s,
-            ))
+            self._job_rows.add((submit, start, end, start - submit, end - start, job.walltime_s, job.nodes, energy_j,
+                                0.0, 0.0, 0, work_s))
         else:
-            self._rows.append((
-                job.id, job.user, job.submit_s, start, end, start - job.submit_s, end - start,
-                job.walltime_s, job.nodes, energy_j + acc.energy_j, acc.wasted_j, acc.wasted_node_s,
-                acc.evictions, state._value_, work_s,
-            ))
+            self._job_rows.add((submit, start, end, start - submit, end - start, job.walltime_s, job.nodes,
+                                energy_j + acc.energy_j, acc.wasted_j, acc.wasted_node_s, acc.evictions, work_s))
         self._truth.pop(job.id, None)
 
     # ------------------------------------------------------------ plans
@@ -1424,11 +1417,16 @@ class Engine:
         return sorted((b for b in self.budgets if b.start_s > self.now), key=lambda b: b.start_s)
 
     def _result(self, wall_s: float) -> SimResult:
-        # the rows as one record array, converted in a single pass (half the time of transposing them first)
-        rows = np.array(self._rows, dtype=_ROW_DTYPE)
-        order = np.argsort(rows["id"], kind="stable")
-        jobs = {k: rows[k][order] for k in JOB_COLUMNS}
-        timeline = {k: np.fromiter(v, dtype=np.float64, count=len(v)) for k, v in self._timeline.items()}
+        ids = np.fromiter(self._job_ids, dtype=np.int64, count=len(self._job_ids))
+        order = np.argsort(ids, kind="stable")
+        numbers = self._job_rows.table()
+        jobs = {"id": ids[order], "user": np.array(self._job_users, dtype=object)[order],
+                "state": np.array(self._job_states, dtype=object)[order]}
+        for k, (col, dtype) in enumerate(_JOB_NUMBERS.items()):
+            jobs[col] = numbers[:, k][order].astype(dtype, copy=False)
+        jobs = {col: jobs[col] for col in JOB_COLUMNS}
+        table = self._timeline.table()
+        timeline = {col: table[:, k].copy() for k, col in enumerate(TIMELINE_COLUMNS)}
         for state in (_IDLE, _BUSY, _OFF, _SW_ON, _SW_OFF):
             self._touch(state)
         names = ("idle", "busy", "off", "switching_on", "switching_off")

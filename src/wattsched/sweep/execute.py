@@ -237,11 +237,12 @@ def run_one(spec: dict, cache_dir: str | None = None) -> dict:
     """Simulate one resolved run spec here and return its result row (summary metrics and facts).
 
     Raises whatever the run raises; :func:`run_task` turns that into an error row. The workers' cached
-    traces, and what else is alive, are kept out of the collector's passes while it runs.
+    traces, and what else is alive, are kept out of the collector's passes while it runs, and its passes
+    over the run's own objects are sparse (:func:`~wattsched.sim.collector.sparse`).
     """
-    from wattsched.sim.collector import frozen
+    from wattsched.sim.collector import frozen, sparse
 
-    with frozen():
+    with frozen(), sparse():
         return _run_one(spec, cache_dir)
 
 
