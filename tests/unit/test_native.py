@@ -55,23 +55,29 @@ def test_the_compiled_core_schedules_exactly_as_its_sources(tmp_path):
     assert b"\n" in (tmp_path / "compiled" / "jobs.csv").read_bytes()
 
 
-@needs_compiled
-def test_an_edited_source_is_loaded_instead_of_its_stale_compiled_module(tmp_path):
-    # a copy of the installed package, compiled modules and manifest included, with one source edited
+def _probe_with_edited_source(tmp_path: Path, source: str, probe: str, lines: int) -> tuple[Path, Path, list[str]]:
+    """Run ``probe`` against a copy of the installed package (compiled modules and manifest included) whose
+    ``source`` (a path in the package) was edited after the build; the copy, the edited file, the printed lines."""
     copy = tmp_path / "wattsched"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.c"))
-    edited = copy / "model" / "plan.py"
+    edited = copy / source
     edited.write_text(edited.read_text() + "\nEDITED_AFTER_THE_BUILD = True\n")
+    proc = subprocess.run([sys.executable, "-c", probe], env=_env(PYTHONPATH=str(tmp_path)), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return copy, edited, proc.stdout.split("\n")[:lines]
+
+
+@needs_compiled
+def test_an_edited_source_is_loaded_instead_of_its_stale_compiled_module(tmp_path):
     probe = (
         "import wattsched.model.plan as plan, wattsched.model.job as job\n"
         "from wattsched import _native\n"
         "print(plan.__file__); print(job.__file__); print(plan.EDITED_AFTER_THE_BUILD)\n"
         "print(_native.status()['wattsched.model.plan']); print(_native.compiled_in_use())\n"
     )
-    proc = subprocess.run([sys.executable, "-c", probe], env=_env(PYTHONPATH=str(tmp_path)), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    plan_file, job_file, edited_flag, why, all_compiled = proc.stdout.split("\n")[:5]
+    copy, edited, printed = _probe_with_edited_source(tmp_path, "model/plan.py", probe, 5)
+    plan_file, job_file, edited_flag, why, all_compiled = printed
     assert plan_file == str(edited)
     assert job_file.startswith(str(copy / "model" / "job.")) and not job_file.endswith(".py")
     assert edited_flag == "True"
@@ -108,10 +114,6 @@ def test_every_compiled_module_exists_as_source():
 @needs_compiled
 def test_a_module_whose_cimported_dependency_is_stale_is_loaded_from_source_too(tmp_path):
     # the engine's compiled build uses the compiled Rows type: with rows.py edited, both load as source, and run
-    copy = tmp_path / "wattsched"
-    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.c"))
-    edited = copy / "sim" / "rows.py"
-    edited.write_text(edited.read_text() + "\nEDITED_AFTER_THE_BUILD = True\n")
     probe = (
         "import wattsched.sim.engine as engine, wattsched.sim.rows as rows\n"
         "from wattsched import _native\n"
@@ -122,10 +124,8 @@ def test_a_module_whose_cimported_dependency_is_stale_is_loaded_from_source_too(
         " make_policy('easy')).run()\n"
         "print(r.jobs['end_s'].tolist())\n"
     )
-    proc = subprocess.run([sys.executable, "-c", probe], env=_env(PYTHONPATH=str(tmp_path)), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    engine_file, rows_file, why, ends = proc.stdout.split("\n")[:4]
+    copy, edited, printed = _probe_with_edited_source(tmp_path, "sim/rows.py", probe, 4)
+    engine_file, rows_file, why, ends = printed
     assert engine_file == str(copy / "sim" / "engine.py") and rows_file == str(edited)
     assert why == "source (it uses wattsched.sim.rows, which is not loaded compiled)"
     assert ends == "[5.0]"
