@@ -66,6 +66,7 @@ from wattsched.model.units import (
 )
 from wattsched.model.units import fits as unit_fits
 from wattsched.policies.base import Policy
+from wattsched.sim.collector import sparse
 from wattsched.sim.result import JOB_COLUMNS, TIMELINE_COLUMNS, SimResult
 from wattsched.sim.rows import Rows
 from wattsched.workload.records import TraceJob, Workload, true_power
@@ -459,9 +460,14 @@ class Engine:
 
     # ------------------------------------------------------------ the run
     def run(self) -> SimResult:
-        """Run to the end of the workload (or the time limit) and return the result."""
-        for _ in self._loop():
-            pass
+        """Run to the end of the workload (or the time limit) and return the result.
+
+        The collector's passes are sparse meanwhile (:func:`~wattsched.sim.collector.sparse`): an event's
+        objects mostly end by reference counting, and the passes would walk the live ones again.
+        """
+        with sparse():
+            for _ in self._loop():
+                pass
         assert self.result_ is not None
         return self.result_
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from wattsched.config import SimConfig, key_locator, locate
 from wattsched.errors import ConfigError
 from wattsched.model.platform import Platform
-from wattsched.sim.collector import frozen, read_whole, sparse
+from wattsched.sim.collector import frozen, read_whole
 from wattsched.sim.metrics import bsld_settings
 from wattsched.workload.records import Workload
 
@@ -315,8 +315,7 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
         baseline_workload = list(workload.jobs)
     engine = Engine(platform, workload, policy, cap=cap, budgets=budgets, options=options, seed=config.seed,
                     predictor=predictor, dr_events=config.build_dr_events(platform))
-    with sparse():
-        result = engine.run()
+    result = engine.run()
     bsld_definition, bsld_threshold_s = bsld_settings(config.policy, config.bsld_definition, config.bsld_threshold_s)
     bsld_s, bsld_def = bsld_threshold_s or 10.0, bsld_definition or "standard"  # as the plots draw them
     if out_dir is not None and plotter is not None:

@@ -237,12 +237,11 @@ def run_one(spec: dict, cache_dir: str | None = None) -> dict:
     """Simulate one resolved run spec here and return its result row (summary metrics and facts).
 
     Raises whatever the run raises; :func:`run_task` turns that into an error row. The workers' cached
-    traces, and what else is alive, are kept out of the collector's passes while it runs, and its passes
-    over the run's own objects are sparse (:func:`~wattsched.sim.collector.sparse`).
+    traces, and what else is alive, are kept out of the collector's passes while it runs.
     """
-    from wattsched.sim.collector import frozen, sparse
+    from wattsched.sim.collector import frozen
 
-    with frozen(), sparse():
+    with frozen():
         return _run_one(spec, cache_dir)
 
 
