@@ -113,7 +113,7 @@ def install_guard() -> None:
             continue
         _reasons[name] = "compiled"
     for name, needs in CIMPORTS.items():
-        gone = [dep for dep in needs if dep in stale or _reasons.get(dep) == "not compiled"]
+        gone = [dep for dep in needs if _reasons.get(dep) != "compiled"]
         if _reasons.get(name) == "compiled" and gone:
             _reasons[name] = f"source (it uses {gone[0]}, which is not loaded compiled)"
             stale.add(name)

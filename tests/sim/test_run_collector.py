@@ -124,7 +124,6 @@ def test_imports_are_made_without_collections_then_frozen(collections):
         gc.unfreeze()
 
 
-
 def test_sparse_collections_still_find_cycles_and_restore_the_thresholds(collections):
     import threading
 
