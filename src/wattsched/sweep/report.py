@@ -294,8 +294,8 @@ def write_report(directory: str | Path) -> Path:
         f"<h1>Sweep {html.escape(meta.get('name', ''))}</h1>",
         f"<p>{html.escape(str(meta.get('file', '')))}: {total} runs, {ok} finished, {len(failed)} failed, "
         f"{max(0, total - ok - len(failed))} not run yet. Axes: {html.escape(', '.join(map(axis_label, axes)))}; "
-        f"aggregated over {html.escape(', '.join(axis_label(a) for a in axes if a in REPLICATE) or 'nothing')}. Tables: aggregate.csv, "
-        "runs.csv.</p>",
+        f"aggregated over {html.escape(', '.join(axis_label(a) for a in axes if a in REPLICATE) or 'nothing')}. "
+        "Tables: aggregate.csv, runs.csv.</p>",
     ]
     metrics = [m for m in METRICS if any(f"{m}_median" in a for a in agg)]
     units = {m: metric_unit(m, [a.get(f"{m}_{q}") for a in agg for q in ("median", "q1", "q3")])
