@@ -242,7 +242,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         n = (write_swf if args.format == "swf" else write_batsim_jobs)(run, out)
     except OSError as exc:
         raise OptionError("--out", f"cannot write {out}: {exc.strerror}") from None
-    print(f"wrote {n} jobs to {out}", file=sys.stderr)
+    total = len(run.jobs["id"])
+    left = f"; {total - n} left out (they did not run to their end)" if n < total else ""
+    print(f"wrote {n} of {total} jobs to {out}{left}" if left else f"wrote {n} jobs to {out}", file=sys.stderr)
     return 0
 
 
