@@ -272,6 +272,22 @@ def test_jobs_held_by_the_gate_get_their_reason_recorded(make_sim, make_daemon, 
     assert all(reason for _source, reason in holds.values())
 
 
+def test_held_jobs_are_counted_by_kind_of_reason_with_the_full_text_in_the_store(make_sim, make_daemon, clock):
+    from wattsched.model.reasons import REASON_KINDS
+
+    sim = make_sim([job(i, 500) for i in range(1, 6)])
+    d = make_daemon(sim, policy="easy-pc", params={"check": "max"}, cap_w=800)
+    d.cycle()
+    assert held(sim) == {3, 4, 5}
+    values = {kind: sample(d, "wattsched_held_jobs", {"reason": kind}) for kind in REASON_KINDS}
+    assert values == {"nodes": 0, "power_cap": 1, "budget": 0, "reservation": 2, "queue_order": 0, "other": 0}
+    labels = {s.labels["reason"] for fam in d.metrics.registry.collect() if fam.name == "wattsched_held_jobs"
+              for s in fam.samples}
+    assert labels == set(REASON_KINDS)
+    reasons = {jid: reason for jid, (_source, reason) in d.store.holds().items()}
+    assert reasons[3].startswith("head of queue: needs 1 nodes (2 free) and predicted power under the cap")
+
+
 # --------------------------------------------------------------------------- dry run and failures
 
 
