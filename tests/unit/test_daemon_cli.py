@@ -64,6 +64,44 @@ def test_daemon_on_the_simulated_cluster_then_audit_lists_its_starts(tmp_path, c
     assert only == starts[-1:]
 
 
+@pytest.mark.parametrize("config", [[], ["-c", str(ROOT / "deploy" / "examples" / "sim.yaml")]],
+                         ids=["embedded-demo", "sim.yaml"])
+def test_daemon_on_the_simulated_cluster_exports_measured_power(tmp_path, config):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    if port_in_use(9817):  # both serve /metrics on the default port
+        pytest.skip("127.0.0.1:9817 is in use")
+    proc = wattsched("daemon", *config, "--backend", "sim", "--cycles", "3", "--poll-interval", "0.05",
+                     "--state-dir", str(tmp_path / "state"), "--show-metrics")
+    assert proc.returncode == 0, proc.stderr
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for fam in text_string_to_metric_families(proc.stdout) for s in fam.samples}
+    measured = samples[("wattsched_platform_power_watts", (("source", "measured"),))]
+    predicted = samples[("wattsched_platform_power_watts", (("source", "predicted"),))]
+    assert measured > 0 and predicted > 0
+    nodes = {labels for name, labels in samples if name == "wattsched_node_power_watts"}
+    assert len(nodes) == 100  # every simulated node reports its power
+    assert sum(v for (name, _), v in samples.items() if name == "wattsched_node_power_watts") == pytest.approx(
+        measured)
+    assert samples[("wattsched_telemetry_stale", ())] == 0
+    assert "measured on 100 of 100 nodes" in proc.stderr
+
+
+def test_the_simulated_cluster_reads_reported_power_unless_told_otherwise():
+    from wattsched.config.daemon import DaemonConfig, with_sim_telemetry
+
+    assert DaemonConfig.model_validate({"slurm": {"backend": "sim"}}).telemetry.source == "slurm"
+    assert DaemonConfig.model_validate({"slurm": {"backend": "sim"}, "telemetry": {"source": "none"}}
+                                       ).telemetry.source == "none"
+    assert DaemonConfig.model_validate({}).telemetry.source == "none"
+    cli = DaemonConfig.model_validate({})
+    sim = with_sim_telemetry(cli.model_copy(update={"slurm": cli.slurm.model_copy(update={"backend": "sim"})}))
+    assert sim.telemetry.source == "slurm"
+    explicit = DaemonConfig.model_validate({"telemetry": {"source": "none"}})
+    assert with_sim_telemetry(explicit.model_copy(
+        update={"slurm": explicit.slurm.model_copy(update={"backend": "sim"})})).telemetry.source == "none"
+
+
 def test_daemon_refuses_a_busy_metrics_port_with_a_clear_error(tmp_path):
     config = tmp_path / "sim.yaml"
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:

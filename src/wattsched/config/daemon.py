@@ -175,7 +175,8 @@ class TelemetryConfig(StrictModel):
         description="`prometheus`: the Prometheus HTTP API at `url` with the PromQL `query`; `agents`: scrape the "
         "wattsched agents' `/metrics` directly (`agent_url`); `slurm`: the nodes' `CurrentWatts` as Slurm reports "
         "them (needs an `AcctGatherEnergyType` plugin; nodes reporting 0 have no data); `none`: predictions "
-        "only. Default: `none`.",
+        "only. Default: `none`, and `slurm` with the simulated cluster (`slurm.backend: sim`, whose nodes "
+        "report the simulated power as Slurm's `CurrentWatts`) when the file has no `telemetry` block.",
     )
     url: str = Field(
         default="http://127.0.0.1:9090",
@@ -557,6 +558,20 @@ class DemandResponseConfig(StrictModel):
     )
 
 
+def sim_backend(slurm) -> bool:
+    """Whether a ``slurm`` block (a mapping or a :class:`SlurmConfig`) selects the simulated cluster."""
+    backend = slurm.get("backend") if isinstance(slurm, dict) else getattr(slurm, "backend", None)
+    return backend == "sim"
+
+
+def with_sim_telemetry(config: DaemonConfig) -> DaemonConfig:
+    """``config``, reading the nodes' reported power when it runs on the simulated cluster without a
+    ``telemetry`` block (for a backend chosen on the command line, after the file was validated)."""
+    if sim_backend(config.slurm) and "telemetry" not in config.model_fields_set:
+        return config.model_copy(update={"telemetry": config.telemetry.model_copy(update={"source": "slurm"})})
+    return config
+
+
 class DaemonConfig(StrictModel):
     """The live daemon: ``wattsched daemon --config wattsched.yaml``."""
 
@@ -710,6 +725,18 @@ class DaemonConfig(StrictModel):
     _source: str | None = PrivateAttr(default=None)  # where it was read from, for error lines
     _origins: dict[str, str] = PrivateAttr(default_factory=dict)
     _lines: dict = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sim_reports_power(cls, data):
+        """With the simulated cluster and no ``telemetry`` block, read the nodes' power as Slurm reports it.
+
+        The simulated cluster gives every node the engine's power as ``CurrentWatts``; without this the
+        daemon would export predictions only.
+        """
+        if isinstance(data, dict) and "telemetry" not in data and sim_backend(data.get("slurm")):
+            data = {**data, "telemetry": {"source": "slurm"}}
+        return data
 
     @field_validator("heartbeat_file")
     @classmethod

@@ -36,7 +36,7 @@ def load_daemon_config(args: argparse.Namespace, environ=None):
     ``--poll-interval: Input should be greater than 0, got -3``.
     """
     from wattsched.config import load_config, merge_overrides
-    from wattsched.config.daemon import DaemonConfig
+    from wattsched.config.daemon import DaemonConfig, with_sim_telemetry
 
     env = os.environ if environ is None else environ
     cli = {}
@@ -57,6 +57,7 @@ def load_daemon_config(args: argparse.Namespace, environ=None):
         raise _against_options(exc) from None
     if backend:
         config = config.model_copy(update={"slurm": config.slurm.model_copy(update={"backend": backend})})
+        config = with_sim_telemetry(config)  # the simulated cluster reports node power: export it
     return config, None if args.config is None else Path(args.config)
 
 
