@@ -132,3 +132,10 @@ def test_cli_md_synopsis_has_every_daemon_backend():
     lines = [line for line in text.splitlines() if line.strip().startswith("wattsched daemon [")]
     assert len(lines) >= 2 and all(f"[--backend {backends}]" in line for line in lines), lines
     assert f"`--backend {backends}`" in text
+
+
+def test_the_prometheus_rule_tests_use_real_stages():
+    used = set()
+    for path in (ROOT / "deploy").rglob("*.yml"):
+        used |= set(re.findall(r"wattsched_cycle_failures_total\{stage=\"(\w+)\"", path.read_text()))
+    assert used and used <= _code_stages(), f"stages that do not exist: {sorted(used - _code_stages())}"
