@@ -100,9 +100,12 @@ def quiet_interrupt():
         with dask.config.set({"distributed.worker.preload": [*preloads, PRELOAD]}):
             yield
     finally:
-        if waiter is not None:
-            stop.set()
-            signal.pthread_kill(waiter.ident, signal.SIGINT)
-            waiter.join()
-            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-        signal.signal(signal.SIGINT, previous)
+        try:
+            if waiter is not None:
+                stop.set()
+                signal.pthread_kill(waiter.ident, signal.SIGINT)  # wakes it; it sees stop and returns
+                waiter.join()
+        finally:  # even when a last Ctrl-C lands in the join
+            if waiter is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+            signal.signal(signal.SIGINT, previous)
