@@ -455,9 +455,16 @@ def config_reference(model_reference) -> list[str]:
     return lines
 
 
-def base_platform(cfg: SweepConfig):
-    """The machine of the base config (``platform`` or ``procs``), used to cut and describe slices."""
-    machine = {k: cfg.base[k] for k in ("platform", "procs", "cores_per_node") if k in cfg.base}
-    if not machine.get("platform") and not machine.get("procs"):
+def base_platform(cfg: SweepConfig, trace=None):
+    """The machine of the base config for ``trace`` (default: the base trace), used to cut and describe slices.
+
+    Built as every run builds it (:func:`wattsched.sim.build.build_platform`): ``platform`` or ``procs``,
+    else the SWF header of the trace.
+    """
+    from wattsched.sim.build import build_platform
+
+    machine = {k: cfg.base[k] for k in ("platform", "procs", "cores_per_node", "max_nodes") if k in cfg.base}
+    trace = trace if trace is not None else cfg.base.get("trace")
+    if trace is None and not machine.get("platform") and not machine.get("procs"):
         machine["platform"] = "default"
-    return SimConfig.model_validate({"trace": "unused.swf", **machine}).build_platform()
+    return build_platform(SimConfig.model_validate({"trace": str(trace or "unused.swf"), **machine}))

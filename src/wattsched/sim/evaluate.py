@@ -285,27 +285,14 @@ def run_evaluation(
     """Evaluate ``specs`` (``(name, params)``) on the trace of a :class:`~wattsched.config.SimConfig`.
 
     The trace and machine are opened as ``wattsched simulate`` opens them
-    (:func:`wattsched.sim.run.build_platform`, :func:`~wattsched.sim.run.open_workload`),
+    (:func:`wattsched.sim.build.build_platform`, :func:`~wattsched.sim.build.prepare_trace`),
     and power is augmented the same way when the trace has none.
     """
-    from wattsched.sim.run import build_platform, open_workload
-    from wattsched.workload.augment import AugmentParams, augment_workload, reference_cores
+    from wattsched.sim.build import build_platform, machine_of, prepare_trace
 
     platform = build_platform(config)
-    source = open_workload(config, platform)
-    workload = source
-    had_power = source.has_power
-    spec = dict(config.augment)
-    augment_on = spec.pop("enabled", True)
-    if not had_power and augment_on:
-        try:
-            params = AugmentParams(**spec)
-        except Exception as exc:  # pydantic ValidationError
-            from wattsched.sim.checks import augment_error
-
-            raise augment_error(config, exc) from None
-        workload = augment_workload(workload, platform.reference_power, params, config.seed,
-                                    cores_per_node=reference_cores(platform))
+    trace = prepare_trace(config, platform)
+    source, workload = trace.source, trace.workload
     stream = iter(workload.jobs)
     first = next(stream, None)  # the reader learns the time origin from the first job
     origin = source.origin_unix_s
@@ -322,7 +309,8 @@ def run_evaluation(
         "platform": platform.name,
         "nodes": len(platform.nodes),
         "seed": config.seed,
-        "power_augmented": not had_power and augment_on,
+        "power_augmented": trace.augmented,
+        "machine": machine_of(config, platform),
         "origin_unix_s": origin,
         "max_jobs": max_jobs,
         "cleaning": source.report.as_dict(),
