@@ -1,7 +1,7 @@
 """Configuration: typed models of every config file wattsched reads, and how they are read.
 
 The package is layered, each module importing only earlier ones (and nothing above
-:mod:`wattsched.model` but :mod:`wattsched.errors`):
+:mod:`wattsched.model` but the leaves :mod:`wattsched.errors` and :mod:`wattsched.validation`):
 
 - :mod:`~wattsched.config.base`: strict frozen models, YAML with line numbers, errors as
   ``FILE:LINE: KEY: message``, the precedence layers (command line > ``WATTSCHED_*`` > file > defaults);
