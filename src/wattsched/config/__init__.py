@@ -11,7 +11,8 @@ The package is layered, each module importing only earlier ones (and nothing abo
 - :mod:`~wattsched.config.daemon`: the daemon config;
 - :mod:`~wattsched.config.kinds`: the static table of config kinds ``check-config`` tells apart.
 
-:mod:`~wattsched.config.reference` renders ``docs/config.md`` (``make docs``); nothing imports it.
+:mod:`~wattsched.config.reference` renders this package's sections of ``docs/config.md``; :mod:`wattsched.reference`,
+above every layer, assembles the document (``make docs``).
 """
 
 from __future__ import annotations
