@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from wattsched.errors import ConfigError, WattschedError
+from wattsched.validation import error_items
 
 
 class NoParams(BaseModel):
@@ -127,8 +128,6 @@ class Registry:
         try:
             return cls(params)
         except ValidationError as exc:
-            from wattsched.config.base import error_items
-
             where = source if callable(source) else (lambda loc: ".".join([source, *map(str, loc)]))
             lines = [f"{where(loc)}: {msg} ({self.kind} {name!r})"
                      for loc, msg in error_items(exc, params, cls.Params)]

@@ -26,6 +26,7 @@ from wattsched.config.caps import (
     read_cap_entries,
 )
 from wattsched.config.platform import PowerModelConfig
+from wattsched.model.recurrence import parse_recurrence
 
 
 class SlurmConfig(StrictModel):
@@ -280,8 +281,6 @@ class DaemonCapEntryConfig(CapEntryConfig):
     @classmethod
     def _every(cls, v):
         if v is not None:
-            from wattsched.daemon.schedule import parse_recurrence
-
             parse_recurrence(v)
         return v
 
@@ -336,8 +335,6 @@ class DaemonBudgetConfig(StrictModel):
     @classmethod
     def _every(cls, v):
         if v is not None:
-            from wattsched.daemon.schedule import parse_recurrence
-
             parse_recurrence(v)
         return v
 

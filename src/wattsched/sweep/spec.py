@@ -427,8 +427,10 @@ def located(cfg: SweepConfig, loc: tuple, message: str) -> str:
     return _located(cfg.source, _line_for(loc, cfg._lines), _format_loc(loc), message)
 
 
-def config_reference(model_reference) -> list[str]:
-    """The sweep-file sections of ``docs/config.md`` (``model_reference`` renders one model)."""
+def config_reference() -> list[str]:
+    """The sweep-file sections of ``docs/config.md``, under their own ``# Sweep files`` title."""
+    from wattsched.config.reference import model_reference
+
     lines = ["# Sweep files", "",
              "`wattsched sweep SWEEP.yaml` runs a campaign: a base simulation config and axes whose product "
              "(with `zip` groups and `exclude` rules, and optional `grid` blocks whose union is taken) gives "
