@@ -237,7 +237,7 @@ def load_metric_function(ref: str):
         raise ConfigError(f"metrics: {target!r} has no function {func!r}") from None
 
 
-def run_one(spec: dict, cache_dir: str | None = None) -> dict:
+def run_one(spec: dict, cache_dir: str | None = None, tables_dir: str | None = None) -> dict:
     """Simulate one resolved run spec here and return its result row (summary metrics and facts).
 
     Raises whatever the run raises; :func:`run_task` turns that into an error row. The workers' cached
@@ -246,10 +246,10 @@ def run_one(spec: dict, cache_dir: str | None = None) -> dict:
     from wattsched.sim.collector import frozen
 
     with frozen():
-        return _run_one(spec, cache_dir)
+        return _run_one(spec, cache_dir, tables_dir)
 
 
-def _run_one(spec: dict, cache_dir: str | None) -> dict:
+def _run_one(spec: dict, cache_dir: str | None, tables_dir: str | None = None) -> dict:
     import numpy as np
 
     from wattsched.sim.build import build_run
@@ -276,6 +276,11 @@ def _run_one(spec: dict, cache_dir: str | None) -> dict:
     run = build_run(config, platform=platform, jobs=jobs, cap=cap, predictor=predictor)
     t = time.perf_counter()
     result = run.engine().run()
+    if tables_dir is not None:  # the run's tables, as `wattsched simulate` writes them
+        from wattsched.sim.report import write_tables
+
+        os.makedirs(tables_dir, exist_ok=True)
+        write_tables(result, Path(tables_dir))
     wall = time.perf_counter() - t
     window = _window(spec, cap, offset)
     measured = result
@@ -326,11 +331,11 @@ def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def run_task(key: str, spec: dict, cache_dir: str | None = None) -> dict:
+def run_task(key: str, spec: dict, cache_dir: str | None = None, tables_dir: str | None = None) -> dict:
     """:func:`run_one` as a Dask task: never raises; a failure becomes a row with ``status: failed``."""
     t = time.perf_counter()
     try:
-        row = run_one(spec, cache_dir)
+        row = run_one(spec, cache_dir, tables_dir)
     except Exception as exc:  # recorded in the store; the sweep goes on
         row = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
                "traceback": traceback.format_exc(limit=8)}
@@ -417,7 +422,9 @@ def run_sweep(cfg, runs, store, *, workers: int | None = None, scheduler: str | 
         from distributed import as_completed
 
         cache_dir = str(store.dir / ".slices")
-        futures = [client.submit(run_task, r.key, r.spec, cache_dir, key=f"run-{r.key}", pure=False)
+        tables = store.dir / "runs" if cfg.run_tables else None
+        futures = [client.submit(run_task, r.key, r.spec, cache_dir, None if tables is None else str(tables / r.key),
+                                 key=f"run-{r.key}", pure=False)
                    for r in todo]
         by_key = {r.key: r for r in todo}
         for fut in as_completed(futures):

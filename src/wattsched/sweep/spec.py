@@ -266,6 +266,13 @@ class SweepConfig(StrictModel):
             "called as `function(result, run)` and returning a dict of columns."
         ),
     )
+    run_tables: bool = Field(
+        default=False,
+        description=(
+            "Also write each run's tables, as `wattsched simulate` writes them (`jobs.csv`, `jobs.parquet`, "
+            "`timeline.csv`, ...), into `OUT/runs/KEY/`. Does not change the runs or their keys. Default: `false`."
+        ),
+    )
     cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="Where the runs execute.")
     out: Path | None = Field(default=None, description="Results directory. Default: `sweeps/NAME`.")
 
