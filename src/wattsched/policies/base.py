@@ -150,9 +150,11 @@ class BasePolicy(Parametrized):
     def response_scenario(self):
         """The per-job response scenario the policy's ``response`` parameter asks for, or ``None``.
 
-        Only the replay engine reads it: how a job responds to a cap is a
-        property of the job, which the simulator must be told; live, the
-        hardware answers and the parameter has no effect.
+        The replay engine takes it from the tags (:attr:`PolicyTags.response_scenario`):
+        how a job responds to a cap is a property of the job, which the
+        simulator must be told; live, the hardware answers and the parameter
+        has no effect. Only parameters deriving from :class:`ResponseParams`
+        have one.
         """
         params = self.params
         if not isinstance(params, ResponseParams) or params.response is None:
