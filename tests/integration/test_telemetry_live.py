@@ -3,6 +3,7 @@ the real prometheus-node-exporter and prometheus, the wattsched agents, the daem
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -101,7 +102,9 @@ class NodeActions(BasePolicy):
     """Test policy: a cap on node 0 and a frequency on node 1, once."""
 
     name = "test-node-actions"
-    wants_empty_queue_calls = True
+
+    def tags(self):
+        return dataclasses.replace(super().tags(), wants_empty_queue_calls=True)
 
     def __init__(self, cap_w, freq_hz):
         super().__init__()

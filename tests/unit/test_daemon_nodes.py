@@ -35,6 +35,7 @@ from wattsched.daemon.notify import Notifier
 from wattsched.daemon.simcluster import SimCluster
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, Start
 from wattsched.model.platform import NodePowerModel, Platform
+from wattsched.policies.base import PolicyTags
 from wattsched.testing.fake_sysfs import make_fake_node
 from wattsched.workload.records import TraceJob
 
@@ -290,7 +291,9 @@ class Scripted:
     """A policy returning a given plan per call (the daemon's dispatch of every action kind)."""
 
     name = "scripted"
-    wants_empty_queue_calls = True
+
+    def tags(self):
+        return PolicyTags(wants_empty_queue_calls=True)
 
     def __init__(self, plans):
         self.plans = list(plans)
