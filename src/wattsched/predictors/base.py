@@ -112,9 +112,6 @@ def predictor_tags(predictor: Any) -> PredictorTags:
 class BasePredictor(Parametrized):
     """Optional base: typed parameters, ``get_params``, ``repr``, ``fit`` as a loop of ``update``, :meth:`tags`."""
 
-    is_oracle: ClassVar[bool] = False
-    """Deprecated: read ``predictor_tags(p).needs_truth``."""
-
     def tags(self) -> PredictorTags:
         """What this predictor takes or keeps (:class:`PredictorTags`); subclasses change what differs.
 

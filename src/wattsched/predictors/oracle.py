@@ -58,7 +58,6 @@ class OraclePredictor(BasePredictor):
     """
 
     name = "oracle"
-    is_oracle = True  # deprecated: the tags' needs_truth
     Params = OracleParams
     truth_: Callable[[int], PowerEstimate] | None = None
 
