@@ -22,19 +22,18 @@ def test_the_local_cluster_runs_code_for_its_client_only(tmp_path):
         host, port = address.removeprefix("tls://").rsplit(":", 1)
         # a plain Dask client, as anyone on the host could start one: no connection without the credentials
         for attempt in (address, f"tcp://{host}:{port}"):
-            with pytest.raises((OSError, TimeoutError, TypeError, ValueError)):
-                with distributed.Client(attempt, timeout="3s") as intruder:
-                    intruder.submit(sum, [1]).result(timeout=5)
+            with pytest.raises((OSError, TimeoutError, TypeError, ValueError)), \
+                    distributed.Client(attempt, timeout="3s") as intruder:
+                intruder.submit(sum, [1]).result(timeout=5)
         # nor with TLS but no client certificate: the scheduler requires one (mutual TLS)
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-        with socket.create_connection((host, int(port)), timeout=5) as raw:
-            with pytest.raises((ssl.SSLError, ConnectionError)):
-                with context.wrap_socket(raw) as tls:
-                    tls.sendall(b"\0" * 8)
-                    if not tls.recv(1):  # a TLS 1.3 server reports the missing certificate on first read
-                        raise ConnectionError("closed without a certificate")
+        with socket.create_connection((host, int(port)), timeout=5) as raw, \
+                pytest.raises((ssl.SSLError, ConnectionError)), context.wrap_socket(raw) as tls:
+            tls.sendall(b"\0" * 8)
+            if not tls.recv(1):  # a TLS 1.3 server reports the missing certificate on first read
+                raise ConnectionError("closed without a certificate")
     finally:
         client.close()
         cluster.close()
