@@ -173,7 +173,7 @@ def test_agent_refuses_unauthenticated_unprivileged_and_out_of_range(cluster):
     with pytest.raises(urllib.error.HTTPError) as unpriv:
         urllib.request.urlopen(req, timeout=5)
     assert unpriv.value.code == 403
-    result = AgentClient(url, munge_socket=cluster.munge_socket).set_cap(-5)
+    result = AgentClient(url, "wst3", munge_socket=cluster.munge_socket).set_cap(-5)
     assert result["ok"] is False and "error" in result
     assert Sysfs(cluster.sysfs / "wst3").power_limit_w(before.packages()[0]) == limit
     assert (metric(f"{url}/metrics", "wattsched_agent_rejected_requests_total") or 0) >= 1
