@@ -178,6 +178,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         params = f" ({readable(info['params'])})" if info.get("params") else ""
         print(f"{info.get('trace', config.trace)} on {info['nodes']} nodes, policy {info['policy']}{params}"
               + (f", predictor {predictor}" if predictor else ""))
+        print(f"machine: {info['machine']}")
         print(format_summary_table(outcome.summary))
         for note in info.get("notes", []):
             print(f"note: {note}")
@@ -304,14 +305,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _open_trace(args: argparse.Namespace):
-    """The workload of ``args.file``, SWF or job table."""
-    from wattsched.sim.run import is_swf
-    from wattsched.workload.swf import read_swf
-    from wattsched.workload.tables import read_job_table
+    """The workload of ``args.file``, in whichever format it is (:mod:`wattsched.workload.open`)."""
+    from wattsched.workload.open import open_trace
 
-    if is_swf(args.file):
-        return read_swf(args.file, cores_per_node=args.cores_per_node, skip_bad_lines=args.skip_bad_lines)
-    return read_job_table(args.file, cores_per_node=args.cores_per_node)
+    return open_trace(args.file, cores_per_node=args.cores_per_node, skip_bad_lines=args.skip_bad_lines)
 
 
 def cmd_traces_info(args: argparse.Namespace) -> int:
@@ -409,7 +406,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     config = load_config(args.file, CONFIG_KINDS[kind].model, env=os.environ)
     if kind == "simulation":
         from wattsched.policies import make_policy
-        from wattsched.sim.run import build_platform, validate_plugins
+        from wattsched.sim.build import build_platform, validate_plugins
 
         make_policy(config.policy, config.params, source=key_locator(config, "params"),
                     name_source=key_locator(config, "policy")())
@@ -483,7 +480,7 @@ def cmd_predict_evaluate(args: argparse.Namespace) -> int:
     import time
 
     from wattsched.config import SimConfig, merge_overrides
-    from wattsched.predictors.evaluate import format_table, run_evaluation, split_params, write_outputs
+    from wattsched.sim.evaluate import format_table, run_evaluation, split_params, write_outputs
 
     cli = {"trace": args.trace, "platform": args.platform, "procs": args.procs, "cores_per_node": args.cores_per_node,
            "seed": args.seed, "skip_bad_lines": args.skip_bad_lines}

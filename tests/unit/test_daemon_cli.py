@@ -406,7 +406,8 @@ def test_check_config_says_an_openadr2_block_needs_openleadr(tmp_path, capsys, m
 
     path = tmp_path / "wattsched.yaml"
     path.write_text("slurm: {backend: cli}\ndemand_response:\n  openadr2:\n"
-                    "    vtn_url: http://127.0.0.1:8080/OpenADR2/Simple/2.0b\n    ven_name: hpc\n")
+                    "    vtn_url: http://127.0.0.1:8080/OpenADR2/Simple/2.0b\n    ven_name: hpc\n"
+                    "    vtn_fingerprint: '8E:1B:00'\n")
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "openleadr" else real(name, *a))
     assert main(["check-config", str(path)]) == 2

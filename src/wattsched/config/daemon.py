@@ -26,6 +26,7 @@ from wattsched.config.caps import (
     read_cap_entries,
 )
 from wattsched.config.platform import PowerModelConfig
+from wattsched.model.recurrence import parse_recurrence
 
 
 class SlurmConfig(StrictModel):
@@ -81,7 +82,8 @@ class SlurmConfig(StrictModel):
     )
     url: str | None = Field(
         default=None,
-        description="With `backend: rest`: slurmrestd's base URL. Required for `rest`. Example: `http://slurmrestd:6820`.",
+        description="With `backend: rest`: slurmrestd's base URL. Required for `rest`; `http://` only on loopback "
+        "unless `allow_insecure_http`. Example: `https://slurmrestd:6820`.",
     )
     token_file: Path | None = Field(
         default=None,
@@ -104,6 +106,12 @@ class SlurmConfig(StrictModel):
         ),
     )
 
+    allow_insecure_http: bool = Field(
+        default=False,
+        description="With `backend: rest`: accept an `http://` `url` on a host other than loopback, although the "
+        "JWT (often root's) then crosses the network in clear text. Default: `false` (use `https://`).",
+    )
+
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
@@ -122,6 +130,10 @@ class SlurmConfig(StrictModel):
                        if getattr(self, k) is None]
             if missing:
                 raise field_problems(missing)
+            if not self.allow_insecure_http and cleartext_remote(self.url):
+                raise field_problems([("url", f"{self.url} would send the slurmrestd token in clear text to a host "
+                                       "that is not loopback: use https://, or set slurm.allow_insecure_http: true "
+                                       "on a network you trust")])
         return self
 
 
@@ -281,8 +293,6 @@ class DaemonCapEntryConfig(CapEntryConfig):
     @classmethod
     def _every(cls, v):
         if v is not None:
-            from wattsched.daemon.schedule import parse_recurrence
-
             parse_recurrence(v)
         return v
 
@@ -337,8 +347,6 @@ class DaemonBudgetConfig(StrictModel):
     @classmethod
     def _every(cls, v):
         if v is not None:
-            from wattsched.daemon.schedule import parse_recurrence
-
             parse_recurrence(v)
         return v
 
@@ -403,6 +411,31 @@ class OptRuleConfig(StrictModel):
     )
 
 
+def cleartext_remote(url: str | None) -> bool:
+    """Whether ``url`` is plain ``http://`` to a host other than loopback (credentials there travel in clear).
+
+    >>> cleartext_remote("http://slurmrestd:6820"), cleartext_remote("http://127.0.0.1:6820")
+    (True, False)
+    >>> cleartext_remote("http://[::1]:8080/api"), cleartext_remote("http://localhost"), cleartext_remote("https://x")
+    (False, False, False)
+    """
+    import ipaddress
+    import urllib.parse
+
+    if not url:
+        return False
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme.lower() != "http":
+        return False
+    host = (parts.hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True
+
+
 def _check_url(value: str) -> str:
     if not re.match(r"^https?://[^/\s]+", value):
         raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
@@ -438,7 +471,13 @@ class OpenADR2Config(StrictModel):
                                  "certificate. Default: none.")
     vtn_fingerprint: str | None = Field(
         default=None, description="Fingerprint of the VTN's certificate; messages not signed by it are ignored. "
-        "Default: none (not checked).",
+        "Required unless `allow_unsigned_events: true`.",
+    )
+    allow_unsigned_events: bool = Field(
+        default=False,
+        description="Run without `vtn_fingerprint`: events are then accepted whoever signed them (or nobody), so "
+        "anyone who can answer for the VTN's address can cap the cluster; a warning is logged at start. "
+        "Default: `false`.",
     )
     simple_levels: dict[int, float] = Field(
         default_factory=lambda: {1: 0.1, 2: 0.2, 3: 0.4},
@@ -476,6 +515,10 @@ class OpenADR2Config(StrictModel):
     def _pair(self):
         if (self.cert is None) != (self.key is None):
             raise field_problems([("key" if self.key is None else "cert", "give cert and key together")])
+        if self.vtn_fingerprint is None and not self.allow_unsigned_events:
+            raise field_problems([("vtn_fingerprint", "required: without it events signed by anyone (or unsigned) "
+                                   "are obeyed; give the fingerprint of the VTN's certificate, or set "
+                                   "allow_unsigned_events: true to accept that")])
         return self
 
 
@@ -514,6 +557,11 @@ class OpenADR3Config(StrictModel):
         description="Post a report of measured platform power (`USAGE`, W) for each event opted in, at every "
         "poll while it is in force. Default: `true`.",
     )
+    allow_insecure_http: bool = Field(
+        default=False,
+        description="Accept an `http://` `vtn_url` on a host other than loopback together with `token_file`, "
+        "although the bearer token then crosses the network in clear text. Default: `false`.",
+    )
 
     @field_validator("vtn_url")
     @classmethod
@@ -524,6 +572,14 @@ class OpenADR3Config(StrictModel):
     @classmethod
     def _levels(cls, v):
         return _check_levels(v)
+
+    @model_validator(mode="after")
+    def _token_over_tls(self):
+        if self.token_file is not None and not self.allow_insecure_http and cleartext_remote(self.vtn_url):
+            raise field_problems([("vtn_url", f"{self.vtn_url} would send the bearer token of token_file in clear "
+                                   "text to a host that is not loopback: use https://, or set "
+                                   "allow_insecure_http: true on a network you trust")])
+        return self
 
 
 class DemandResponseConfig(StrictModel):

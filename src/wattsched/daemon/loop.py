@@ -55,6 +55,7 @@ from wattsched.model.platform import NodePowerModel, NodeState
 from wattsched.model.response import LinearResponse
 from wattsched.model.units import pack_starts
 from wattsched.policies import make_policy
+from wattsched.policies.base import policy_tags
 from wattsched.predictors import make_predictor
 
 NODE_ACTIONS = {"cap": "set_cap", "freq": "set_freq"}
@@ -281,9 +282,10 @@ class Daemon:
         # 3. Decide on the queue of held jobs.
         snap = view.snapshot
         report.pending, report.running = len(snap.pending), len(snap.running)
-        wanted = snap.pending or snap.running or getattr(self.policy, "wants_empty_queue_calls", False)
+        tags = policy_tags(self.policy)
+        wanted = snap.pending or snap.running or tags.wants_empty_queue_calls
         plan = self.policy.decide(snap, self.policy_state) if wanted else None
-        if plan is not None and snap.pending and not getattr(self.policy, "maps_units", False):
+        if plan is not None and snap.pending and not tags.maps_units:
             plan = pack_starts(snap, plan)  # jobs of units a whole-node policy started, packed as in replay
         if plan is not None:
             policystate.save(self.store, cfg.policy, cfg.params, self.policy_state)

@@ -126,8 +126,8 @@ def cmd_traces_slice(args: argparse.Namespace) -> int:
     blocks = [b for b in cfg.blocks() if b.slices is not None]
     if not blocks:
         raise ConfigError(f"{cfg.source}: axes: no `slices` axis")
-    platform = base_platform(cfg)
     sl = blocks[0].slices
+    platform = base_platform(cfg, sl.trace)
     specs = slice_specs(sl, len(platform))
     tr = load_trace(str(sl.trace), sl.cores_per_node, len(platform))
     rows = []
