@@ -15,7 +15,6 @@ from wattsched.sweep.interrupt import PRELOAD, quiet_interrupt
 def test_ctrl_c_inside_the_block_is_a_keyboard_interrupt_and_everything_is_restored():
     before_handler = signal.getsignal(signal.SIGINT)
     before_mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
-    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
     with pytest.raises(KeyboardInterrupt), quiet_interrupt():
         import dask
 
@@ -30,6 +29,7 @@ def test_ctrl_c_inside_the_block_is_a_keyboard_interrupt_and_everything_is_resto
                                 "print(signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))"],
                                capture_output=True, text=True, check=True)
         assert child.stdout.strip() == "True"
+        os.kill(os.getpid(), signal.SIGINT)  # as a terminal's Ctrl-C: to the process, whichever thread takes it
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:  # a wait that wakes now and then, as Dask's do
             time.sleep(0.05)

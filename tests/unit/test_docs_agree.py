@@ -81,7 +81,8 @@ def exported() -> set[str]:
     from wattsched.agent.sysfs import Sysfs
 
     names = _scrape(DaemonMetrics().registry)
-    with AgentServer(Sysfs("/nonexistent-sysfs"), Verifier({0}), port=0, registry=CollectorRegistry()) as agent:
+    with AgentServer(Sysfs("/nonexistent-sysfs"), Verifier({0}, node="node1"), port=0,
+                     registry=CollectorRegistry()) as agent:
         names |= _scrape(agent.registry)
     return names
 

@@ -75,37 +75,40 @@ def quiet_interrupt():
         _silence_dask()
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    preloads = list(dask.config.get("distributed.worker.preload", []) or [])
-    waiter = None
-    stop = threading.Event()
-    if _can_mask():
+    def wait_for_sigint() -> None:
+        while True:
+            signal.sigwait(_SIGINT)
+            if stop.is_set():
+                return
+            _thread.interrupt_main(signal.SIGINT)  # runs on_sigint in the main thread
+
+    mask = _can_mask()
+    if mask:
         # multiprocessing starts its resource tracker at the first spawn, and unblocks SIGINT in the spawning
         # thread when it has: started now, it leaves the blocked signal to every worker spawned later
         from multiprocessing import resource_tracker
 
         resource_tracker.ensure_running()
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
-
-        def wait_for_sigint() -> None:
-            while True:
-                signal.sigwait(_SIGINT)
-                if stop.is_set():
-                    return
-                _thread.interrupt_main(signal.SIGINT)  # runs on_sigint in the main thread
-
-        waiter = threading.Thread(target=wait_for_sigint, name="wattsched sweep Ctrl-C", daemon=True)
-        waiter.start()
-    try:
+    preloads = list(dask.config.get("distributed.worker.preload", []) or [])
+    previous = signal.getsignal(signal.SIGINT)
+    old_mask = None
+    waiter = None
+    stop = threading.Event()
+    try:  # a Ctrl-C at any point from here on finds everything put back
+        signal.signal(signal.SIGINT, on_sigint)
+        if mask:
+            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
+            waiter = threading.Thread(target=wait_for_sigint, name="wattsched sweep Ctrl-C", daemon=True)
+            waiter.start()
         with dask.config.set({"distributed.worker.preload": [*preloads, PRELOAD]}):
             yield
     finally:
         try:
-            if waiter is not None:
+            if waiter is not None and waiter.ident is not None:
                 stop.set()
                 signal.pthread_kill(waiter.ident, signal.SIGINT)  # wakes it; it sees stop and returns
                 waiter.join()
         finally:  # even when a last Ctrl-C lands in the join
-            if waiter is not None:
+            if old_mask is not None:
                 signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
             signal.signal(signal.SIGINT, previous)
