@@ -64,13 +64,18 @@ def test_daemon_on_the_simulated_cluster_then_audit_lists_its_starts(tmp_path, c
     assert only == starts[-1:]
 
 
-@pytest.mark.parametrize("config", [[], ["-c", str(ROOT / "deploy" / "examples" / "sim.yaml")]],
-                         ids=["embedded-demo", "sim.yaml"])
+@pytest.mark.parametrize("config", ["embedded-demo", "file-without-telemetry"])
 def test_daemon_on_the_simulated_cluster_exports_measured_power(tmp_path, config):
     from prometheus_client.parser import text_string_to_metric_families
 
-    if port_in_use(9817):  # both serve /metrics on the default port
-        pytest.skip("127.0.0.1:9817 is in use")
+    if config == "embedded-demo":
+        if port_in_use(9817):  # the embedded demo serves /metrics on the default port
+            pytest.skip("127.0.0.1:9817 is in use")
+        config = []
+    else:  # a file that selects the simulated cluster and says nothing of telemetry (endpoint off)
+        path = tmp_path / "sim.yaml"
+        path.write_text("slurm: {backend: sim}\npolicy: easy\nmetrics: {port: 0}\n")
+        config = ["-c", str(path)]
     proc = wattsched("daemon", *config, "--backend", "sim", "--cycles", "3", "--poll-interval", "0.05",
                      "--state-dir", str(tmp_path / "state"), "--show-metrics")
     assert proc.returncode == 0, proc.stderr
@@ -100,6 +105,9 @@ def test_the_simulated_cluster_reads_reported_power_unless_told_otherwise():
     explicit = DaemonConfig.model_validate({"telemetry": {"source": "none"}})
     assert with_sim_telemetry(explicit.model_copy(
         update={"slurm": explicit.slurm.model_copy(update={"backend": "sim"})})).telemetry.source == "none"
+    from wattsched.config import load_config
+
+    assert load_config(ROOT / "deploy" / "examples" / "sim.yaml", DaemonConfig).telemetry.source == "slurm"
 
 
 def test_daemon_refuses_a_busy_metrics_port_with_a_clear_error(tmp_path):
