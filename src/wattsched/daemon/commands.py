@@ -155,6 +155,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     view = build_view(
         view_state, partitions=daemon.partitions, holds=store.holds(), starts=store.starts(), power=daemon.power,
         cap_w=daemon._cap_w, estimator=None, epoch=0, include_adopted=False, platform_cache={},
+        take_user_holds=config.gate == "lua",
     )
     c, snap = view.classified, view.snapshot
     # announced demand-response events as the daemon sees them (same baselines)

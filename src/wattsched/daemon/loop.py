@@ -250,6 +250,7 @@ class Daemon:
             estimator=estimator,
             epoch=self.cycle_no,
             include_adopted=cfg.dry_run,
+            take_user_holds=cfg.gate == "lua",
             platform_cache=self._platform_cache,
             measured=measured,
             settle_s=cfg.telemetry.settle_s,
@@ -271,9 +272,15 @@ class Daemon:
         self._learn(state, view)
         # 1. Starts released earlier: confirm, or take back after too many cycles.
         self._check_starts(view, starts, audit, report, now)
-        # 2. Pending jobs nobody holds (gate: daemon, or let through while the gate was open): hold them.
+        # 2. Pending jobs nobody holds (gate: daemon, or let through while the gate was open) or their
+        #    users hold (moved in, or held by hand): hold them as ours.
         for job in c.adopt:
-            reason = "held on arrival" if cfg.gate == "daemon" else "submitted while the gate was open; held"
+            if job.held:
+                reason = "held by its user in a managed partition; the hold is wattsched's now"
+            elif cfg.gate == "daemon":
+                reason = "held on arrival"
+            else:
+                reason = "submitted while the gate was open; held"
             if self._act("hold", job.job_id, reason, audit, now,
                          lambda j=job: self.backend.hold(j.job_id, with_marker(j.admin_comment))):
                 self.store.add_hold(job.job_id, "daemon", reason, now)
