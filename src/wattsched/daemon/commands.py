@@ -102,6 +102,11 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     config, path = load_daemon_config(args)
     if args.verbose == 0:
         logging.getLogger("wattsched").setLevel(logging.INFO)
+    if not config.dry_run:
+        from wattsched.daemon.files import ensure_dir
+
+        # refuse at start, not only cycle by cycle, a heartbeat directory other users could change
+        ensure_dir(config.heartbeat_path.parent, 0o755, what="heartbeat directory")
     backend = make_backend(config)
     daemon = Daemon(config, backend)
     daemon.config_path = path

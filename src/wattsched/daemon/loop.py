@@ -37,6 +37,7 @@ from wattsched.config import key_locator
 from wattsched.config.daemon import DaemonConfig
 from wattsched.daemon import policystate
 from wattsched.daemon.actuators import NodeSetting, Outcome, make_actuator, same_cap, same_freq
+from wattsched.daemon.files import UnsafeDirError, ensure_dir, write_atomic
 from wattsched.daemon.grid.events import OptRule
 from wattsched.daemon.grid.hub import GridHub
 from wattsched.daemon.metrics import DaemonMetrics
@@ -379,11 +380,10 @@ class Daemon:
     def _heartbeat(self, now: float) -> None:
         path = self.config.heartbeat_path
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(f"{int(now)}\n")
-            os.replace(tmp, path)
-        except OSError as exc:
+            ensure_dir(path.parent, 0o755, what="heartbeat directory")
+            # readable by slurmctld's SlurmUser (the gate), writable by the daemon only; a bare time
+            write_atomic(path, f"{int(now)}\n", 0o644, what="heartbeat directory")
+        except (OSError, UnsafeDirError) as exc:
             log.warning("cannot write the heartbeat %s: %s (the lua gate stays open)", path, exc)
 
     def _act(self, action: str, target, reason: str, audit: list[AuditEntry], now: float, fn, args=None) -> bool:
