@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from wattsched.daemon.files import UnsafeDirError, check_dir, ensure_dir, write_atomic
-from wattsched.daemon.store import Store
+from wattsched.daemon.store import Store, StoreError
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving a directory to another user needs root")
@@ -132,3 +132,36 @@ def test_an_existing_world_readable_store_is_made_private(tmp_path, umask):
     store.put("cycle", 2)
     assert {p.name: mode(p) for p in tmp_path.iterdir()} == {p.name: 0o600 for p in tmp_path.iterdir()}
     store.close()
+
+
+def test_opening_the_store_keeps_another_connection_from_deleting_its_wal(tmp_path):
+    # closing any descriptor of the database drops the process's POSIX locks, SQLite's too:
+    # a reader closing its connection would then checkpoint and delete the WAL under the daemon
+    import subprocess
+    import sys
+
+    path = tmp_path / "state.db"
+    store = Store(path)
+    store.put("cycle", 1)
+
+    # another process (`wattsched status`, a test reading the audit) opens and closes the store
+    def read() -> str:
+        return subprocess.run([sys.executable, "-c", f"import sqlite3; c = sqlite3.connect({str(path)!r}); "
+                               "print(c.execute(\"SELECT value FROM kv WHERE key='cycle'\").fetchone()[0]); c.close()"],
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    for n in range(2, 5):
+        read()
+        store.put("cycle", n)
+    assert read() == "4"  # what the daemon wrote after the readers left is still there
+    assert path.with_name("state.db-wal").exists()
+    store.close()
+    assert Store(path).get("cycle") == 4
+
+
+def test_a_symlinked_state_db_is_refused(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("")
+    (tmp_path / "state.db").symlink_to(victim)
+    with pytest.raises(StoreError, match=r"state.db: not a regular file \(a symlink\?\)"):
+        Store(tmp_path / "state.db")

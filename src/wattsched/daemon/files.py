@@ -129,13 +129,19 @@ def write_atomic(path: str | Path, data: str, mode: int = 0o600, *, what: str = 
 
 
 def restrict_file(path: str | Path, mode: int = 0o600) -> None:
-    """Set ``mode`` on an existing regular file (not through a symlink); a missing file is left missing."""
+    """Set ``mode`` on an existing regular file; a missing file is left missing, a symlink is refused.
+
+    No file descriptor is opened: closing any descriptor of an SQLite database
+    drops every POSIX lock the process holds on it, SQLite's included (another
+    connection could then checkpoint and delete the WAL under the daemon). The
+    file is named in a directory :func:`check_dir` accepted, so nobody else can
+    swap it between the ``lstat`` and the ``chmod``.
+    """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        st = os.lstat(path)
     except FileNotFoundError:
         return
-    try:
-        if stat.S_IMODE(os.fstat(fd).st_mode) != mode:
-            os.fchmod(fd, mode)
-    finally:
-        os.close(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafeDirError(f"{path}: not a regular file (a symlink?); move it away")
+    if stat.S_IMODE(st.st_mode) != mode:
+        os.chmod(path, mode)

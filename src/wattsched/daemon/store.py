@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wattsched.daemon.files import ensure_dir, restrict_file
+from wattsched.daemon.files import UnsafeDirError, ensure_dir, restrict_file
 from wattsched.errors import StateError
 
 SCHEMA_VERSION = 2
@@ -138,9 +138,9 @@ class Store:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
-            for suffix in ("", "-wal", "-shm"):
+            for suffix in ("", "-wal", "-shm"):  # without opening them: see restrict_file
                 restrict_file(f"{self.path}{suffix}", 0o600)
-        except (OSError, sqlite3.Error) as exc:
+        except (OSError, sqlite3.Error, UnsafeDirError) as exc:
             raise StoreError(f"{self.path}: cannot open the state store: {exc}") from exc
         finally:
             os.umask(old_umask)
