@@ -124,6 +124,20 @@ def test_daemon_refuses_a_busy_metrics_port_with_a_clear_error(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+def test_daemon_refuses_a_heartbeat_directory_others_can_write(tmp_path):
+    public = tmp_path / "public"
+    public.mkdir()
+    public.chmod(0o777)
+    config = tmp_path / "sim.yaml"
+    config.write_text(f"slurm: {{backend: sim}}\nsim: {{nodes: 8}}\nstate_dir: state\nmetrics: {{port: 0}}\n"
+                      f"heartbeat_file: {public / 'heartbeat'}\n")
+    proc = wattsched("daemon", "-c", str(config), "--cycles", "1")
+    assert proc.returncode == 2, proc.stderr
+    assert f"wattsched: error: {public}: the heartbeat directory (owned by " in proc.stderr
+    assert f"has mode 0777, writable by group and others; run: chmod go-w {public}" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (public / "heartbeat").exists()
+
+
 def make_store(state: Path) -> None:
     store = Store(state / "state.db")
     now = time.time()

@@ -181,6 +181,33 @@ def test_heartbeat_holds_the_time_of_the_last_read(make_sim, make_daemon, clock)
     assert d.config.heartbeat_path.read_text() == f"{int(EPOCH + 42.0)}\n"
 
 
+def test_heartbeat_is_never_written_through_a_planted_symlink(make_sim, make_daemon, clock, tmp_path):
+    sim = make_sim([job(1)])
+    d = make_daemon(sim)
+    hb = d.config.heartbeat_path
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    # the fixed temporary name an earlier daemon wrote through, and the heartbeat itself
+    (hb.parent / "heartbeat.tmp").symlink_to(victim)
+    hb.symlink_to(victim)
+    d.cycle()
+    assert victim.read_text() == "precious\n"
+    assert not hb.is_symlink() and hb.read_text().strip().isdigit()
+    assert oct(hb.stat().st_mode & 0o777) == oct(0o644)  # read by the gate as SlurmUser, written by us only
+    assert [p.name for p in hb.parent.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()] == []
+
+
+def test_heartbeat_in_a_directory_others_can_write_is_not_written(make_sim, make_daemon, clock, tmp_path, caplog):
+    sim = make_sim([job(1)])
+    hb_dir = tmp_path / "public"
+    hb_dir.mkdir()
+    hb_dir.chmod(0o777)
+    d = make_daemon(sim, heartbeat_file=hb_dir / "heartbeat")
+    d.cycle()
+    assert not (hb_dir / "heartbeat").exists()
+    assert f"{hb_dir}: the heartbeat directory" in caplog.text and "chmod go-w" in caplog.text
+
+
 def test_cycle_number_survives_a_restart(make_sim, make_daemon, clock):
     sim = make_sim([job(1), job(2)])
     first = make_daemon(sim)

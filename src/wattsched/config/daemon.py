@@ -719,7 +719,8 @@ class DaemonConfig(StrictModel):
         description="Who holds new jobs: `lua` (the `deploy/slurm/job_submit.lua` gate, at submission, only "
         "while the heartbeat is fresh) or `daemon` (the daemon holds them each cycle; a job can start "
         "between its submission and the next cycle). With `lua`, the daemon still holds jobs the gate "
-        "let through while it was down. Default: `lua`.",
+        "let through while it was down, and takes over holds users put on jobs of its partitions (the gate "
+        "refuses their releases). Default: `lua`.",
     )
     poll_interval_s: float = Field(
         default=30.0, gt=0, description="Seconds between cycles. Default: `30`."

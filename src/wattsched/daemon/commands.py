@@ -103,6 +103,11 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     config, path = load_daemon_config(args)
     if args.verbose == 0:
         logging.getLogger("wattsched").setLevel(logging.INFO)
+    if not config.dry_run:
+        from wattsched.daemon.files import ensure_dir
+
+        # refuse at start, not only cycle by cycle, a heartbeat directory other users could change
+        ensure_dir(config.heartbeat_path.parent, 0o755, what="heartbeat directory")
     backend = make_backend(config)
     daemon = Daemon(config, backend)
     daemon.config_path = path
@@ -156,6 +161,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     view = build_view(
         view_state, partitions=daemon.partitions, holds=store.holds(), starts=store.starts(), power=daemon.power,
         cap_w=daemon._cap_w, estimator=None, epoch=0, include_adopted=False, platform_cache={},
+        take_user_holds=config.gate == "lua",
     )
     c, snap = view.classified, view.snapshot
     # announced demand-response events as the daemon sees them (same baselines)

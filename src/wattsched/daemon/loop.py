@@ -37,6 +37,7 @@ from wattsched.config import key_locator
 from wattsched.config.daemon import DaemonConfig
 from wattsched.daemon import policystate
 from wattsched.daemon.actuators import NodeSetting, Outcome, make_actuator, same_cap, same_freq
+from wattsched.daemon.files import UnsafeDirError, ensure_dir, write_atomic
 from wattsched.daemon.grid.events import OptRule
 from wattsched.daemon.grid.hub import GridHub
 from wattsched.daemon.metrics import DaemonMetrics
@@ -251,6 +252,7 @@ class Daemon:
             estimator=estimator,
             epoch=self.cycle_no,
             include_adopted=cfg.dry_run,
+            take_user_holds=cfg.gate == "lua",
             platform_cache=self._platform_cache,
             measured=measured,
             settle_s=cfg.telemetry.settle_s,
@@ -272,9 +274,15 @@ class Daemon:
         self._learn(state, view)
         # 1. Starts released earlier: confirm, or take back after too many cycles.
         self._check_starts(view, starts, audit, report, now)
-        # 2. Pending jobs nobody holds (gate: daemon, or let through while the gate was open): hold them.
+        # 2. Pending jobs nobody holds (gate: daemon, or let through while the gate was open) or their
+        #    users hold (moved in, or held by hand): hold them as ours.
         for job in c.adopt:
-            reason = "held on arrival" if cfg.gate == "daemon" else "submitted while the gate was open; held"
+            if job.held:
+                reason = "held by its user in a managed partition; the hold is wattsched's now"
+            elif cfg.gate == "daemon":
+                reason = "held on arrival"
+            else:
+                reason = "submitted while the gate was open; held"
             if self._act("hold", job.job_id, reason, audit, now,
                          lambda j=job: self.backend.hold(j.job_id, with_marker(j.admin_comment))):
                 self.store.add_hold(job.job_id, "daemon", reason, now)
@@ -374,11 +382,10 @@ class Daemon:
     def _heartbeat(self, now: float) -> None:
         path = self.config.heartbeat_path
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(f"{int(now)}\n")
-            os.replace(tmp, path)
-        except OSError as exc:
+            ensure_dir(path.parent, 0o755, what="heartbeat directory")
+            # readable by slurmctld's SlurmUser (the gate), writable by the daemon only; a bare time
+            write_atomic(path, f"{int(now)}\n", 0o644, what="heartbeat directory")
+        except (OSError, UnsafeDirError) as exc:
             log.warning("cannot write the heartbeat %s: %s (the lua gate stays open)", path, exc)
 
     def _act(self, action: str, target, reason: str, audit: list[AuditEntry], now: float, fn, args=None) -> bool:
