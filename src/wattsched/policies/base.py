@@ -61,6 +61,15 @@ class PolicyTags:
     tick_period_s
         Call the policy at this period as well (monitoring stages, e.g. of an
         energy budget), in seconds; ``None``: only at events.
+    tick_param
+        The parameter that sets ``tick_period_s`` (``monitoring_period_s``),
+        named by the errors about too many ticks.
+    constraints
+        The constraints the policy plans against, of ``"cap"`` (the cap
+        schedule, with demand-response windows once noticed), ``"budgets"``
+        (energy-budget windows) and ``"dr_events"`` (the events themselves);
+        ``None``: undeclared. A run given a constraint its policy does not
+        declare is warned about (the run goes on).
     response_scenario
         How jobs respond to a cap in replay (Borghesi et al. 2018, §5.1.1),
         as the policy's ``response`` parameter names it; ``None``: the
@@ -77,6 +86,8 @@ class PolicyTags:
     maps_units: bool = False
     tick_period_s: float | None = None
     response_scenario: ResponseScenario | None = None
+    tick_param: str | None = None
+    constraints: frozenset[str] | None = None
 
 
 @runtime_checkable
@@ -101,7 +112,7 @@ def policy_tags(policy: Any) -> PolicyTags:
 
     >>> policy_tags(object())
     PolicyTags(wants_empty_queue_calls=False, wants_end_table=False, wants_forecast=False, \
-maps_units=False, tick_period_s=None, response_scenario=None)
+maps_units=False, tick_period_s=None, response_scenario=None, tick_param=None, constraints=None)
     """
     return declared_tags(policy, PolicyTags, PolicyError, "policy")
 

@@ -191,7 +191,8 @@ class BudgetPolicy(BasePolicy):
     def tags(self) -> PolicyTags:
         # called with nothing queued (shutdown) and at the period of the monitoring stages
         return dataclasses.replace(super().tags(), wants_empty_queue_calls=True,
-                                   tick_period_s=self.params.monitoring_period_s)
+                                   tick_period_s=self.params.monitoring_period_s,
+                                   tick_param="monitoring_period_s", constraints=frozenset({"budgets"}))
 
     # ------------------------------------------------------------ counter
     def _update_counter(self, snapshot: Snapshot, state: BudgetPolicyState,

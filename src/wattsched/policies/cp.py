@@ -132,7 +132,7 @@ class DecPolicy(BasePolicy):
 
     def tags(self) -> PolicyTags:
         # jobs of units: mapped unit by unit onto shared nodes (see start_in_order)
-        return dataclasses.replace(super().tags(), maps_units=True)
+        return dataclasses.replace(super().tags(), maps_units=True, constraints=frozenset({"cap"}))
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         p = self.params
@@ -347,7 +347,7 @@ class DecRaplPolicy(BasePolicy):
     Params = DecRaplParams
 
     def tags(self) -> PolicyTags:
-        return dataclasses.replace(super().tags(), wants_empty_queue_calls=True)
+        return dataclasses.replace(super().tags(), wants_empty_queue_calls=True, constraints=frozenset({"cap"}))
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         from wattsched.model.plan import SetNodeCap

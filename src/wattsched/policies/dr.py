@@ -370,7 +370,8 @@ class _DrBase(BasePolicy):
     freq_mode: ClassVar[FreqMode] = "optimal"
 
     def tags(self) -> PolicyTags:
-        return dataclasses.replace(super().tags(), wants_empty_queue_calls=True)
+        return dataclasses.replace(super().tags(), wants_empty_queue_calls=True,
+                                   constraints=frozenset({"cap", "dr_events"}))
 
     # ---- admission
     def _admit(self, snapshot: Snapshot, ctx: _Ctx, state: PolicyState | None, plan: Plan,

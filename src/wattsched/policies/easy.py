@@ -21,6 +21,7 @@ against a brute-force EASY by a property test.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from itertools import islice
 from typing import Any, Literal
@@ -31,7 +32,7 @@ from wattsched.model.job import Job
 from wattsched.model.plan import Plan, Reason, Start, start_nodes
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
-from wattsched.policies.base import BasePolicy
+from wattsched.policies.base import BasePolicy, PolicyTags
 
 INDEX_MIN_QUEUE = 48
 """Queue length from which backfilling searches the queue index instead of scanning."""
@@ -117,6 +118,9 @@ class EasyPolicy(BasePolicy):
     name = "easy"
     Params = EasyParams
     State = EasyState
+
+    def tags(self) -> PolicyTags:
+        return dataclasses.replace(super().tags(), constraints=frozenset())  # power-unaware
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         order = self.params.order

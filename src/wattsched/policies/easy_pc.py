@@ -88,7 +88,7 @@ class EasyPcPolicy(BasePolicy):
     State = EasyPcState
 
     def tags(self) -> PolicyTags:
-        return dataclasses.replace(super().tags(), wants_end_table=True)
+        return dataclasses.replace(super().tags(), wants_end_table=True, constraints=frozenset({"cap"}))
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)

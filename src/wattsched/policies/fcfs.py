@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from wattsched.model.plan import Plan, Start
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
-from wattsched.policies.base import BasePolicy
+from wattsched.policies.base import BasePolicy, PolicyTags
 
 
 class FcfsPolicy(BasePolicy):
     """Strict FCFS, no backfilling: a job never starts before one submitted earlier."""
 
     name = "fcfs"
+
+    def tags(self) -> PolicyTags:
+        return dataclasses.replace(super().tags(), constraints=frozenset())  # power-unaware
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         free = snapshot.free_nodes

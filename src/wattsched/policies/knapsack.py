@@ -127,7 +127,7 @@ class KnapsackPolicy(BasePolicy):
     name = "knapsack"
 
     def tags(self) -> PolicyTags:
-        return dataclasses.replace(super().tags(), wants_end_table=True)
+        return dataclasses.replace(super().tags(), wants_end_table=True, constraints=frozenset({"cap"}))
     State = EasyPcState  # outside a capped window it is easy-pc, with easy-pc's memo
     Params = KnapsackParams
 

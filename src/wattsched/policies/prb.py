@@ -187,7 +187,7 @@ class LsPolicy(BasePolicy):
 
     def tags(self) -> PolicyTags:
         # jobs of units: mapped unit by unit onto shared nodes (see start_in_order)
-        return dataclasses.replace(super().tags(), maps_units=True)
+        return dataclasses.replace(super().tags(), maps_units=True, constraints=frozenset({"cap"}))
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         return start_in_order(snapshot, self.params, priority_order(snapshot, self.params),

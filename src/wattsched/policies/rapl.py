@@ -59,7 +59,7 @@ class SimplePolicy(BasePolicy):
     Params = SimpleParams
 
     def tags(self) -> PolicyTags:
-        return replace(super().tags(), wants_empty_queue_calls=True)
+        return replace(super().tags(), wants_empty_queue_calls=True, constraints=frozenset({"cap"}))
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)
@@ -93,7 +93,7 @@ class DynSharePolicy(BasePolicy):
     Params = DynShareParams
 
     def tags(self) -> PolicyTags:
-        return replace(super().tags(), wants_empty_queue_calls=True)
+        return replace(super().tags(), wants_empty_queue_calls=True, constraints=frozenset({"cap"}))
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)

@@ -28,8 +28,8 @@ from wattsched.errors import ConfigError, TraceError
 from wattsched.model.platform import Platform
 from wattsched.workload.records import Workload
 
-__all__ = ["PreparedTrace", "Run", "build_platform", "build_run", "machine_of", "prepare_trace", "run_response",
-           "validate_plugins"]
+__all__ = ["PreparedTrace", "Run", "build_platform", "build_run", "machine_of", "prepare_trace", "run_checks",
+           "run_response", "validate_plugins"]
 
 
 # --------------------------------------------------------------------------- the machine
@@ -95,7 +95,7 @@ class PreparedTrace:
     augmented: bool
 
 
-def prepare_trace(config: SimConfig, platform: Platform) -> PreparedTrace:
+def prepare_trace(config: SimConfig, platform: Platform, *, notes: list[str] | None = None) -> PreparedTrace:
     """Open ``config.trace`` against ``platform``, check it and augment its power as every run does.
 
     The jobs stay a stream (a large trace is read as the run goes); the augmentation sets the reader's own
@@ -104,7 +104,7 @@ def prepare_trace(config: SimConfig, platform: Platform) -> PreparedTrace:
     from wattsched.sim.checks import checked_workload, preflight
     from wattsched.workload.open import open_trace
 
-    notes = preflight(config, platform)
+    notes = [*(notes or ()), *preflight(config, platform)]
     if not Path(config.trace).exists():
         raise ConfigError(locate(config, "trace", f"no such file {str(config.trace)!r}"))
     source = open_trace(config.trace, cores_per_node=max(1, platform.nodes[0].cores), machine_nodes=len(platform),
@@ -199,11 +199,13 @@ def build_run(config: SimConfig, *, platform: Platform | None = None, jobs=None,
     if cap is None:
         cap = config.build_cap_schedule(platform)
     budgets = config.build_energy_budgets()
+    dr_events = config.build_dr_events(platform)
+    notes = run_checks(config, platform, policy, cap=cap, budgets=budgets, dr_events=dr_events)
     if before_trace is not None:
         before_trace()
     trace = None
     if jobs is None:
-        trace = prepare_trace(config, platform)
+        trace = prepare_trace(config, platform, notes=notes)
         jobs = trace.workload
     options = EngineOptions(
         response=run_response(config, policy),
@@ -226,10 +228,26 @@ def build_run(config: SimConfig, *, platform: Platform | None = None, jobs=None,
             import time
 
             predictor.set_clock(time.perf_counter)
-    run = Run(config, platform, machine_of(config, platform), trace, jobs, cap, budgets,
-              config.build_dr_events(platform), policy, predictor, options)
+    run = Run(config, platform, machine_of(config, platform), trace, jobs, cap, budgets, dr_events, policy,
+              predictor, options)
     run.info["machine"] = run.machine
+    if notes:
+        run.info["notes"] = notes
     return run
+
+
+def run_checks(config: SimConfig, platform: Platform, policy, *, cap, budgets, dr_events) -> list[str]:
+    """Refuse a policy monitoring period with too many ticks; warn about constraints the run cannot honour.
+
+    The trace's submission span is read (cheaply, SWF only) when a check needs it.
+    """
+    from wattsched.policies.base import policy_tags
+    from wattsched.sim.checks import check_policy_ticks, constraint_notes, submission_span_s
+
+    needs_span = budgets or dr_events or (config.tick_s is None and policy_tags(policy).tick_param)
+    span_s = submission_span_s(config) if needs_span else None
+    check_policy_ticks(config, policy, span_s)
+    return constraint_notes(config, platform, policy, cap=cap, budgets=budgets, dr_events=dr_events, span_s=span_s)
 
 
 def run_response(config: SimConfig, policy):

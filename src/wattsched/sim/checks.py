@@ -11,6 +11,7 @@ validated here too, every problem located in the config file.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +20,8 @@ from wattsched.errors import ConfigError, TraceError
 from wattsched.model.platform import Platform
 from wattsched.workload.records import TraceJob, Workload
 
-__all__ = ["augment_error", "augment_params", "cap_warnings", "check_not_empty", "check_ticks", "checked_workload",
-           "preflight"]
+__all__ = ["augment_error", "augment_params", "cap_warnings", "check_not_empty", "check_policy_ticks", "check_ticks",
+           "checked_workload", "constraint_notes", "preflight", "submission_span_s"]
 
 log = logging.getLogger("wattsched.sim.run")
 
@@ -78,6 +79,135 @@ def check_ticks(config: SimConfig) -> None:
             f"a tick of {config.tick_s:g} s over the trace's {span / 86400:,.1f} days of submissions gives at least "
             f"{ticks:,.0f} ticks, above the limit of {config.max_ticks:,}; use a longer tick or raise the limit "
             "(--max-ticks N, config key max_ticks)"))
+
+
+def submission_span_s(config: SimConfig) -> float | None:
+    """Seconds from the first to the last submission of the config's trace (SWF only, read cheaply), or None."""
+    from wattsched.workload.open import is_swf
+
+    if not is_swf(config.trace) or not Path(config.trace).exists():
+        return None
+    from wattsched.workload.swf import submit_span_s
+
+    try:
+        return submit_span_s(config.trace)
+    except (OSError, TraceError, UnicodeDecodeError):
+        return None  # the reader reports it properly
+
+
+def check_policy_ticks(config: SimConfig, policy, span_s: float | None) -> None:
+    """Refuse a policy monitoring period that gives more than ``max_ticks`` ticks over the trace's submissions.
+
+    Only without ``tick_s`` (which then sets the period, checked by :func:`check_ticks`); the message names the
+    policy parameter that sets the period (``--param monitoring_period_s``), not ``tick_s``.
+    """
+    from wattsched.policies.base import policy_tags
+
+    tags = policy_tags(policy)
+    param = tags.tick_param
+    if config.tick_s is not None or param is None or tags.tick_period_s is None or span_s is None \
+            or config.max_ticks is None:
+        return
+    period = float(tags.tick_period_s)
+    ticks = span_s / period if period > 0 else math.inf
+    if ticks > config.max_ticks:
+        raise ConfigError(locate(
+            config, ("params", param),
+            f"a monitoring period of {period:g} s over the trace's {span_s / 86400:,.1f} days of submissions "
+            f"gives at least {ticks:,.0f} ticks, above the limit of {config.max_ticks:,}; use a longer period "
+            f"(--param {param}=SECONDS) or raise the limit (--max-ticks N, config key max_ticks)"))
+
+
+def constraint_notes(config: SimConfig, platform: Platform, policy, *, cap, budgets, dr_events,
+                     span_s: float | None) -> list[str]:
+    """Warnings (logged, and returned as notes of the run) about constraints the run cannot honour as given.
+
+    ``span_s`` is the trace's submission span (times run from 0 at the first submission), None when unknown.
+    """
+    notes = [*ignored_constraints(config, policy, cap=cap, budgets=budgets, dr_events=dr_events),
+             *budget_notes(budgets, platform),
+             *dr_event_notes(dr_events, platform),
+             *outside_trace_notes(budgets, dr_events, span_s)]
+    for note in notes:
+        log.warning("%s", note)
+    return notes
+
+
+def ignored_constraints(config: SimConfig, policy, *, cap, budgets, dr_events) -> list[str]:
+    """The constraints given to a run whose policy declares it does not plan against them."""
+    from wattsched.policies.base import policy_tags
+
+    uses = policy_tags(policy).constraints
+    if uses is None:  # undeclared (a third-party policy): nothing to say
+        return []
+    name = getattr(policy, "name", type(policy).__name__)
+    given = []
+    if budgets and "budgets" not in uses:
+        given.append(("energy budget", "energy_budgets", "energy-bud, reduce-pc, powercap-easy or easy-shutdown"))
+    if dr_events and not uses & {"cap", "dr_events"}:
+        given.append(("demand-response event", "demand_response", "dr, or any cap-aware policy such as easy-pc"))
+    if cap is not None and not cap.is_uncapped and "cap" not in uses:
+        given.append(("power cap", "cap_w", "a cap-aware policy such as easy-pc"))
+    return [f"policy {name} ignores the {what} of this run ({key}): no decision respects it (the outputs still "
+            f"measure the run against it); for one that does, use {hint}" for what, key, hint in given]
+
+
+def budget_notes(budgets, platform: Platform) -> list[str]:
+    """Energy budgets below the idle energy of the platform over their window (they cannot be kept)."""
+    idle_w = platform.idle_power_w
+    notes = []
+    for i, b in enumerate(budgets):
+        floor_j = idle_w * (b.end_s - b.start_s)
+        if b.energy_j < floor_j:
+            notes.append(
+                f"energy_budgets[{i}]: the budget of {b.energy_j:,.4g} J is below the platform's idle energy over "
+                f"its window ({idle_w:,.0f} W x {b.end_s - b.start_s:,.0f} s = {floor_j:,.4g} J): it will be "
+                "exceeded even with every job held")
+    return notes
+
+
+def dr_event_notes(dr_events, platform: Platform) -> list[str]:
+    """Demand-response targets no schedule can meet (below idle) or that ask for nothing (at or above maximum)."""
+    idle_w, max_w = platform.idle_power_w, platform.max_power_w
+    notes = []
+    for i, e in enumerate(dr_events):
+        where = f"demand_response[{i}]"
+        if e.cap_w is not None:
+            if e.cap_w < idle_w:
+                notes.append(f"{where}: the target of {e.cap_w:,.0f} W is below the platform's idle power "
+                             f"({idle_w:,.0f} W): no job can start during the event and it cannot be met")
+            elif e.cap_w >= max_w:
+                notes.append(f"{where}: the target of {e.cap_w:,.0f} W is at or above the platform's maximum "
+                             f"power ({max_w:,.0f} W): the event asks for nothing")
+        elif e.reduction_w is not None:
+            if e.reduction_w >= max_w:
+                notes.append(f"{where}: the reduction of {e.reduction_w:,.0f} W is at or above the platform's "
+                             f"maximum power ({max_w:,.0f} W): the target falls to 1 W, below the idle power "
+                             f"({idle_w:,.0f} W), and cannot be met")
+            elif max_w - e.reduction_w < idle_w:
+                notes.append(f"{where}: a reduction of {e.reduction_w:,.0f} W from at most {max_w:,.0f} W leaves "
+                             f"a target below the platform's idle power ({idle_w:,.0f} W): it cannot be met")
+    return notes
+
+
+def outside_trace_notes(budgets, dr_events, span_s: float | None) -> list[str]:
+    """Budget windows and demand-response events wholly before the first or after the last submission."""
+    if span_s is None:
+        return []
+    windows = [(f"energy_budgets[{i}]", "budget window", b.start_s, b.end_s) for i, b in enumerate(budgets)]
+    windows += [(f"demand_response[{i}]", "event", min(e.notice_s, e.start_s), e.end_s)
+                for i, e in enumerate(dr_events)]
+    notes = []
+    for where, what, start, end in windows:
+        if end <= 0:
+            notes.append(f"{where}: the {what} ({start:,.0f} s to {end:,.0f} s) ends before the trace's first "
+                         f"submission (t = 0): the clock starts at {start:,.0f} s, which stretches the run and "
+                         "lowers its utilization; times count from the first submission")
+        elif start > span_s:
+            notes.append(f"{where}: the {what} ({start:,.4g} s to {end:,.4g} s) starts after the trace's last "
+                         f"submission (t = {span_s:,.0f} s): the run may be stretched to its end; times count "
+                         "from the first submission")
+    return notes
 
 
 def check_not_empty(config: SimConfig, workload: Workload) -> None:

@@ -1,0 +1,176 @@
+"""Bad inputs, second tour: one regression test per case (named after its id), by class.
+
+1. semantic warnings: a run goes on, with a warning on stderr and a note in its summary;
+2. bounded generators and grids: above a stated bound, refused, naming the bound and its override;
+3. validation across fields: refused at once, naming the file, line and key.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import subprocess
+import sys
+from importlib.resources import files
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wattsched.config import SimConfig
+from wattsched.config.platform import platform_from_procs
+from wattsched.errors import ConfigError
+from wattsched.model.constraints import DemandResponseEvent, EnergyBudget
+from wattsched.sim.build import build_run
+from wattsched.sim.checks import budget_notes, dr_event_notes, outside_trace_notes
+
+BUNDLED = files("wattsched") / "data" / "traces" / "KTH-SP2-1996-2.1-cln-first5000.swf.gz"
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    """The bundled KTH excerpt's header and its first 200 jobs (submissions over about 60 h)."""
+    lines = gzip.decompress(BUNDLED.read_bytes()).decode().splitlines()
+    header = [x for x in lines if x.startswith(";")]
+    jobs = [x for x in lines if not x.startswith(";")][:200]
+    path = tmp_path_factory.mktemp("bad2") / "base.swf"
+    path.write_text("\n".join(header + jobs) + "\n")
+    return path
+
+
+def cli(*args, cwd: Path, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run([sys.executable, "-m", "wattsched", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def notes_of(config: SimConfig, caplog) -> list[str]:
+    with caplog.at_level(logging.WARNING, logger="wattsched.sim.run"):
+        run = build_run(config)
+    notes = run.info.get("notes", [])
+    for note in notes:
+        assert note in run.trace.workload.notes  # a note of the run's summary
+        assert note in caplog.text  # logged as well as kept
+    return notes
+
+
+# --------------------------------------------------------------------------- 1. semantic warnings
+
+
+def test_bad_input_05_budget_below_idle_energy(base, caplog):
+    config = SimConfig(trace=str(base), policy="energy-bud", energy_budgets=[
+        {"start_s": 0, "end_s": 86400, "energy_j": 5e8}, {"start_s": 43200, "end_s": 129600, "energy_j": 4e8}])
+    notes = notes_of(config, caplog)
+    assert any(n.startswith("energy_budgets[0]: the budget of 5e+08 J is below the platform's idle energy")
+               for n in notes), notes
+    assert any(n.startswith("energy_budgets[1]:") for n in notes)
+
+
+def test_bad_input_06_budget_ignored_by_policy(base, caplog):
+    config = SimConfig(trace=str(base), policy="easy", energy_budgets=[{"start_s": 0, "end_s": 86400,
+                                                                        "energy_j": 1e12}])
+    notes = notes_of(config, caplog)
+    assert notes == ["policy easy ignores the energy budget of this run (energy_budgets): no decision respects it "
+                     "(the outputs still measure the run against it); for one that does, use energy-bud, reduce-pc, "
+                     "powercap-easy or easy-shutdown"]
+    # a policy that plans against budgets gets no such note
+    assert notes_of(config.model_copy(update={"policy": "energy-bud"}), caplog) == []
+
+
+def test_bad_input_06_every_builtin_policy_declares_its_constraints():
+    from wattsched.policies import available, make_policy
+    from wattsched.policies.base import policy_tags
+
+    for name in available():
+        uses = policy_tags(make_policy(name)).constraints
+        assert isinstance(uses, frozenset) and uses <= {"cap", "budgets", "dr_events"}, name
+
+
+def test_bad_input_08_budget_window_after_trace(base, caplog):
+    config = SimConfig(trace=str(base), policy="energy-bud",
+                       energy_budgets=[{"start_s": 1e15, "end_s": 1e16, "energy_j": 1e30}])
+    notes = notes_of(config, caplog)
+    assert any(n.startswith("energy_budgets[0]: the budget window (1e+15 s to 1e+16 s) starts after the trace's "
+                            "last submission") for n in notes), notes
+
+
+def test_bad_input_10_budget_window_before_trace(base, caplog):
+    config = SimConfig(trace=str(base), policy="energy-bud",
+                       energy_budgets=[{"start_s": -1e6, "end_s": -10, "energy_j": 1e30}])
+    notes = notes_of(config, caplog)
+    assert notes == ["energy_budgets[0]: the budget window (-1,000,000 s to -10 s) ends before the trace's first "
+                     "submission (t = 0): the clock starts at -1,000,000 s, which stretches the run and lowers its "
+                     "utilization; times count from the first submission"]
+
+
+def test_bad_input_12_dr_reduction_above_platform_power(base, caplog):
+    config = SimConfig(trace=str(base), policy="dr", platform="ahmed2017", demand_response=[
+        {"notice_s": 0, "start_s": 3600, "end_s": 7200, "reduction_w": 1e9}])
+    notes = notes_of(config, caplog)
+    assert any(n.startswith("demand_response[0]: the reduction of 1,000,000,000 W is at or above the platform's "
+                            "maximum power") and "below the idle power" in n for n in notes), notes
+
+
+def test_bad_input_15_dr_event_before_trace(base, caplog):
+    config = SimConfig(trace=str(base), policy="dr", platform="ahmed2017", demand_response=[
+        {"notice_s": -20000, "start_s": -10000, "end_s": -5000, "reduction_w": 1000}])
+    notes = notes_of(config, caplog)
+    assert any(n.startswith("demand_response[0]: the event (-20,000 s to -5,000 s) ends before the trace's first "
+                            "submission") for n in notes), notes
+
+
+def test_bad_input_06_warning_on_stderr_and_in_summary(base, tmp_path):
+    (tmp_path / "sim.yaml").write_text(f"trace: {base}\npolicy: easy\n"
+                                       "energy_budgets: [{start_s: 0, end_s: 86400, energy_j: 1.0e+8}]\n")
+    proc = cli("simulate", "--config", "sim.yaml", "--out", "r", "-q", "--no-report", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "policy easy ignores the energy budget of this run" in proc.stderr
+    assert "below the platform's idle energy" in proc.stderr
+    summary = json.dumps(json.loads((tmp_path / "r" / "summary.json").read_text()))
+    assert "policy easy ignores the energy budget of this run" in summary
+
+
+@settings(max_examples=60, deadline=None)
+@given(nodes=st.integers(1, 50), start=st.floats(-1e7, 1e7), length=st.floats(1, 1e7),
+       joules=st.floats(1, 1e12), span=st.floats(0, 1e7))
+def test_bad_input_class_1_budget_notes_match_their_rule(nodes, start, length, joules, span):
+    platform = platform_from_procs(nodes)
+    budget = EnergyBudget(start, start + length, joules)
+    below = joules < platform.idle_power_w * length
+    assert bool(budget_notes([budget], platform)) == below
+    outside = start + length <= 0 or start > span
+    assert bool(outside_trace_notes([budget], [], span)) == outside
+
+
+@settings(max_examples=60, deadline=None)
+@given(nodes=st.integers(1, 50), target=st.floats(1, 1e6), reduction=st.booleans())
+def test_bad_input_class_1_dr_notes_match_their_rule(nodes, target, reduction):
+    platform = platform_from_procs(nodes)
+    idle_w, max_w = platform.idle_power_w, platform.max_power_w
+    kw = {"reduction_w": target} if reduction else {"cap_w": target}
+    notes = dr_event_notes([DemandResponseEvent(0.0, 10.0, 20.0, **kw)], platform)
+    lowest = max_w - target if reduction else target
+    assert bool(notes) == (lowest < idle_w or (not reduction and target >= max_w))
+
+
+# --------------------------------------------------------------------------- 3. validation across fields
+
+
+def test_bad_input_99_monitoring_period_refused_up_front(base):
+    config = SimConfig(trace=str(base), policy="energy-bud", params={"monitoring_period_s": 1e-9})
+    with pytest.raises(ConfigError, match=r"params\.monitoring_period_s: a monitoring period of 1e-09 s over the "
+                                          r"trace's .*\(--param monitoring_period_s=SECONDS\).*--max-ticks N"):
+        build_run(config)
+
+
+def test_bad_input_99_named_as_the_option_on_the_command_line(base, tmp_path):
+    (tmp_path / "sim.yaml").write_text(f"trace: {base}\npolicy: energy-bud\n"
+                                       "energy_budgets: [{start_s: 0, end_s: 86400, energy_j: 1.0e+12}]\n")
+    proc = cli("simulate", "--config", "sim.yaml", "--param", "monitoring_period_s=1e-9", "--out", "r", "-q",
+               "--no-report", cwd=tmp_path, timeout=30)
+    assert proc.returncode == 2, proc.stderr
+    assert "monitoring_period_s: a monitoring period of 1e-09 s" in proc.stderr
+    assert "Traceback" not in proc.stderr and "tick_s" not in proc.stderr.split("(--max-ticks")[0]
