@@ -174,3 +174,70 @@ def test_bad_input_99_named_as_the_option_on_the_command_line(base, tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "monitoring_period_s: a monitoring period of 1e-09 s" in proc.stderr
     assert "Traceback" not in proc.stderr and "tick_s" not in proc.stderr.split("(--max-ticks")[0]
+
+
+def test_bad_input_31_tz_environment_naming_an_unknown_zone(tmp_path, monkeypatch):
+    from wattsched.config import load_config
+    from wattsched.config.daemon import DaemonConfig
+
+    path = tmp_path / "d.yaml"
+    path.write_text("slurm: {backend: sim}\ncap_schedule: [{every: 'daily 08:00-09:00', cap_w: 5000}]\n")
+    monkeypatch.setenv("TZ", "Narnia/Cair_Paravel")
+    with pytest.raises(ConfigError, match=r"d\.yaml(:\d+)?: timezone: unknown time zone 'Narnia/Cair_Paravel' "
+                                          r"\(from the TZ environment variable"):
+        load_config(path, DaemonConfig, env={})
+    # the same name in the key is the same error
+    keyed = tmp_path / "k.yaml"
+    keyed.write_text("slurm: {backend: sim}\ntimezone: Narnia/Cair_Paravel\n")
+    with pytest.raises(ConfigError, match=r"k\.yaml:2: timezone: unknown time zone 'Narnia/Cair_Paravel'"):
+        load_config(keyed, DaemonConfig, env={})
+    # a known zone, a zone file (':/etc/localtime' style) and no TZ at all are fine
+    for tz in ("Europe/Paris", "UTC"):
+        monkeypatch.setenv("TZ", tz)
+        assert load_config(path, DaemonConfig, env={}).zone.key == tz
+    monkeypatch.delenv("TZ")
+    assert load_config(path, DaemonConfig, env={}).zone.key == "UTC"
+
+
+def test_bad_input_119_daemon_cap_schedule_file_missing(tmp_path):
+    (tmp_path / "d.yaml").write_text("slurm: {backend: sim}\ncap_schedule: nonexistent-caps.csv\n")
+    proc = cli("check-config", "d.yaml", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "wattsched: error: d.yaml:2: cap_schedule: no such file 'nonexistent-caps.csv'"
+
+
+def test_bad_input_dst_window_across_the_spring_change_keeps_the_existing_half_hour():
+    import datetime as dt
+    from zoneinfo import ZoneInfo
+
+    from wattsched.daemon.schedule import occurrences
+    from wattsched.model.recurrence import parse_recurrence
+
+    paris = ZoneInfo("Europe/Paris")
+    day = dt.datetime(2027, 3, 28, tzinfo=paris).timestamp()
+    (a, b), *_ = occurrences(parse_recurrence("daily 02:30-03:30"), paris, day, day + 86400)
+    assert dt.datetime.fromtimestamp(a, paris).isoformat() == "2027-03-28T03:00:00+02:00"
+    assert b - a == 1800
+    # a window wholly inside the skipped hour gives no window, rather than an empty or reversed one
+    assert occurrences(parse_recurrence("daily 02:10-02:50"), paris, day, day + 3 * 3600) == []
+
+
+@settings(max_examples=80, deadline=None)
+@given(zone=st.sampled_from(["Europe/Paris", "America/New_York", "Australia/Sydney", "America/Santiago", "UTC"]),
+       day=st.dates(min_value=__import__("datetime").date(2024, 1, 1),
+                    max_value=__import__("datetime").date(2030, 12, 31)),
+       start=st.integers(0, 1439), length=st.integers(1, 1440))
+def test_bad_input_dst_class_windows_cover_exactly_the_wall_minutes_that_exist(zone, day, start, length):
+    """Across any daylight-saving change a window is never empty or reversed, and at most an hour off its length."""
+    import datetime as dt
+    from zoneinfo import ZoneInfo
+
+    from wattsched.daemon.schedule import occurrences
+    from wattsched.model.recurrence import Recurrence
+
+    tz = ZoneInfo(zone)
+    rec = Recurrence(days=frozenset(range(7)), start_min=start, end_min=(start + length) % 1440)
+    t0 = dt.datetime(day.year, day.month, day.day, tzinfo=tz).timestamp()
+    for a, b in occurrences(rec, tz, t0, t0 + 86400):
+        assert b > a
+        assert (length - 60) * 60 <= b - a <= (length + 60) * 60  # at most an hour longer, on a day the clock is set back

@@ -436,6 +436,24 @@ def cleartext_remote(url: str | None) -> bool:
         return True
 
 
+def _env_zone(tz: str) -> ZoneInfo | None:
+    """The zone a ``TZ`` value names (an IANA name, or ``:``/a path to a zone file); UTC when empty; None if unknown.
+
+    >>> _env_zone("") == ZoneInfo("UTC"), _env_zone("Narnia/Cair_Paravel")
+    (True, None)
+    """
+    name = tz.lstrip(":")
+    if not name:
+        return ZoneInfo("UTC")
+    try:
+        if name.startswith("/"):
+            with open(name, "rb") as fh:
+                return ZoneInfo.from_file(fh, key=name)
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return None
+
+
 def _check_url(value: str) -> str:
     if not re.match(r"^https?://[^/\s]+", value):
         raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
@@ -811,6 +829,8 @@ class DaemonConfig(StrictModel):
     @classmethod
     def _cap_schedule_file(cls, v):
         if isinstance(v, (str, os.PathLike)):
+            if not Path(v).exists():  # named here, so the error gives the config file and the key
+                raise ValueError(f"no such file {os.fspath(v)!r}")
             return [e.model_dump(exclude_unset=True) for e in read_cap_entries(v)]
         return v
 
@@ -874,14 +894,23 @@ class DaemonConfig(StrictModel):
         except ConfigError:
             return None  # the platform key reports it
 
+    @model_validator(mode="after")
+    def _tz_from_environment(self):
+        # Without a timezone key, recurring windows follow TZ: a zone unknown there is the same error as in the
+        # key, rather than a silent fall-back to UTC that moves every window by the zone's offset.
+        recurring = any(e.every for e in self.cap_schedule or ()) or any(b.every for b in self.energy_budgets)
+        if self.timezone is None and recurring and _env_zone(os.environ.get("TZ", "")) is None:
+            raise field_problems([("timezone", f"unknown time zone {os.environ['TZ']!r} (from the TZ environment "
+                                               "variable, used when timezone is not set); use an IANA name such "
+                                               "as Europe/Paris or UTC")])
+        return self
+
     @property
     def zone(self) -> ZoneInfo:
-        """The time zone of recurring windows."""
-        name = self.timezone or os.environ.get("TZ", "").lstrip(":") or "UTC"
-        try:
-            return ZoneInfo(name)
-        except (ZoneInfoNotFoundError, ValueError):
-            return ZoneInfo("UTC")
+        """The time zone of recurring windows: ``timezone``, else the ``TZ`` environment variable, else UTC."""
+        if self.timezone:
+            return ZoneInfo(self.timezone)
+        return _env_zone(os.environ.get("TZ", "")) or ZoneInfo("UTC")
 
     @property
     def heartbeat_path(self) -> Path:

@@ -34,16 +34,43 @@ def occurrences(rec: Recurrence, tz: ZoneInfo, t0_s: float, t1_s: float) -> list
     d = day0
     while d <= day1:
         if d.weekday() in rec.days:
-            midnight = dt.datetime(d.year, d.month, d.day, tzinfo=tz)
-            start = (midnight + dt.timedelta(minutes=rec.start_min)).timestamp()
-            end_day = d if rec.end_min > rec.start_min else d + dt.timedelta(days=1)
-            end_min = rec.end_min
-            end_mid = dt.datetime(end_day.year, end_day.month, end_day.day, tzinfo=tz)
-            end = (end_mid + dt.timedelta(minutes=end_min)).timestamp()
-            if end > t0_s and start < t1_s:
+            midnight = dt.datetime(d.year, d.month, d.day)
+            start = wall_instant(midnight + dt.timedelta(minutes=rec.start_min), tz)
+            end_day = midnight if rec.end_min > rec.start_min else midnight + dt.timedelta(days=1)
+            end = wall_instant(end_day + dt.timedelta(minutes=rec.end_min), tz)
+            if end > start and end > t0_s and start < t1_s:  # a window wholly inside a skipped hour is none
                 out.append((start, end))
         d += dt.timedelta(days=1)
     return out
+
+
+def wall_instant(wall: dt.datetime, tz: ZoneInfo) -> float:
+    """Epoch seconds of the naive wall-clock time ``wall`` in ``tz``.
+
+    A time that occurs twice (clocks set back) is its first occurrence; a time that does not exist (clocks
+    set forward) is the instant of the change, so a window over the gap keeps the part that exists:
+    ``daily 02:30-03:30`` in Paris on 2027-03-28 is 03:00-03:30 CEST.
+
+    >>> paris = ZoneInfo("Europe/Paris")
+    >>> t = wall_instant(dt.datetime(2027, 3, 28, 2, 30), paris)
+    >>> dt.datetime.fromtimestamp(t, paris).isoformat()
+    '2027-03-28T03:00:00+02:00'
+    """
+    a = wall.replace(tzinfo=tz, fold=0).timestamp()
+    b = wall.replace(tzinfo=tz, fold=1).timestamp()
+    if a <= b:
+        return a
+    # in the gap: fold=0 reads it with the offset before the change (later instant), fold=1 with the offset
+    # after it; the change lies between, at the first instant with the later offset
+    after = dt.datetime.fromtimestamp(a, tz).utcoffset()
+    lo, hi = math.floor(b), math.ceil(a)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if dt.datetime.fromtimestamp(mid, tz).utcoffset() == after:
+            hi = mid
+        else:
+            lo = mid
+    return float(hi)
 
 
 def window_schedule(windows: Iterable[tuple[float, float, float, str]]) -> CapSchedule:
