@@ -240,4 +240,4 @@ def test_bad_input_dst_class_windows_cover_exactly_the_wall_minutes_that_exist(z
     t0 = dt.datetime(day.year, day.month, day.day, tzinfo=tz).timestamp()
     for a, b in occurrences(rec, tz, t0, t0 + 86400):
         assert b > a
-        assert (length - 60) * 60 <= b - a <= (length + 60) * 60  # at most an hour longer, on a day the clock is set back
+        assert (length - 60) * 60 <= b - a <= (length + 60) * 60  # an hour off, on a change day
