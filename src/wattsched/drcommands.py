@@ -50,7 +50,7 @@ def cmd_dr_events_generate(args: argparse.Namespace) -> int:
             raise ConfigError(f"{args.trace}: no jobs")
         span = max(submits) - min(submits)
     events = generate_events(span, args.ratio, events=args.events, notice_s=args.notice, cap=args.cap,
-                             seed=args.seed)
+                             seed=args.seed, max_events=args.max_events)
     import yaml  # here: every command imports this module, few print YAML
 
     text = yaml.safe_dump({"demand_response": events}, sort_keys=False, default_flow_style=None)
@@ -74,6 +74,9 @@ def _ratio(text: str) -> float:
 
 
 def add_commands(sub) -> None:
+    from wattsched.cliargs import positive_int
+    from wattsched.sim.drevents import MAX_EVENTS
+
     p = sub.add_parser("models", help="application power/time models (Ahmed et al. 2017)")
     msub = p.add_subparsers(dest="models_command", metavar="SUBCOMMAND", required=True)
     t = msub.add_parser(
@@ -100,7 +103,10 @@ def add_commands(sub) -> None:
     t.add_argument("--span", type=float, metavar="S", help="time span in seconds instead of a trace")
     t.add_argument("--ratio", type=_ratio, default=0.25, metavar="R", help="share of the span under events "
                    "(0.25 or 25%%; default 25%%)")
-    t.add_argument("--events", type=int, default=1, metavar="N", help="number of events (default 1)")
+    t.add_argument("--events", type=int, default=1, metavar="N", help="number of events (default 1; at most "
+                   "--max-events)")
+    t.add_argument("--max-events", type=positive_int, default=MAX_EVENTS, metavar="N",
+                   help=f"refuse more than N events (default {MAX_EVENTS:,})")
     t.add_argument("--notice", type=float, default=0.0, metavar="S", help="notice before each event, seconds")
     t.add_argument("--cap", default="80%", metavar="W|PCT", help="target cap of each event (default 80%%)")
     t.add_argument("--seed", type=int, default=0, help="seed (default 0)")

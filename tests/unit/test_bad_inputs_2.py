@@ -241,3 +241,41 @@ def test_bad_input_dst_class_windows_cover_exactly_the_wall_minutes_that_exist(z
     for a, b in occurrences(rec, tz, t0, t0 + 86400):
         assert b > a
         assert (length - 60) * 60 <= b - a <= (length + 60) * 60  # an hour off, on a change day
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--notice", "-3600", "--notice: the events would be refused when read back (notice_s: must not be after start_s"),
+    ("--cap", "0", "--cap: the events would be refused when read back (cap_w: a cap in watts must be positive"),
+])
+def test_bad_input_23_137_dr_events_generate_refuses_what_its_reader_refuses(tmp_path, option, value, message):
+    proc = cli("dr-events", "generate", "--span", "86400", option, value, "-o", "ev.yaml", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith(f"wattsched: error: {message}"), proc.stderr
+    assert not (tmp_path / "ev.yaml").exists()
+
+
+@settings(max_examples=80, deadline=None)
+@given(span=st.floats(1, 1e8), ratio=st.floats(0.001, 1), events=st.integers(1, 50),
+       notice=st.floats(-1e5, 1e5), cap=st.one_of(st.sampled_from(["80%", "0", "-5", "0%", "150%"]),
+                                                    st.floats(-10, 1e6).map(str)))
+def test_bad_input_class_3_generated_events_are_refused_or_read_back(tmp_path_factory, span, ratio, events,
+                                                                       notice, cap):
+    import yaml
+
+    from wattsched.sim.drevents import generate_events, load_dr_events
+
+    try:
+        out = generate_events(span, ratio, events=events, notice_s=notice, cap=cap)
+    except ConfigError as exc:
+        assert str(exc).startswith("--"), exc
+        return
+    path = tmp_path_factory.mktemp("ev") / "ev.yaml"
+    path.write_text(yaml.safe_dump({"demand_response": out}))
+    assert len(load_dr_events(path)) == events
+
+
+def test_bad_input_dr_events_generate_count_is_bounded(tmp_path):
+    proc = cli("dr-events", "generate", "--span", "86400", "--events", "1000000", "-o", "ev.yaml", cwd=tmp_path,
+               timeout=30)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("wattsched: error: --events: 1,000,000 events is above the limit of 100,000; "
+                                   "raise it with --max-events N if you mean it")

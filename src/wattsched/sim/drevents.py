@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import random
 from pathlib import Path
 
@@ -25,6 +26,8 @@ from wattsched.config import DemandResponseEventConfig, error_items, read_yaml
 from wattsched.errors import ConfigError
 
 CSV_COLUMNS = ("notice_s", "start_s", "end_s", "cap_w", "reduction_w", "label")
+MAX_EVENTS = 100_000
+"""Default bound of ``dr-events generate --events`` (``--max-events`` raises it)."""
 
 
 def load_dr_events(path: str | Path) -> list[DemandResponseEventConfig]:
@@ -100,12 +103,16 @@ def _load_csv(path: Path, label: str) -> list[DemandResponseEventConfig]:
 
 
 def generate_events(span_s: float, ratio: float, *, events: int = 1, notice_s: float = 0.0,
-                    cap: str | float = "80%", start_s: float = 0.0, seed: int = 0) -> list[dict]:
+                    cap: str | float = "80%", start_s: float = 0.0, seed: int = 0,
+                    max_events: int | None = MAX_EVENTS) -> list[dict]:
     """Events covering ``ratio`` of ``[start_s, start_s + span_s)``, at random non-overlapping times (seeded).
 
     Each of the ``events`` events lasts ``ratio · span_s / events``; each is
     announced ``notice_s`` before it starts (not before ``start_s``). The
-    result is a list of ``demand_response`` entries.
+    result is a list of ``demand_response`` entries, each checked by the
+    rules the event-file reader applies (a negative notice, a cap of 0 are
+    refused here, naming the option). More than ``max_events`` events
+    (:data:`MAX_EVENTS` unless raised) are refused.
 
     >>> evs = generate_events(1000.0, 0.25, events=2, notice_s=50, seed=1)
     >>> sum(e["end_s"] - e["start_s"] for e in evs)
@@ -117,8 +124,11 @@ def generate_events(span_s: float, ratio: float, *, events: int = 1, notice_s: f
         raise ConfigError(f"--ratio: must be in (0, 1], got {ratio}")
     if events < 1:
         raise ConfigError(f"--events: must be at least 1, got {events}")
-    if not span_s > 0:
-        raise ConfigError(f"--span: must be positive, got {span_s}")
+    if max_events is not None and events > max_events:
+        raise ConfigError(f"--events: {events:,} events is above the limit of {max_events:,}; raise it with "
+                          "--max-events N if you mean it")
+    if not (span_s > 0 and math.isfinite(span_s)):
+        raise ConfigError(f"--span: must be a positive finite number of seconds, got {span_s}")
     rng = random.Random(seed)
     length = ratio * span_s / events
     free = span_s - ratio * span_s
@@ -134,4 +144,23 @@ def generate_events(span_s: float, ratio: float, *, events: int = 1, notice_s: f
         out.append({"notice_s": max(start_s, round(s - notice_s, 3)), "start_s": s, "end_s": e, "cap_w": cap,
                     "label": f"dr-{i + 1}"})
         t += length
+    for entry in out:
+        _check_generated(entry, events)
     return out
+
+
+_OPTION_OF = {"notice_s": "--notice", "cap_w": "--cap", "start_s": "--span", "end_s": "--events"}
+
+
+def _check_generated(entry: dict, events: int) -> None:
+    """Refuse options whose events the event-file reader would refuse, by the reader's own rules."""
+    try:
+        DemandResponseEventConfig.model_validate(entry)
+    except ValidationError as e:
+        loc, msg = next(iter(error_items(e, entry, DemandResponseEventConfig)))
+        key = str(loc[0]) if loc else "entry"
+        option = _OPTION_OF.get(key, "--span")
+        if key == "end_s":
+            msg = f"{events:,} events would each last {entry['end_s'] - entry['start_s']:g} s (times are kept " \
+                  f"to the millisecond): {msg}"
+        raise ConfigError(f"{option}: the events would be refused when read back ({key}: {msg})") from None
