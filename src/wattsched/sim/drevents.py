@@ -117,7 +117,7 @@ def generate_events(span_s: float, ratio: float, *, events: int = 1, notice_s: f
     >>> evs = generate_events(1000.0, 0.25, events=2, notice_s=50, seed=1)
     >>> sum(e["end_s"] - e["start_s"] for e in evs)
     250.0
-    >>> all(e["notice_s"] == max(0.0, e["start_s"] - 50) for e in evs)
+    >>> all(e["notice_s"] == max(0.0, round(e["start_s"] - 50, 3)) for e in evs)
     True
     """
     if not 0 < ratio <= 1:
