@@ -279,3 +279,106 @@ def test_bad_input_dr_events_generate_count_is_bounded(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("wattsched: error: --events: 1,000,000 events is above the limit of 100,000; "
                                    "raise it with --max-events N if you mean it")
+
+
+# --------------------------------------------------------------------------- 2. bounded grids, slices
+
+
+def _sweep(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "sw.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_bad_input_54_huge_grid_refused_at_once(base, tmp_path):
+    import time
+
+    from wattsched.sweep.expand import count_runs
+    from wattsched.sweep.spec import load_sweep
+
+    seeds = list(range(1000))
+    caps = [1000 + i for i in range(1000)]
+    path = _sweep(tmp_path, f"kind: sweep\nbase: {{trace: {base}}}\naxes:\n  seeds: {seeds}\n  caps: {caps}\n"
+                  "  policies: [{name: easy-pc, params: {check: [mean, max, gaussian_68, gaussian_95, "
+                  "gaussian_99], lookahead: [true, false]}}, {name: knapsack, params: {profit: [wait, stretch]}}, "
+                  "{name: easy-saf, params: {check: [mean, max, gaussian_68, gaussian_95, gaussian_99]}}, "
+                  "easy, fcfs, ls, bf, dec, simple, dynshare, dvfs, dr, energy-bud]\n"
+                  "  predictors: [naive, oracle, history, history, naive, oracle, history, naive, oracle, history, "
+                  "naive, oracle, history, naive]\n")
+    assert count_runs(load_sweep(path)) == 1000 * 1000 * 27 * 14
+    start = time.monotonic()
+    proc = cli("sweep", path, "--dry-run", "--out", tmp_path / "o", cwd=tmp_path, timeout=60)
+    assert time.monotonic() - start < 20
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("wattsched: error: ") and "sw.yaml:3: axes: the axes give 378,000,000 runs " \
+        "(before exclude rules), above the limit of 1,000,000; shrink the axes or raise the limit with max_runs: N " \
+        "in the sweep file" in proc.stderr, proc.stderr
+
+
+@settings(max_examples=40, deadline=None)
+@given(seeds=st.integers(1, 6), caps=st.integers(1, 5), policies=st.lists(st.sampled_from(["easy", "fcfs", "easy-pc"]),
+                                                                        min_size=1, max_size=3),
+       zipped=st.booleans())
+def test_bad_input_class_2_run_count_matches_the_expansion(tmp_path_factory, base, seeds, caps, policies, zipped):
+    from wattsched.sweep.expand import count_runs, expand
+    from wattsched.sweep.spec import load_sweep
+
+    n = max(seeds, caps) if zipped else seeds
+    caps_l = [5000 + 100 * i for i in range(n if zipped else caps)]
+    text = (f"kind: sweep\nbase: {{trace: {base}}}\naxes:\n  seeds: {list(range(n))}\n  caps: {caps_l}\n"
+            f"  policies: {json.dumps(policies)}\n" + ("zip: [[seeds, caps]]\n" if zipped else ""))
+    cfg = load_sweep(_sweep(tmp_path_factory.mktemp("sw"), text))
+    # equal when no run is a duplicate of another (repeated policy names are)
+    assert count_runs(cfg) >= len(expand(cfg))
+    if len(set(policies)) == len(policies):
+        assert count_runs(cfg) == len(expand(cfg))
+
+
+def test_bad_input_56_unknown_policy_in_a_grid_block_is_located(base, tmp_path):
+    path = _sweep(tmp_path, f"kind: sweep\nbase: {{trace: {base}}}\ngrid:\n  - policies: [easy]\n"
+                  "  - policies: [fcfs, no-such-policy]\n")
+    proc = cli("sweep", path.name, "--dry-run", "--out", tmp_path / "o", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("wattsched: error: sw.yaml:5: grid[1].policies[1]: unknown policy "
+                                  "'no-such-policy'"), proc.stderr
+
+
+def test_bad_input_68_max_runs_must_be_positive(base, tmp_path):
+    path = _sweep(tmp_path, f"kind: sweep\nbase: {{trace: {base}}}\naxes: {{policies: [easy, fcfs]}}\n")
+    proc = cli("sweep", path, "--out", tmp_path / "o", "--workers", "1", "--max-runs", "-1", "-q", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("wattsched: error: --max-runs: expected a positive integer >= 1, got -1"), \
+        proc.stderr
+
+
+def test_bad_input_132_exclude_rule_matching_no_run_is_warned(base, tmp_path, caplog):
+    from wattsched.sweep.expand import expand
+    from wattsched.sweep.spec import load_sweep
+
+    path = _sweep(tmp_path, f"kind: sweep\nbase: {{trace: {base}}}\naxes:\n  policies: [easy, easy-pc]\n"
+                  "  caps: [5000, 6000]\nexclude:\n  - {policy: easy-pcc}\n  - {cap: 5000, policy: easy}\n")
+    with caplog.at_level(logging.WARNING, logger="wattsched.sweep"):
+        runs = expand(load_sweep(path))
+    assert len(runs) == 3
+    assert "sw.yaml:7: exclude[0]: matches no run" in caplog.text
+    assert "exclude[1]" not in caplog.text
+
+
+def test_bad_input_133_slices_outside_the_trace_refused(base, tmp_path):
+    path = _sweep(tmp_path, f"kind: sweep\nbase: {{procs: 100}}\naxes:\n  slices: {{trace: {base}, count: 3, "
+                  "length_h: 6, warmup_h: 0, t0_days: [-5, 400, 0.5]}\n")
+    for args in (("traces", "slice", path.name), ("sweep", path.name, "--dry-run", "--out", tmp_path / "o")):
+        proc = cli(*args, cwd=tmp_path)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith("wattsched: error: sw.yaml:4: axes.slices: t0_days[0]: day -5 gives a slice "
+                                      "of 6 h with no submission"), proc.stderr
+        assert "2 of 3 slices are empty" in proc.stderr
+
+
+def test_bad_input_134_more_slices_than_the_trace_holds_is_an_error_not_a_traceback(base, tmp_path):
+    path = _sweep(tmp_path, f"kind: sweep\nbase: {{procs: 100}}\naxes:\n  slices: {{trace: {base}, count: 1000000, "
+                  "length_h: 0.001, warmup_h: 0, t0: load}\n")
+    proc = cli("traces", "slice", path.name, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("wattsched: error: sw.yaml:4: axes.slices: the trace holds only"), proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from wattsched.cliargs import positive_int
 from wattsched.errors import ConfigError
 
 
@@ -31,7 +32,7 @@ def register(sub, traces_sub=None) -> None:
     p.add_argument("--out", metavar="DIR", help="results directory (default: the file's `out`, else sweeps/NAME)")
     p.add_argument("--workers", type=int, metavar="N", help="local workers (default: cores) or Slurm worker jobs")
     p.add_argument("--scheduler", metavar="ADDRESS", help="use a running Dask scheduler (tcp://host:port)")
-    p.add_argument("--max-runs", type=int, metavar="N", help="execute at most N of the missing runs")
+    p.add_argument("--max-runs", type=positive_int, metavar="N", help="execute at most N of the missing runs")
     p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_sweep)
@@ -128,7 +129,15 @@ def cmd_traces_slice(args: argparse.Namespace) -> int:
         raise ConfigError(f"{cfg.source}: axes: no `slices` axis")
     sl = blocks[0].slices
     platform = base_platform(cfg, sl.trace)
-    specs = slice_specs(sl, len(platform))
+    try:
+        specs = slice_specs(sl, len(platform))
+    except ValueError as exc:  # the trace cannot give these slices: located, as the sweep itself says it
+        from wattsched.sweep.spec import located
+
+        in_grid = cfg.grid and cfg.axes.slices is None
+        where = ("grid", [b.slices is not None for b in cfg.blocks()].index(True), "slices") if in_grid else (
+            "axes", "slices")
+        raise ConfigError(located(cfg, where, str(exc))) from None
     tr = load_trace(str(sl.trace), sl.cores_per_node, len(platform))
     rows = []
     for s in specs:

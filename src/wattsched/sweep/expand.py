@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,9 @@ from wattsched import __version__
 from wattsched.config import SimConfig, error_items
 from wattsched.config.base import _format_loc
 from wattsched.errors import ConfigError, WattschedError
-from wattsched.sweep.spec import AXES, AxesConfig, CapScheduleValue, PluginEntry, SweepConfig
+from wattsched.sweep.spec import AXES, MAX_RUNS, AxesConfig, CapScheduleValue, PluginEntry, SweepConfig
+
+log = logging.getLogger("wattsched.sweep")
 
 
 @dataclass
@@ -43,6 +46,52 @@ def run_key(spec: dict) -> str:
     """
     text = json.dumps({"spec": spec, "wattsched": __version__}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _grid_size(params: dict[str, Any]) -> int:
+    """How many combinations :func:`_grid` gives, without making them.
+
+    >>> _grid_size({"check": ["mean", "max"], "k": 1, "q": [1, 2, 3]})
+    6
+    """
+    return math.prod(len(v) if isinstance(v, list) else 1 for v in params.values())
+
+
+def count_runs(cfg: SweepConfig) -> int:
+    """Runs of the sweep before ``exclude`` rules and duplicates, counted from the axes' lengths (nothing built).
+
+    A ``zip`` group counts once; a ``slices`` axis counts its ``count``; a policy or predictor entry counts the
+    product of its parameter lists.
+    """
+    total = 0
+    for axes in cfg.blocks():
+        given = axes.given()
+        lengths = {}
+        for name in given:
+            val = getattr(axes, name)
+            if name == "slices":
+                lengths[name] = val.count
+            elif name in ("policies", "predictors"):
+                lengths[name] = sum(1 if e is None or isinstance(e, str) else _grid_size(e.params) for e in val)
+            else:
+                lengths[name] = len(val)
+        zipped = {n for group in cfg.zip if all(m in given for m in group) for n in group}
+        size = math.prod(lengths[n] for n in given if n not in zipped)
+        for group in cfg.zip:
+            if all(m in given for m in group):
+                size *= max(lengths[m] for m in group)
+        total += size
+    return total
+
+
+def check_run_count(cfg: SweepConfig) -> int:
+    """The sweep's run count (:func:`count_runs`); above its ``max_runs`` bound, a :class:`ConfigError`."""
+    n = count_runs(cfg)
+    if n > cfg.max_runs:
+        key = "grid" if cfg.grid else "axes"
+        raise _err(cfg, (key,), f"the axes give {n:,} runs (before exclude rules), above the limit of "
+                   f"{cfg.max_runs:,}; shrink the axes or raise the limit with max_runs: N in the sweep file")
+    return n
 
 
 def _grid(params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -169,6 +218,7 @@ def expand(cfg: SweepConfig) -> list[Run]:
     """
     from wattsched.sweep.spec import check_files
 
+    check_run_count(cfg)
     check_files(cfg)
     def machine_nodes(slices_cfg) -> int:
         from wattsched.sweep.spec import base_platform
@@ -181,6 +231,7 @@ def expand(cfg: SweepConfig) -> list[Run]:
     blocks = cfg.blocks()
     checked_plugins: set[tuple] = set()
     checked_sims: set[str] = set()
+    matched: set[int] = set()
     for b, axes in enumerate(blocks):
         where = ("grid", b) if cfg.grid else ("axes",)
         given = axes.given()
@@ -214,7 +265,9 @@ def expand(cfg: SweepConfig) -> list[Run]:
                     for k in f:
                         locs[k] = loc
             columns.update(cols)
-            if any(_matches(rule, cols) for rule in cfg.exclude):
+            hits = [i for i, rule in enumerate(cfg.exclude) if _matches(rule, cols)]
+            if hits:
+                matched.update(hits)
                 continue
             spec = _resolve(cfg, frag, locs, checked_plugins, checked_sims)
             key = run_key(spec)
@@ -227,6 +280,10 @@ def expand(cfg: SweepConfig) -> list[Run]:
         if unknown:
             raise _err(cfg, ("exclude", i, unknown[0]), f"no axis column {unknown[0]!r} "
                        f"(columns: {', '.join(sorted(columns))})")
+    for i, rule in enumerate(cfg.exclude):
+        if i not in matched:
+            log.warning("%s", _err(cfg, ("exclude", i), "matches no run (is a value misspelt? rule "
+                                   f"{json.dumps(rule, default=str)}); it drops nothing"))
     return runs
 
 
@@ -285,7 +342,8 @@ def _resolve(cfg: SweepConfig, frag: dict, locs: dict, checked_plugins: set, che
             line = _line_for(src, cfg._lines)
             where = cfg.source if line is None else f"{cfg.source}:{line}"
             label = f"{where}: {_format_loc(src)}" + (".params" if src[-1] != kind else "")
-            (make_policy if kind == "policy" else make_predictor)(name, params, source=label)
+            (make_policy if kind == "policy" else make_predictor)(name, params, source=label,
+                                                                  name_source=f"{where}: {_format_loc(src)}")
         except WattschedError as exc:
             raise ConfigError(str(exc)) from None
         checked_plugins.add(pkey)
@@ -321,4 +379,4 @@ def axis_columns(runs: list[Run]) -> list[str]:
     return sorted(cols, key=lambda c: (order.get(c.split(".")[0], 99), c))
 
 
-__all__ = ["AXES", "Run", "axis_columns", "expand", "run_key"]
+__all__ = ["AXES", "MAX_RUNS", "Run", "axis_columns", "check_run_count", "count_runs", "expand", "run_key"]

@@ -143,6 +143,14 @@ def slice_specs(cfg, machine_nodes: int) -> list[SliceSpec]:
     warm, length = cfg.warmup_h * H, cfg.length_h * H
     if cfg.t0_days is not None:
         t0s = [float(round(d * DAY)) for d in cfg.t0_days]
+        tr = load_trace(str(cfg.trace), cfg.cores_per_node, machine_nodes)
+        counts = np.searchsorted(tr.submit, [t + length for t in t0s]) - np.searchsorted(tr.submit, t0s)
+        empty = [i for i, n in enumerate(counts) if n == 0]
+        if empty:
+            i = empty[0]
+            raise ValueError(f"t0_days[{i}]: day {cfg.t0_days[i]:g} gives a slice of {cfg.length_h:g} h with no "
+                             f"submission (the trace's submissions span days 0 to {tr.span_s / DAY:.2f}); "
+                             f"{len(empty)} of {len(t0s)} slices are empty")
     else:
         tr = load_trace(str(cfg.trace), cfg.cores_per_node, machine_nodes)
         if cfg.t0 == "load":

@@ -222,6 +222,10 @@ class ClusterConfig(StrictModel):
     local_directory: str | None = Field(default=None, description="Worker scratch directory. Default: Dask's.")
 
 
+MAX_RUNS = 1_000_000
+"""Default bound of a sweep's run count (the sweep file's ``max_runs`` raises it)."""
+
+
 class SweepConfig(StrictModel):
     """A campaign: ``wattsched sweep SWEEP.yaml``."""
 
@@ -275,6 +279,13 @@ class SweepConfig(StrictModel):
     )
     cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="Where the runs execute.")
     out: Path | None = Field(default=None, description="Results directory. Default: `sweeps/NAME`.")
+    max_runs: int = Field(
+        default=MAX_RUNS, gt=0,
+        description=(
+            "Bound on the number of runs the axes give (counted before `exclude` rules, without building them): a "
+            f"larger sweep is refused at once. Raise it if you mean it. Default: `{MAX_RUNS:_}`."
+        ),
+    )
 
     _source: str | None = PrivateAttr(default=None)
     _lines: dict = PrivateAttr(default_factory=dict)
