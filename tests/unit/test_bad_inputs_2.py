@@ -382,3 +382,38 @@ def test_bad_input_134_more_slices_than_the_trace_holds_is_an_error_not_a_traceb
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("wattsched: error: sw.yaml:4: axes.slices: the trace holds only"), proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_bad_input_51_poly_response_positive_on_its_frequency_range(tmp_path):
+    from wattsched.config.platform import load_platform
+
+    (tmp_path / "plat.yaml").write_text(
+        "kind: platform\nname: neg\nnode_groups: [{name: a, count: 4}]\nresponse_classes:\n"
+        "  neg: {model: poly, a: 50, b: 0, c: 0, d: 10, alpha: 100, beta: -50, gamma: 0, f_min_ghz: 1.2, "
+        "f_max_ghz: 2.7}\n")
+    with pytest.raises(ConfigError, match=r"plat\.yaml:5: response_classes\.neg: t\(f\) = alpha \+ beta f \+ gamma "
+                                          r"f\^2 must be positive on \[f_min_ghz, f_max_ghz\], but t\(2\.7 GHz\) = "
+                                          r"-35 s"):
+        load_platform(str(tmp_path / "plat.yaml"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(coef=st.lists(st.floats(-100, 100), min_size=7, max_size=7), lo=st.floats(0.5, 2), width=st.floats(0.1, 2))
+def test_bad_input_class_3_poly_lowest_is_the_minimum_on_the_range(coef, lo, width):
+    from wattsched.model.response import PolynomialResponse
+
+    m = PolynomialResponse(*coef, f_min_ghz=lo, f_max_ghz=lo + width)
+    (_, p_min), (_, t_min) = m.lowest()
+    grid = [lo + width * i / 400 for i in range(401)]
+    assert p_min <= min(m.power(f) for f in grid) + 1e-9
+    assert t_min <= min(m.time(f) for f in grid) + 1e-9
+    assert p_min >= min(m.power(f) for f in grid) - 1e-3 * (1 + abs(p_min))  # attained on the range
+
+
+def test_bad_input_100_ls_queue_expected_waits_positive_and_finite(base, tmp_path):
+    proc = cli("simulate", "--trace", base, "--cap", "60%", "--out", "r", "-q", "--no-report", "--policy", "ls",
+               "--param", 'queue_ewt_s={batch: -3600, "": .nan}', cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "wattsched: error: --param: queue_ewt_s.batch: Input should be greater than 0, got -3600 (policy 'ls')",
+        "--param: queue_ewt_s['']: Input should be a finite number, got nan (policy 'ls')"]

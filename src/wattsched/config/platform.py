@@ -59,7 +59,7 @@ from wattsched.model.response import (
 
 __all__ = [
     "NodeGroupConfig", "PlatformConfig", "PlatformSizeWarning", "PowerModelConfig", "load_platform",
-    "load_platform_config", "packaged_platforms", "platform_from_procs", "response_classes_of",
+    "check_response_spec", "load_platform_config", "packaged_platforms", "platform_from_procs", "response_classes_of",
 ]
 
 _D = NodePowerModel()
@@ -310,7 +310,7 @@ class NodeGroupConfig(StrictModel):
 _RESPONSE_TYPES = {"linear": LinearResponse, "cpi": CpiResponse, "poly": PolynomialResponse}
 
 
-def _check_response_spec(spec: dict[str, Any]) -> str | None:
+def check_response_spec(spec: dict[str, Any]) -> str | None:
     """Why a response-model spec is invalid, or ``None``."""
     kind = spec.get("model", "linear")
     if not isinstance(kind, str) or kind not in _RESPONSE_TYPES:
@@ -342,6 +342,14 @@ def _check_response_spec(spec: dict[str, Any]) -> str | None:
         return f"cpi must be positive, got {model.cpi}"
     if kind == "poly" and not 0 < model.f_min_ghz < model.f_max_ghz:
         return f"need 0 < f_min_ghz < f_max_ghz, got {model.f_min_ghz} and {model.f_max_ghz}"
+    if kind == "poly":
+        (fp, p), (ft, t) = model.lowest()
+        if not p > 0:
+            return (f"p(f) = a + b f + c f^2 + d f^3 must be positive on [f_min_ghz, f_max_ghz], but p({fp:.4g} GHz) "
+                    f"= {p:.4g} W")
+        if not t > 0:
+            return (f"t(f) = alpha + beta f + gamma f^2 must be positive on [f_min_ghz, f_max_ghz], but "
+                    f"t({ft:.4g} GHz) = {t:.4g} s")
     return None
 
 
@@ -385,7 +393,7 @@ class PlatformConfig(StrictModel):
             if not name:
                 problems.append(((name,), "a class needs a non-empty name"))
                 continue
-            why = _check_response_spec(spec)
+            why = check_response_spec(spec)
             if why:
                 problems.append(((name,), why))
         if problems:

@@ -32,6 +32,7 @@ cannot remove (static and uncore power).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -126,6 +127,21 @@ class PolynomialResponse:
     def time(self, f_ghz: float) -> float:
         return self.alpha + f_ghz * (self.beta + f_ghz * self.gamma)
 
+    def lowest(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """``(f, p(f))`` and ``(f, t(f))`` where power and time are lowest on ``[f_min_ghz, f_max_ghz]``.
+
+        The model is meaningful only if both are positive there.
+
+        >>> PolynomialResponse(50, 0, 0, 10, 100, -50, 0, 1.2, 2.7).lowest()[1]
+        (2.7, -35.0)
+        """
+        lo, hi = self.f_min_ghz, self.f_max_ghz
+        p_at = [lo, hi, *_roots_in(3 * self.d, 2 * self.c, self.b, lo, hi)]
+        t_at = [lo, hi, *_roots_in(0.0, 2 * self.gamma, self.beta, lo, hi)]
+        fp = min(p_at, key=self.power)
+        ft = min(t_at, key=self.time)
+        return (fp, self.power(fp)), (ft, self.time(ft))
+
     def at_frequency_ratio(self, r: float) -> tuple[float, float]:
         f = min(self.f_max_ghz, max(self.f_min_ghz, r * self.f_max_ghz))
         p_ratio = self.power(f) / self.power(self.f_max_ghz)
@@ -145,6 +161,23 @@ class PolynomialResponse:
             else:
                 lo = mid
         return m, self.time(lo) / self.time(self.f_max_ghz)
+
+
+def _roots_in(a: float, b: float, c: float, lo: float, hi: float) -> list[float]:
+    """Real roots of ``a x² + b x + c`` inside ``(lo, hi)``.
+
+    >>> _roots_in(1.0, 0.0, -1.0, 0.0, 2.0), _roots_in(0.0, 2.0, -1.0, 0.0, 1.0)
+    ([1.0], [0.5])
+    """
+    if a == 0:
+        roots = [] if b == 0 else [-c / b]
+    else:
+        disc = b * b - 4 * a * c
+        if disc < 0:
+            return []
+        q = math.sqrt(disc)
+        roots = [(-b - q) / (2 * a), (-b + q) / (2 * a)]
+    return [x for x in roots if lo < x < hi]
 
 
 IDENTITY = LinearResponse(f=0.0)

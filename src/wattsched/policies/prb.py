@@ -32,6 +32,7 @@ import dataclasses
 import heapq
 import math
 from collections.abc import Mapping, Sequence
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,10 +49,12 @@ from wattsched.policies.power import PowerLedger
 class LsParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    queue_ewt_s: dict[str, float] = Field(
+    queue_ewt_s: dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]] = Field(
         {},
-        description="Expected waiting time (s) of each queue (Slurm partition); lower means higher priority.")
-    default_ewt_s: float = Field(3600.0, gt=0, description="Expected waiting time (s) of a queue not listed.")
+        description="Expected waiting time (s) of each queue (Slurm partition), each positive and finite as "
+        "default_ewt_s; lower means higher priority.")
+    default_ewt_s: float = Field(3600.0, gt=0, allow_inf_nan=False,
+                                 description="Expected waiting time (s) of a queue not listed.")
     check: Check = Field("mean", description="Power verification: mean, max or gaussian_68/95/99.")
     cap_margin: float = Field(0.0, ge=0, lt=1,
                               description="Plan against cap × (1 − cap_margin) (§5.3: 0.01 covers under-prediction).")
