@@ -417,3 +417,16 @@ def test_bad_input_100_ls_queue_expected_waits_positive_and_finite(base, tmp_pat
     assert proc.stderr.splitlines() == [
         "wattsched: error: --param: queue_ewt_s.batch: Input should be greater than 0, got -3600 (policy 'ls')",
         "--param: queue_ewt_s['']: Input should be a finite number, got nan (policy 'ls')"]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32"])
+def test_bad_input_78_wide_text_swf_names_its_encoding(base, tmp_path, encoding):
+    (tmp_path / "u.swf").write_bytes(base.read_text().encode(encoding))
+    (tmp_path / "u.swf.gz").write_bytes(gzip.compress(base.read_text().encode(encoding)))
+    for name in ("u.swf", "u.swf.gz"):
+        for args in (("traces", "info", name), ("simulate", "--trace", name, "--out", "r", "-q", "--no-report")):
+            proc = cli(*args, cwd=tmp_path)
+            assert proc.returncode == 2, proc.stderr
+            line = proc.stderr.strip()
+            assert line.startswith(f"wattsched: error: {name}: the file is UTF-"), line
+            assert "iconv -f UTF-" in line and "Traceback" not in line

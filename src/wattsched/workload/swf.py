@@ -62,8 +62,41 @@ def _open_text(path: str | os.PathLike) -> io.TextIOBase:
         raise TraceError(path, None, f"cannot read: {exc.strerror}") from None
     # utf-8-sig: a byte-order mark some editors write is not part of the first line
     if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", errors="replace")
+        raw = gzip.open(path, "rb")
+        _refuse_wide_text(path, raw.peek(64)[:64])
+        return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace")
+    with open(path, "rb") as probe:
+        _refuse_wide_text(path, probe.read(64))
     return open(path, encoding="utf-8-sig", errors="replace")
+
+
+_WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+              (b"\xfe\xff", "UTF-16"))
+
+
+def _refuse_wide_text(path: str, head: bytes) -> None:
+    """A file in UTF-16 or UTF-32 (a byte-order mark, or NUL bytes between characters) is refused, named as such.
+
+    >>> _refuse_wide_text("u.swf", "; MaxProcs: 4".encode("utf-16"))
+    Traceback (most recent call last):
+    ...
+    wattsched.errors.TraceError: u.swf: the file is UTF-16 text (byte-order mark ff fe); wattsched reads SWF as UTF-8 \
+(or ASCII): convert it, e.g. iconv -f UTF-16 u.swf -t UTF-8 > u.utf8.swf
+    """
+    encoding = next((name for bom, name in _WIDE_BOMS if head.startswith(bom)), None)
+    if encoding is None and b"\x00" not in head:
+        return
+    if encoding is not None:
+        bom = head[:4 if encoding == "UTF-32" else 2].hex(" ")
+        what = f"{encoding} text (byte-order mark {bom})"
+    else:
+        encoding = "UTF-16"
+        what = "UTF-16 or UTF-32 text, or not text at all (it has NUL bytes)"
+    name = os.path.basename(path)
+    stem = name.removesuffix(".gz").removesuffix(".swf")
+    source = f"zcat {name} | iconv -f {encoding}" if name.endswith(".gz") else f"iconv -f {encoding} {name}"
+    raise TraceError(path, None, f"the file is {what}; wattsched reads SWF as UTF-8 (or ASCII): convert it, e.g. "
+                                 f"{source} -t UTF-8 > {stem}.utf8.swf")
 
 
 GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
