@@ -62,8 +62,12 @@ def _open_text(path: str | os.PathLike) -> io.TextIOBase:
         raise TraceError(path, None, f"cannot read: {exc.strerror}") from None
     # utf-8-sig: a byte-order mark some editors write is not part of the first line
     if magic == b"\x1f\x8b":
-        raw = gzip.open(path, "rb")
-        _refuse_wide_text(path, raw.peek(64)[:64])
+        raw = gzip.open(path, "rb")  # noqa: SIM115 - the wrapper returned owns it, the caller closes that
+        try:
+            _refuse_wide_text(path, raw.peek(64)[:64])
+        except BaseException:
+            raw.close()
+            raise
         return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace")
     with open(path, "rb") as probe:
         _refuse_wide_text(path, probe.read(64))
