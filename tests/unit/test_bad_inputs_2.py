@@ -430,3 +430,29 @@ def test_bad_input_78_wide_text_swf_names_its_encoding(base, tmp_path, encoding)
             line = proc.stderr.strip()
             assert line.startswith(f"wattsched: error: {name}: the file is UTF-"), line
             assert "iconv -f UTF-" in line and "Traceback" not in line
+
+
+def test_bad_input_82_large_trace_is_streamed_not_loaded_whole(base, monkeypatch):
+    from wattsched.workload import swf
+
+    whole = swf.trace_info(swf.read_swf(base))
+    assert swf._fast_table(str(base)) is not None
+    monkeypatch.setattr(swf, "FAST_MAX_BYTES", 1000)  # as a file above the bound: line by line
+    assert swf._fast_table(str(base)) is None
+    assert swf.trace_info(swf.read_swf(base)) == whole
+    # the duplicate check of the line reader keeps 16 bytes a job, not a dict entry
+    seen = swf._SeenIds()
+    for i in range(1, 100_001):
+        assert seen.add(i, i) is None
+    assert not seen.other and seen.rising.itemsize == 8
+
+
+@settings(max_examples=100, deadline=None)
+@given(ids=st.lists(st.integers(0, 60), max_size=80))
+def test_bad_input_class_2_seen_ids_find_every_duplicate_and_its_first_line(ids):
+    from wattsched.workload.swf import _SeenIds
+
+    seen, first = _SeenIds(), {}
+    for line, i in enumerate(ids, 1):
+        assert seen.add(i, line) == first.get(i)
+        first.setdefault(i, line)

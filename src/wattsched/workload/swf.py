@@ -270,7 +270,7 @@ def _stream(
     last_submit = -math.inf
     ceil = math.ceil
     isfinite = math.isfinite
-    seen: dict[int, int] = {}
+    seen = _SeenIds()
     where = [0]
     with gzip_errors(path, where), _open_text(path) as fh:
         for lineno, line in enumerate(fh, 1):
@@ -304,10 +304,9 @@ def _stream(
                 job_id, submit, runtime, alloc, req_procs, req_time, status, user, group, queue, part = values
                 if job_id < 0:
                     raise _bad(path, lineno, 0, f"a job number must be >= 0, got {parts[0]}")
-                first = seen.get(int(job_id))
+                first = seen.add(int(job_id), lineno)
                 if first is not None:
                     raise _bad(path, lineno, 0, f"job number {int(job_id)} already appears on line {first}")
-                seen[int(job_id)] = lineno
                 if submit < 0:
                     raise _bad(path, lineno, 1, f"negative submit time {parts[1]}")
                 if submit < last_submit:
@@ -359,13 +358,51 @@ def _stream(
             )
 
 
+class _SeenIds:
+    """Job numbers read so far with their lines, in 16 bytes a job when they rise (as in every archive trace).
+
+    >>> seen = _SeenIds()
+    >>> [seen.add(i, line) for line, i in enumerate([3, 5, 4, 9, 5, 4], 1)]
+    [None, None, None, None, 2, 3]
+    """
+
+    def __init__(self) -> None:
+        from array import array
+
+        self.rising = array("q")  # ids above every earlier one, and their lines
+        self.lines = array("q")
+        self.other: dict[int, int] = {}  # the rest
+
+    def add(self, job_id: int, lineno: int) -> int | None:
+        """Record ``job_id`` read on ``lineno``; the line it was first read on if it was already."""
+        rising = self.rising
+        if not rising or job_id > rising[-1]:
+            rising.append(job_id)
+            self.lines.append(lineno)
+            return None
+        import bisect
+
+        k = bisect.bisect_left(rising, job_id)
+        if rising[k] == job_id:
+            return self.lines[k]
+        first = self.other.get(job_id)
+        if first is None:
+            self.other[job_id] = lineno
+        return first
+
+
 _ODD_WHITESPACE = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")
 """Whitespace that ``str.split`` splits at but the fast path does not expect: such files go line by line."""
 _COMMENT_LINE = re.compile(r"^[ \t]*;[^\n]*\n?", re.MULTILINE)
 
 
+FAST_MAX_BYTES = 64 * 2**20
+"""Largest text (after decompression) parsed at once by :func:`_fast_table`; a larger file is read line by line,
+so that its memory stays bounded whatever its size (the table at once takes some 500 bytes a job)."""
+
+
 def _fast_table(path: str):
-    """All job lines of a well-formed SWF file as an ``(n, 18)`` float array, or ``None``.
+    """All job lines of a well-formed SWF file of at most :data:`FAST_MAX_BYTES` as an ``(n, 18)`` array, or ``None``.
 
     The whole text is parsed at once by numpy's C parser (``loadtxt``). Anything
     irregular (a line without 18 fields, a value that is not a number, a rule of
@@ -378,9 +415,11 @@ def _fast_table(path: str):
 
     try:
         with open(path, "rb") as fh:
-            raw = fh.read()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
+            gz = fh.read(2) == b"\x1f\x8b"
+        with (gzip.open if gz else open)(path, "rb") as fh:
+            raw = fh.read(FAST_MAX_BYTES + 1)
+        if len(raw) > FAST_MAX_BYTES:  # a large trace is streamed line by line, in bounded memory
+            return None
         text = raw.decode("utf-8-sig")
     except (OSError, ValueError, EOFError, zlib.error):  # UnicodeDecodeError is a ValueError
         return None
