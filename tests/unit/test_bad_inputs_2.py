@@ -456,3 +456,26 @@ def test_bad_input_class_2_seen_ids_find_every_duplicate_and_its_first_line(ids)
     for line, i in enumerate(ids, 1):
         assert seen.add(i, line) == first.get(i)
         first.setdefault(i, line)
+
+
+_SACCT_OK = "101|alice|batch|2|node[01-02]|2026-11-02T10:00:00|2026-11-02T10:05:00|2026-11-02T11:00:00|60|COMPLETED"
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    (_SACCT_OK.replace("|2|", "|-3|"), r"sacct\.txt:2: NNodes: a finished job ran on at least 1 node, got -3"),
+    (_SACCT_OK.replace("|60|", "|-5|"), r"sacct\.txt:2: TimelimitRaw: expected minutes >= 0 \(or .*UNLIMITED.*\), "
+                                        r"got '-5'"),
+    (_SACCT_OK.replace("2026-11-02T10:00:00", "2026-11-02T10:30:00"),
+     r"sacct\.txt:2: Submit: 2026-11-02T10:30:00 is after Start 2026-11-02T10:05:00"),
+    (_SACCT_OK.replace("2026-11-02T11:00:00", "2026-11-02T10:01:00"),
+     r"sacct\.txt:2: End: 2026-11-02T10:01:00 is before Start 2026-11-02T10:05:00"),
+    (_SACCT_OK.replace("node[01-02]", "node[0003-1000000000]"), r"sacct\.txt:2: NodeList: "),
+])
+def test_bad_input_140_history_import_rejects_impossible_sacct_lines(line, message):
+    from wattsched.daemon.history import parse_sacct
+    from wattsched.errors import TraceError
+
+    assert len(parse_sacct(_SACCT_OK, "sacct.txt")) == 1
+    assert parse_sacct(_SACCT_OK.replace("|60|", "|UNLIMITED|"), "sacct.txt")[0]["walltime_s"] == 0.0
+    with pytest.raises(TraceError, match=message):
+        parse_sacct(f"{_SACCT_OK}\n{line}\n", "sacct.txt")

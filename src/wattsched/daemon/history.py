@@ -51,17 +51,38 @@ def parse_sacct(text: str, source: str = "sacct") -> list[dict]:
         try:
             job_id = int(rec["JobIDRaw"].split("_")[0].split("+")[0])
             nnodes = int(rec["NNodes"])
-            limit_min = rec["TimelimitRaw"]
-            walltime = float(limit_min) * 60 if limit_min.isdigit() else 0.0
         except ValueError as exc:
             raise TraceError(source, no, str(exc)) from None
+        if nnodes < 1:
+            raise TraceError(source, no, f"a finished job ran on at least 1 node, got {rec['NNodes']}", "NNodes")
+        limit_min = rec["TimelimitRaw"].strip()
+        if limit_min.isdigit():
+            walltime = float(limit_min) * 60
+        elif limit_min in _NO_TIME_LIMIT:
+            walltime = 0.0  # unknown: predictors do without
+        else:
+            raise TraceError(source, no, f"expected minutes >= 0 (or {', '.join(sorted(_NO_TIME_LIMIT - {''}))}), "
+                             f"got {limit_min!r}", "TimelimitRaw")
+        submit_s, start_s = when(rec["Submit"], no, "Submit"), when(rec["Start"], no, "Start")
+        end_s = when(rec["End"], no, "End")
+        if submit_s > start_s:
+            raise TraceError(source, no, f"{rec['Submit']} is after Start {rec['Start']}", "Submit")
+        if end_s < start_s:
+            raise TraceError(source, no, f"{rec['End']} is before Start {rec['Start']}", "End")
+        try:
+            node_names = list(expand(rec["NodeList"]))
+        except ValueError as exc:
+            raise TraceError(source, no, str(exc), "NodeList") from None
         jobs.append({
             "job_id": job_id, "user": rec["User"], "partition": rec["Partition"], "nodes": nnodes,
-            "node_names": list(expand(rec["NodeList"])), "submit_s": when(rec["Submit"], no, "Submit"),
-            "start_s": when(rec["Start"], no, "Start"), "end_s": when(rec["End"], no, "End"),
+            "node_names": node_names, "submit_s": submit_s, "start_s": start_s, "end_s": end_s,
             "walltime_s": walltime,
         })
     return jobs
+
+
+_NO_TIME_LIMIT = frozenset({"", "UNLIMITED", "Partition_Limit", "INVALID", "NONE"})
+"""TimelimitRaw values of a job without a time limit of its own (its walltime is then unknown)."""
 
 
 def import_history(jobs: list[dict], telemetry, store, progress=None) -> tuple[int, int]:
