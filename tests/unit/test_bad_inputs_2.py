@@ -479,3 +479,20 @@ def test_bad_input_140_history_import_rejects_impossible_sacct_lines(line, messa
     assert parse_sacct(_SACCT_OK.replace("|60|", "|UNLIMITED|"), "sacct.txt")[0]["walltime_s"] == 0.0
     with pytest.raises(TraceError, match=message):
         parse_sacct(f"{_SACCT_OK}\n{line}\n", "sacct.txt")
+
+
+def test_bad_input_117_145_daemon_constraints_it_cannot_honour_are_warned_once(tmp_path):
+    from wattsched.config import load_config
+    from wattsched.config.daemon import DaemonConfig
+    from wattsched.daemon.schedule import LiveConstraints
+
+    (tmp_path / "d.yaml").write_text(
+        "slurm: {backend: sim}\npolicy: energy-bud\nenergy_budgets: [{every: 'daily 00:00-24:00', energy_j: 1}]\n"
+        "demand_response:\n  events: [{start_s: 0, end_s: 4000000000, reduction_w: 1.0e+9}]\n")
+    constraints = LiveConstraints(load_config(tmp_path / "d.yaml", DaemonConfig, env={}))
+    platform = platform_from_procs(100)
+    first = constraints.new_warnings(platform)
+    assert [w.split(":")[0] for w in first] == ["energy_budgets[0]", "demand_response.events[0]"]
+    assert "the budget of 1 J is below the platform's idle energy over its window (9,500 W x 86,400 s" in first[0]
+    assert "the target falls to 1 W, below the idle power (9,500 W)" in first[1]
+    assert constraints.new_warnings(platform) == []  # once, not every cycle

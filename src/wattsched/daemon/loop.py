@@ -263,6 +263,8 @@ class Daemon:
         c = view.classified
         audit: list[AuditEntry] = []
         now = state.read_at
+        for note in self.constraints.new_warnings(view.snapshot.platform):  # budgets, events it cannot honour
+            log.warning("%s", note)
         self._reconcile_nodes(view, observed, report, now)
         self._fill_node_settings(view, observed)
         self._fill_demand_response(view, now)

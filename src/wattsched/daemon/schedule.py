@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
-from wattsched.model.constraints import CapSchedule, CapStep, DemandResponseEvent, NoticedEvent
+from wattsched.model.constraints import CapSchedule, CapStep, DemandResponseEvent, EnergyBudget, NoticedEvent
 from wattsched.model.recurrence import Recurrence, parse_recurrence
 
 
@@ -147,6 +147,30 @@ class LiveConstraints:
     def __init__(self, config):
         self.config = config
         self.zone = config.zone
+        self._warned: set[str] = set()
+
+    def warnings(self, platform) -> list[str]:
+        """Constraints of the config the managed nodes cannot honour: an energy budget below their idle energy
+        over its window, a demand-response target below their idle power or at or above their maximum."""
+        from wattsched.sim.checks import budget_notes, dr_event_notes
+
+        budgets = []
+        for b in self.config.energy_budgets:
+            length_s = (parse_recurrence(b.every).length_min * 60.0 if b.every is not None
+                        else b.end_s - b.start_s)
+            budgets.append(EnergyBudget(0.0, length_s, b.energy_j))
+        events = []
+        for e in self.config.demand_response.events:
+            cap = None if e.cap_w is None else self._cap(e.cap_w, platform)
+            events.append(DemandResponseEvent(0.0, 1.0, 2.0, cap_w=cap, reduction_w=e.reduction_w))
+        dr_notes = [n.replace("demand_response[", "demand_response.events[", 1) for n in dr_event_notes(events, platform)]
+        return [*budget_notes(budgets, platform), *dr_notes]
+
+    def new_warnings(self, platform) -> list[str]:
+        """:meth:`warnings` not returned before (the managed nodes, hence the floor, can change while running)."""
+        fresh = [w for w in self.warnings(platform) if w not in self._warned]
+        self._warned.update(fresh)
+        return fresh
 
     def _cap(self, value, platform) -> float:
         from wattsched.config.caps import _cap_in_watts
