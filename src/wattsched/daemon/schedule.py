@@ -163,7 +163,8 @@ class LiveConstraints:
         for e in self.config.demand_response.events:
             cap = None if e.cap_w is None else self._cap(e.cap_w, platform)
             events.append(DemandResponseEvent(0.0, 1.0, 2.0, cap_w=cap, reduction_w=e.reduction_w))
-        dr_notes = [n.replace("demand_response[", "demand_response.events[", 1) for n in dr_event_notes(events, platform)]
+        dr_notes = [n.replace("demand_response[", "demand_response.events[", 1)
+                    for n in dr_event_notes(events, platform)]
         return [*budget_notes(budgets, platform), *dr_notes]
 
     def new_warnings(self, platform) -> list[str]:
