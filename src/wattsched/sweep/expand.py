@@ -173,10 +173,15 @@ def _axis_values(cfg: SweepConfig, axes: AxesConfig, where: tuple, name: str, ma
             items.append(({"dr_events": i}, {"dr_events": [e.model_dump(mode="json") for e in v]}, (*loc, i)))
     elif name == "response":
         from wattsched.config.platform import check_response_spec
+        from wattsched.model.response import response_from_spec
 
         for i, v in enumerate(val):
             for cls, m in v.items():
-                why = check_response_spec(dict(m))  # the platform file's rules (p(f), t(f) > 0, ...)
+                try:
+                    response_from_spec(dict(m))
+                except (TypeError, ValueError) as exc:
+                    raise _err(cfg, (*loc, i, cls), str(exc)) from None
+                why = check_response_spec(dict(m))  # the platform file's rules too (p(f), t(f) > 0, ...)
                 if why:
                     raise _err(cfg, (*loc, i, cls), why)
             label = ",".join(f"{c}:{'/'.join(f'{k}={x}' for k, x in sorted(m.items()))}" for c, m in sorted(v.items()))
