@@ -496,3 +496,17 @@ def test_bad_input_117_145_daemon_constraints_it_cannot_honour_are_warned_once(t
     assert "the budget of 1 J is below the platform's idle energy over its window (9,500 W x 86,400 s" in first[0]
     assert "the target falls to 1 W, below the idle power (9,500 W)" in first[1]
     assert constraints.new_warnings(platform) == []  # once, not every cycle
+
+
+def test_bad_input_99_engine_names_the_policy_parameter_when_its_period_runs_over():
+    from wattsched.policies import make_policy
+    from wattsched.sim.engine import Engine, EngineOptions
+    from wattsched.workload.records import TraceJob
+
+    jobs = [TraceJob(1, 0.0, 500.0, 500.0, 1, 1)]
+    policy = make_policy("energy-bud", {"monitoring_period_s": 1.0})
+    engine = Engine(platform_from_procs(2), jobs, policy, budgets=[EnergyBudget(0.0, 1000.0, 1e12)],
+                    options=EngineOptions(max_ticks=10))
+    with pytest.raises(ConfigError, match=r"^params\.monitoring_period_s: the run reached 10 ticks of 1 s .*"
+                                          r"--param monitoring_period_s=SECONDS"):
+        engine.run()

@@ -674,9 +674,13 @@ class Engine:
                     control = True
                     ticks += 1
                     if opts.max_ticks is not None and ticks > opts.max_ticks:
+                        # the period is tick_s, or the policy's own (named by its parameter)
+                        param = None if opts.tick_s else getattr(type(self.policy), "tick_param", None)
+                        key, fix = ("tick_s", "a longer tick") if param is None else (
+                            f"params.{param}", f"a longer period (--param {param}=SECONDS)")
                         raise ConfigError(
-                            f"tick_s: the run reached {opts.max_ticks:,} ticks of {tick_s:g} s at "
-                            f"t = {t:,.0f} s; use a longer tick or raise the limit (--max-ticks, config "
+                            f"{key}: the run reached {opts.max_ticks:,} ticks of {tick_s:g} s at "
+                            f"t = {t:,.0f} s; use {fix} or raise the limit (--max-ticks, config "
                             "key max_ticks)")
                     # A policy's own monitoring stages go on for a waiting queue only while a budget window
                     # lasts: a job that can never start would otherwise keep the run going for ever.
