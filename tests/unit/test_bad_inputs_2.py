@@ -48,6 +48,9 @@ def cli(*args, cwd: Path, timeout: float = 120, env: dict | None = None) -> subp
 
 
 def notes_of(config: SimConfig, caplog) -> list[str]:
+    from wattsched.sim import checks
+
+    checks._LOGGED.clear()
     with caplog.at_level(logging.WARNING, logger="wattsched.sim.run"):
         run = build_run(config)
     notes = run.info.get("notes", [])
@@ -78,6 +81,11 @@ def test_bad_input_06_budget_ignored_by_policy(base, caplog):
                      "powercap-easy or easy-shutdown"]
     # a policy that plans against budgets gets no such note
     assert notes_of(config.model_copy(update={"policy": "energy-bud"}), caplog) == []
+    # many runs in one process (a sweep's worker): the note in each run, the warning logged once
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="wattsched.sim.run"):
+        runs = [build_run(config) for _ in range(3)]
+    assert all(r.info["notes"] == notes for r in runs) and caplog.text.count("policy easy ignores") == 1
 
 
 def test_bad_input_06_every_builtin_policy_declares_its_constraints():

@@ -129,8 +129,14 @@ def constraint_notes(config: SimConfig, platform: Platform, policy, *, cap, budg
              *dr_event_notes(dr_events, platform),
              *outside_trace_notes(budgets, dr_events, span_s)]
     for note in notes:
-        log.warning("%s", note)
+        if note not in _LOGGED:  # a sweep builds many runs in one process: each warning once (still in each run)
+            if len(_LOGGED) < 10_000:
+                _LOGGED.add(note)
+            log.warning("%s", note)
     return notes
+
+
+_LOGGED: set[str] = set()
 
 
 def ignored_constraints(config: SimConfig, policy, *, cap, budgets, dr_events) -> list[str]:
