@@ -45,10 +45,13 @@ def cmd_dr_events_generate(args: argparse.Namespace) -> int:
         from wattsched.workload.open import open_trace
 
         wl = open_trace(args.trace)
-        submits = [j.submit_s for j in wl.jobs]
-        if not submits:
+        first = last = None
+        for job in wl.jobs:  # streamed: a trace of any size in bounded memory
+            first = job.submit_s if first is None else min(first, job.submit_s)
+            last = job.submit_s if last is None else max(last, job.submit_s)
+        if first is None:
             raise ConfigError(f"{args.trace}: no jobs")
-        span = max(submits) - min(submits)
+        span = last - first
     events = generate_events(span, args.ratio, events=args.events, notice_s=args.notice, cap=args.cap,
                              seed=args.seed, max_events=args.max_events)
     import yaml  # here: every command imports this module, few print YAML
