@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import re
 import subprocess
 import sys
 from importlib.resources import files
@@ -518,3 +519,23 @@ def test_bad_input_99_engine_names_the_policy_parameter_when_its_period_runs_ove
     with pytest.raises(ConfigError, match=r"^params\.monitoring_period_s: the run reached 10 ticks of 1 s .*"
                                           r"--param monitoring_period_s=SECONDS"):
         engine.run()
+
+
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan"])
+@pytest.mark.parametrize(("key", "text"), [
+    ("energy_budgets[0].energy_j", "energy_budgets: [{start_s: 0, end_s: 86400, energy_j: V}]"),
+    ("demand_response[0].reduction_w", "demand_response: [{start_s: 0, end_s: 100, reduction_w: V}]"),
+    ("bsld_threshold_s", "bsld_threshold_s: V"),
+    ("augment", None),
+])
+def test_bad_input_class_3_config_numbers_are_finite(tmp_path, key, text, value):
+    from wattsched.config import load_config
+
+    if text is None:  # the rule is the models' own, so every config model has it
+        from wattsched.config.base import StrictModel
+
+        assert StrictModel.model_config["allow_inf_nan"] is False
+        return
+    (tmp_path / "sim.yaml").write_text(f"trace: t.swf\nprocs: 4\n{text.replace('V', value)}\n")
+    with pytest.raises(ConfigError, match=rf"sim\.yaml:3: {re.escape(key)}: Input should be a finite number"):
+        load_config(tmp_path / "sim.yaml", SimConfig, env={})

@@ -50,10 +50,11 @@ ENV_PREFIX = "WATTSCHED_"
 
 
 class StrictModel(BaseModel):
-    """Base of every config model: frozen, unknown keys rejected, surrounding whitespace of strings stripped."""
+    """Base of every config model: frozen, unknown keys rejected, surrounding whitespace of strings stripped,
+    every number finite (``.inf`` and ``.nan`` refused; a field that means something by them says so)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=False, str_strip_whitespace=True,
-                              defer_build=True)
+                              defer_build=True, allow_inf_nan=False)
 
 
 def field_problems(problems: Iterable[tuple[str | Loc, str]]) -> PydanticCustomError:
