@@ -408,12 +408,15 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         from wattsched.policies import make_policy
         from wattsched.sim.build import build_platform, validate_plugins
 
-        make_policy(config.policy, config.params, source=key_locator(config, "params"),
-                    name_source=key_locator(config, "policy")())
+        policy = make_policy(config.policy, config.params, source=key_locator(config, "params"),
+                             name_source=key_locator(config, "policy")())
         validate_plugins(config)
         if config.platform is not None or config.procs is not None or Path(config.trace).exists():
+            from wattsched.sim.build import run_checks
+
             platform = build_platform(config)
-            config.build_cap_schedule(platform)
+            run_checks(config, platform, policy, cap=config.build_cap_schedule(platform),  # warns as simulate does
+                       budgets=config.build_energy_budgets(), dr_events=config.build_dr_events(platform))
         if Path(config.trace).exists():
             print(f"{args.file}: valid {kind} config ({config.policy} on {len(platform)} nodes)")
             return 0

@@ -539,3 +539,12 @@ def test_bad_input_class_3_config_numbers_are_finite(tmp_path, key, text, value)
     (tmp_path / "sim.yaml").write_text(f"trace: t.swf\nprocs: 4\n{text.replace('V', value)}\n")
     with pytest.raises(ConfigError, match=rf"sim\.yaml:3: {re.escape(key)}: Input should be a finite number"):
         load_config(tmp_path / "sim.yaml", SimConfig, env={})
+
+
+def test_bad_input_05_06_check_config_warns_as_simulate_does(base, tmp_path):
+    (tmp_path / "sim.yaml").write_text(f"trace: {base}\npolicy: easy\n"
+                                       "energy_budgets: [{start_s: 0, end_s: 86400, energy_j: 1.0e+8}]\n")
+    proc = cli("check-config", "sim.yaml", cwd=tmp_path)
+    assert proc.returncode == 0 and "valid simulation config" in proc.stdout
+    assert "policy easy ignores the energy budget of this run" in proc.stderr
+    assert "energy_budgets[0]: the budget of 1e+08 J is below the platform's idle energy" in proc.stderr
