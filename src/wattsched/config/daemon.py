@@ -691,8 +691,8 @@ class DaemonConfig(StrictModel):
     )
     timezone: str | None = Field(
         default=None,
-        description="IANA time zone of recurring windows (`every`). Default: the `TZ` environment variable, "
-        "else UTC. Example: `Europe/Paris`.",
+        description="IANA time zone of recurring windows (`every`). Default: the `TZ` environment variable (a "
+        "zone it names that is unknown is an error, as in this key), else UTC. Example: `Europe/Paris`.",
     )
     energy_budgets: list[DaemonBudgetConfig] = Field(
         default_factory=list,
