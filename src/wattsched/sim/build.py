@@ -200,7 +200,8 @@ def build_run(config: SimConfig, *, platform: Platform | None = None, jobs=None,
         cap = config.build_cap_schedule(platform)
     budgets = config.build_energy_budgets()
     dr_events = config.build_dr_events(platform)
-    notes = run_checks(config, platform, policy, cap=cap, budgets=budgets, dr_events=dr_events)
+    notes = run_checks(config, platform, policy, cap=cap, budgets=budgets, dr_events=dr_events,
+                       whole_trace=jobs is None)
     if before_trace is not None:
         before_trace()
     trace = None
@@ -236,15 +237,18 @@ def build_run(config: SimConfig, *, platform: Platform | None = None, jobs=None,
     return run
 
 
-def run_checks(config: SimConfig, platform: Platform, policy, *, cap, budgets, dr_events) -> list[str]:
+def run_checks(config: SimConfig, platform: Platform, policy, *, cap, budgets, dr_events,
+               whole_trace: bool = True) -> list[str]:
     """Refuse a policy monitoring period with too many ticks; warn about constraints the run cannot honour.
 
-    The trace's submission span is read (cheaply, SWF only) when a check needs it.
+    The trace's submission span is read (cheaply, SWF only) when a check needs it and the run replays the
+    whole trace (``whole_trace``; a sweep's slice has its own times, and the engine bounds its ticks).
     """
     from wattsched.policies.base import policy_tags
     from wattsched.sim.checks import check_policy_ticks, constraint_notes, submission_span_s
 
-    needs_span = budgets or dr_events or (config.tick_s is None and policy_tags(policy).tick_param)
+    needs_span = whole_trace and (budgets or dr_events or (
+        config.tick_s is None and policy_tags(policy).tick_param))
     span_s = submission_span_s(config) if needs_span else None
     check_policy_ticks(config, policy, span_s)
     return constraint_notes(config, platform, policy, cap=cap, budgets=budgets, dr_events=dr_events, span_s=span_s)
