@@ -675,7 +675,7 @@ class Engine:
                     ticks += 1
                     if opts.max_ticks is not None and ticks > opts.max_ticks:
                         # the period is tick_s, or the policy's own (named by its parameter)
-                        param = None if opts.tick_s else getattr(type(self.policy), "tick_param", None)
+                        param = None if opts.tick_s else self.policy_tags.tick_param
                         key, fix = ("tick_s", "a longer tick") if param is None else (
                             f"params.{param}", f"a longer period (--param {param}=SECONDS)")
                         raise ConfigError(
