@@ -242,8 +242,11 @@ def run_checks(config: SimConfig, platform: Platform, policy, *, cap, budgets, d
     """Refuse a policy monitoring period with too many ticks; warn about constraints the run cannot honour.
 
     The trace's submission span is read (cheaply, SWF only) when a check needs it and the run replays the
-    whole trace (``whole_trace``; a sweep's slice has its own times, and the engine bounds its ticks).
+    whole trace (``whole_trace``; a sweep's slice has its own times, and the engine bounds its ticks); a
+    sweep's cells log their warnings at INFO.
     """
+    import logging
+
     from wattsched.policies.base import policy_tags
     from wattsched.sim.checks import check_policy_ticks, constraint_notes, submission_span_s
 
@@ -251,7 +254,8 @@ def run_checks(config: SimConfig, platform: Platform, policy, *, cap, budgets, d
         config.tick_s is None and policy_tags(policy).tick_param))
     span_s = submission_span_s(config) if needs_span else None
     check_policy_ticks(config, policy, span_s)
-    return constraint_notes(config, platform, policy, cap=cap, budgets=budgets, dr_events=dr_events, span_s=span_s)
+    return constraint_notes(config, platform, policy, cap=cap, budgets=budgets, dr_events=dr_events, span_s=span_s,
+                            level=logging.WARNING if whole_trace else logging.INFO)
 
 
 def run_response(config: SimConfig, policy):

@@ -119,10 +119,12 @@ def check_policy_ticks(config: SimConfig, policy, span_s: float | None) -> None:
 
 
 def constraint_notes(config: SimConfig, platform: Platform, policy, *, cap, budgets, dr_events,
-                     span_s: float | None) -> list[str]:
+                     span_s: float | None, level: int = logging.WARNING) -> list[str]:
     """Warnings (logged, and returned as notes of the run) about constraints the run cannot honour as given.
 
     ``span_s`` is the trace's submission span (times run from 0 at the first submission), None when unknown.
+    ``level`` is the log level: a sweep's cells log at INFO, as a sweep crosses policies with constraints on
+    purpose (a power-unaware baseline on a caps axis); their notes are kept all the same.
     """
     notes = [*ignored_constraints(config, policy, cap=cap, budgets=budgets, dr_events=dr_events),
              *budget_notes(budgets, platform),
@@ -132,7 +134,7 @@ def constraint_notes(config: SimConfig, platform: Platform, policy, *, cap, budg
         if note not in _LOGGED:  # a sweep builds many runs in one process: each warning once (still in each run)
             if len(_LOGGED) < 10_000:
                 _LOGGED.add(note)
-            log.warning("%s", note)
+            log.log(level, "%s", note)
     return notes
 
 
