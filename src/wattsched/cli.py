@@ -13,7 +13,7 @@ from pathlib import Path
 
 from wattsched import __version__, _native
 from wattsched.cliargs import Parser, finite_float, int_in, seed
-from wattsched.errors import OptionError, WattschedError
+from wattsched.errors import OptionError, describe
 
 log = logging.getLogger("wattsched")
 
@@ -625,17 +625,32 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_command(args: argparse.Namespace) -> int:
+    """Run the command; the one error boundary of every command.
+
+    An error that bad input causes (:func:`wattsched.errors.describe`: wattsched's
+    own, a damaged SQLite file, undecodable text, an OS error, a parser's
+    ValueError, memory exhausted) ends the command with one
+    ``wattsched: error: FILE: what is wrong`` line and exit status 2; its
+    traceback only with ``-vv``. Any other exception is a bug and propagates.
+    """
     try:
         return args.func(args)
-    except WattschedError as exc:
-        print(f"wattsched: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("wattsched: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into a command that stopped reading (| head)
         sys.stderr.close()
         return 0
+    except Exception as exc:
+        message = describe(exc)
+        if message is None:
+            raise
+        if getattr(args, "verbose", 0) >= 2:
+            import traceback
+
+            traceback.print_exception(exc, file=sys.stderr)
+        print(f"wattsched: error: {message}", file=sys.stderr)
+        return 2
 
 
 def _exit_at_once(rc: int) -> None:

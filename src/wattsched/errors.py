@@ -109,3 +109,54 @@ class MissingDependencyError(WattschedError, ImportError):
 
 class OutputError(WattschedError):
     """An output file cannot be written: a value that does not fit its column, for instance."""
+
+
+def damaged_database(path, what: object) -> str:
+    """The message for an SQLite file that SQLite cannot read: ``FILE: the SQLite database is damaged (...)``.
+
+    >>> damaged_database("st/state.db", "database disk image is malformed")
+    'st/state.db: the SQLite database is damaged (database disk image is malformed); move it away or restore a copy'
+    """
+    return located(str(path), None, None, f"the SQLite database is damaged ({what}); move it away or restore a copy")
+
+
+def describe(exc: BaseException) -> str | None:
+    """The one-line ``FILE: what is wrong`` message of an error a command ends with, or None for a bug.
+
+    The CLI's one error boundary: wattsched's own errors, and the classes of
+    errors that bad input raises from inside libraries (a damaged SQLite file,
+    undecodable text, an operating-system error, a parser's ValueError, memory
+    exhausted by an input's size), are reported as one line; anything else is
+    a bug and keeps its traceback.
+
+    >>> describe(FileNotFoundError(2, "No such file or directory", "t.swf"))
+    't.swf: No such file or directory'
+    >>> describe(UnicodeDecodeError("utf-8", b"\\xff", 0, 1, "invalid start byte"))
+    'not UTF-8 text: byte 0xff at offset 0 (invalid start byte); save the file as UTF-8'
+    >>> describe(KeyError("x")) is None
+    True
+    """
+    import sqlite3
+
+    if isinstance(exc, WattschedError):
+        return str(exc)
+    source = getattr(exc, "filename", None)
+    if isinstance(exc, sqlite3.DatabaseError):
+        if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
+            return located(source, None, None, f"SQLite: {exc}")
+        return damaged_database(source or "an SQLite database", exc)
+    if isinstance(exc, UnicodeDecodeError):
+        bad = exc.object[exc.start:exc.start + 1].hex()
+        return located(source, None, None, f"not {exc.encoding.upper()} text: byte 0x{bad} at offset {exc.start} "
+                       f"({exc.reason}); save the file as UTF-8")
+    if isinstance(exc, OSError):
+        if exc.filename is not None and exc.strerror:
+            what = f"{exc.filename}: {exc.strerror}"
+            return what if exc.filename2 is None else f"{what} ({exc.filename2})"
+        return str(exc) or type(exc).__name__
+    if isinstance(exc, MemoryError):
+        return located(source, None, None, f"not enough memory for this input ({exc or 'MemoryError'}); give a "
+                       "smaller input or a coarser parameter")
+    if isinstance(exc, ValueError):  # a parser's complaint about its input (hostlists, addresses, parameters)
+        return located(source, None, None, str(exc) or type(exc).__name__)
+    return None

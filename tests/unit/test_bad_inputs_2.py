@@ -1,0 +1,108 @@
+"""Bad inputs, second tour: one regression test per case (``test_bad_input_<id>_...``), fixed by class.
+
+Every command ends on bad input at one error boundary (``cli._run_command``):
+one ``wattsched: error: FILE: what is wrong`` (or ``--option: ...``) line,
+exit status 2, no traceback (that only with ``-vv``). The tests run the real
+command in-process through :func:`wattsched.cli.main` with an argv, as the
+property tests in ``test_config_properties.py`` do, and a few in a subprocess.
+"""
+
+from __future__ import annotations
+
+import gzip
+import random
+import re
+import time
+from importlib.resources import files
+from pathlib import Path
+
+import pytest
+
+from wattsched.cli import main
+
+BUNDLED = files("wattsched") / "data" / "traces" / "KTH-SP2-1996-2.1-cln-first5000.swf.gz"
+ERROR_LINE = re.compile(r"^wattsched: error: (\S+:\d+: |\S+: |--[\w-]+: |WATTSCHED_\w+: )")
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    """``wattsched ARGV`` in this process: exit status, stdout, stderr."""
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def refused(result: tuple[int, str, str], *expected: str) -> str:
+    """Exit 2, no traceback, one ``wattsched: error:`` line in the one shape, each expected text in it."""
+    rc, _, err = result
+    assert rc == 2, (rc, err)
+    assert "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("wattsched: error:")]
+    assert len(errors) == 1 and ERROR_LINE.match(errors[0]), err
+    for text in expected:
+        assert text in errors[0], (text, err)
+    return errors[0]
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    """The bundled KTH excerpt's header and its first 200 jobs."""
+    lines = gzip.decompress(BUNDLED.read_bytes()).decode().splitlines()
+    header = [x for x in lines if x.startswith(";")]
+    jobs = [x for x in lines if not x.startswith(";")][:200]
+    path = tmp_path_factory.mktemp("bad2") / "base.swf"
+    path.write_text("\n".join(header + jobs) + "\n")
+    return path
+
+
+def daemon_config(tmp_path: Path, extra: str = "") -> Path:
+    path = tmp_path / "d.yaml"
+    path.write_text(f"slurm: {{backend: sim}}\nstate_dir: {tmp_path / 'st'}\nmetrics: {{port: 0}}\n"
+                    f"poll_interval_s: 0.01\n{extra}")
+    return path
+
+
+# --------------------------------------------------------------------------- the boundary itself
+
+
+def test_the_boundary_shows_the_traceback_only_at_vv(capsys, tmp_path):
+    bad = tmp_path / "u.swf"
+    bad.write_bytes(b"; MaxProcs: 8\n1 0 0 100 4 -1 -1 4 200 -1 1 1 1 -1 1 -1 -1 -1\n\xff\xfe\n")
+    rc, _, err = run(capsys, "traces", "info", bad)
+    assert rc == 2 and "Traceback" not in err
+    rc, _, err = run(capsys, "-vv", "traces", "info", "/nonexistent/t.swf")
+    assert rc == 2 and err.rstrip().splitlines()[-1].startswith("wattsched: error: /nonexistent/t.swf")
+
+
+# --------------------------------------------------------------------------- daemon state
+
+
+def damaged_store(tmp_path: Path, capsys) -> Path:
+    """A state store the daemon wrote, then 5 % of its bytes after the first page randomised."""
+    config = daemon_config(tmp_path)
+    assert run(capsys, "daemon", "-c", config, "--cycles", 2)[0] == 0
+    db = tmp_path / "st" / "state.db"
+    data = bytearray(db.read_bytes())
+    rng = random.Random(1)
+    for i in range(4096, len(data)):
+        if rng.random() < 0.05:
+            data[i] = rng.randrange(256)
+    db.write_bytes(bytes(data))
+    for wal in (tmp_path / "st").glob("state.db-*"):
+        wal.unlink()
+    return config
+
+
+def test_bad_input_84_damaged_state_store_status_and_audit(capsys, tmp_path):
+    config = damaged_store(tmp_path, capsys)
+    before = (tmp_path / "st" / "state.db").read_bytes()
+    for command in (["status"], ["audit", "--since", "7d", "--limit", "3"]):
+        line = refused(run(capsys, *command, "-c", config), "state.db: the SQLite database is damaged (")
+        assert "not a wattsched state store" not in line
+    assert (tmp_path / "st" / "state.db").read_bytes() == before
+
+
+def test_bad_input_86_daemon_refuses_a_damaged_store(capsys, tmp_path):
+    config = damaged_store(tmp_path, capsys)
+    start = time.monotonic()
+    refused(run(capsys, "daemon", "-c", config, "--cycles", 3), "state.db: the SQLite database is damaged (")
+    assert time.monotonic() - start < 10
