@@ -12,6 +12,8 @@ from __future__ import annotations
 import gzip
 import random
 import re
+import subprocess
+import sys
 import time
 from importlib.resources import files
 from pathlib import Path
@@ -106,3 +108,22 @@ def test_bad_input_86_daemon_refuses_a_damaged_store(capsys, tmp_path):
     start = time.monotonic()
     refused(run(capsys, "daemon", "-c", config, "--cycles", 3), "state.db: the SQLite database is damaged (")
     assert time.monotonic() - start < 10
+
+
+def test_bad_input_87_one_daemon_per_state_directory(capsys, tmp_path):
+    config = daemon_config(tmp_path)
+    cmd = [sys.executable, "-m", "wattsched", "daemon", "-c", str(config), "--cycles", "100000"]
+    first = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        lock = tmp_path / "st" / "daemon.lock"
+        deadline = time.monotonic() + 30
+        while not (lock.exists() and lock.read_text().strip() == str(first.pid)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        refused(run(capsys, "daemon", "-c", config, "--cycles", 1),
+                f"daemon.lock: another wattsched daemon (pid {first.pid}) is running on state directory")
+    finally:
+        first.terminate()
+        first.wait(timeout=30)
+    # the lock goes with the process: the next daemon runs
+    assert run(capsys, "daemon", "-c", config, "--cycles", 1)[0] == 0
+    assert run(capsys, "daemon", "-c", config, "--cycles", 1)[0] == 0

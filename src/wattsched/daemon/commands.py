@@ -96,12 +96,20 @@ def make_backend(config):
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
-    from wattsched.daemon.loop import Daemon
-    from wattsched.daemon.metrics import serve
-
     config, path = load_daemon_config(args)
     if args.verbose == 0:
         logging.getLogger("wattsched").setLevel(logging.INFO)
+    lock = lock_state_dir(Path(config.state_dir))
+    try:
+        return _run_daemon(args, config, path)
+    finally:
+        os.close(lock)
+
+
+def _run_daemon(args: argparse.Namespace, config, path) -> int:
+    from wattsched.daemon.loop import Daemon
+    from wattsched.daemon.metrics import serve
+
     backend = make_backend(config)
     daemon = Daemon(config, backend)
     daemon.config_path = path
@@ -131,6 +139,38 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         if server is not None:
             server.shutdown()
         daemon.store.close()
+
+
+LOCK_FILE = "daemon.lock"
+"""The file in the state directory that one running daemon holds an exclusive ``flock`` on, with its pid."""
+
+
+def lock_state_dir(state_dir: Path) -> int:
+    """Take the state directory for this daemon: an exclusive ``flock`` on its lock file, which names our pid.
+
+    Two daemons on one state directory would interleave their cycles and audit
+    rows and both act on the same jobs; the second is refused, naming the
+    first's pid. The lock goes with the process (no stale lock after a crash).
+    Returns the lock file's descriptor, to keep open.
+    """
+    import fcntl
+
+    path = state_dir / LOCK_FILE
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot open the state directory's lock file: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        other = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise ConfigError(f"{path}: another wattsched daemon (pid {other}) is running on state directory "
+                          f"{state_dir}; stop it first, or give this one another --state-dir") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
 
 
 def _store(args, *, read_only: bool = False):
