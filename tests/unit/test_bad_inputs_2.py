@@ -127,3 +127,29 @@ def test_bad_input_87_one_daemon_per_state_directory(capsys, tmp_path):
     # the lock goes with the process: the next daemon runs
     assert run(capsys, "daemon", "-c", config, "--cycles", 1)[0] == 0
     assert run(capsys, "daemon", "-c", config, "--cycles", 1)[0] == 0
+
+
+def test_bad_input_120_cap_step_beyond_any_calendar(capsys, tmp_path):
+    (tmp_path / "caps.csv").write_text("start_s,cap_w\n0,20000\n1e300,15000\n")
+    config = daemon_config(tmp_path, f"cap_schedule: {tmp_path / 'caps.csv'}\n")
+    assert run(capsys, "check-config", config)[0] == 0
+    assert run(capsys, "daemon", "-c", config, "--cycles", 1)[0] == 0
+    rc, out, err = run(capsys, "status", "-c", config)
+    assert rc == 0, err
+    assert "next cap change: never (1e+300 s, beyond year 9999) to 15,000 W" in out
+
+
+def test_bad_input_139_sacct_nodelist_expanding_beyond_any_cluster(capsys, tmp_path):
+    config = daemon_config(tmp_path, "telemetry: {source: prometheus, url: 'http://127.0.0.1:9'}\n")
+    times = "2026-11-02T10:00:00|2026-11-02T10:01:00|2026-11-02T11:00:00"
+    good = f"101|alice|batch|2|node[0001-0002]|{times}|120|COMPLETED"
+    huge = f"102|bob|batch|4|node[0003-1000000000]|{times}|60|COMPLETED"
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text(f"{good}\n{huge}\n")
+    start = time.monotonic()
+    refused(run(capsys, "history", "import", "-c", config, "--since", "2026-11-01", "--sacct-file", sacct, "-q"),
+            "sacct.txt:2: NodeList: hostlist 'node[0003-1000000000]' expands to more than")
+    assert time.monotonic() - start < 10
+    sacct.write_bytes(good.encode() + b"\n\xff\xfe|x\n")
+    refused(run(capsys, "history", "import", "-c", config, "--since", "2026-11-01", "--sacct-file", sacct, "-q"),
+            "--sacct-file: ", "sacct.txt: not UTF-8 text")

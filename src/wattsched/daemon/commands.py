@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from wattsched.cliargs import positive_int
-from wattsched.errors import ConfigError, OptionError
+from wattsched.errors import ConfigError, OptionError, describe
 
 AUDIT_ACTIONS = ("hold", "start", "started", "release", "requeue", "cancel", "power_down", "power_up", "set_cap",
                  "set_freq", "plan", "dr_event", "dr_opt", "dr_report", "dr_vtn", "dr_verify")
@@ -236,7 +236,7 @@ def _print_constraints(store, snap, now: float) -> None:
     from wattsched.daemon.loop import _describe
 
     def when(t: float) -> str:
-        return dt.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M")
+        return _local_time(t, "%Y-%m-%d %H:%M")
 
     def watts(w: float) -> str:
         return "none" if w == float("inf") else f"{w:,.0f} W"
@@ -256,6 +256,18 @@ def _print_constraints(store, snap, now: float) -> None:
         for (node, kind), w in desired.items():
             extra = f", for job {w.job_id}" if w.job_id is not None else ""
             print(f"  {node:<12} {kind:<4} {_describe(kind, w.value):<18} {w.state}{extra}")
+
+
+def _local_time(t: float, fmt: str) -> str:
+    """Epoch seconds as local time; a time no calendar holds (a cap step at 1e300 s) as far past or never.
+
+    >>> _local_time(1e300, "%Y")
+    'never (1e+300 s, beyond year 9999)'
+    """
+    try:
+        return dt.datetime.fromtimestamp(t).strftime(fmt)
+    except (OverflowError, OSError, ValueError):
+        return f"never ({t:g} s, beyond year 9999)" if t > 0 else f"{t:g} s (before year 1)"
 
 
 def _parse_since(text: str) -> float:
@@ -284,7 +296,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             raise OptionError("--action", f"unknown action {unknown[0]!r}; actions are {', '.join(AUDIT_ACTIONS)}")
         entries = [e for e in entries if e.action in args.action]
     for e in entries[-args.limit:] if args.limit else entries:
-        when = dt.datetime.fromtimestamp(e.time).isoformat(timespec="seconds")
+        when = _local_time(e.time, "%Y-%m-%dT%H:%M:%S")
         flag = " [dry-run]" if e.dry_run else ""
         print(f"{when}  cycle {e.cycle:<6} {e.action:<11} {e.target:<10} {e.outcome:<10}{flag} {e.reason}")
     store.close()
@@ -314,7 +326,11 @@ def cmd_history_import(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.config or 'config'}: telemetry.source: history import reads job power from "
                           "Prometheus; set telemetry.source: prometheus")
     if args.sacct_file:
-        text = Path(args.sacct_file).read_text()
+        try:
+            text = Path(args.sacct_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else describe(exc)
+            raise OptionError("--sacct-file", f"{args.sacct_file}: {why}") from None
         source = args.sacct_file
     else:
         from wattsched.daemon.slurm.cli import SlurmCLI

@@ -55,9 +55,13 @@ def parse_sacct(text: str, source: str = "sacct") -> list[dict]:
             walltime = float(limit_min) * 60 if limit_min.isdigit() else 0.0
         except ValueError as exc:
             raise TraceError(source, no, str(exc)) from None
+        try:
+            node_names = list(expand(rec["NodeList"]))
+        except ValueError as exc:  # malformed, or more names than any cluster has
+            raise TraceError(source, no, str(exc), "NodeList") from None
         jobs.append({
             "job_id": job_id, "user": rec["User"], "partition": rec["Partition"], "nodes": nnodes,
-            "node_names": list(expand(rec["NodeList"])), "submit_s": when(rec["Submit"], no, "Submit"),
+            "node_names": node_names, "submit_s": when(rec["Submit"], no, "Submit"),
             "start_s": when(rec["Start"], no, "Start"), "end_s": when(rec["End"], no, "End"),
             "walltime_s": walltime,
         })
