@@ -153,3 +153,15 @@ def test_bad_input_139_sacct_nodelist_expanding_beyond_any_cluster(capsys, tmp_p
     sacct.write_bytes(good.encode() + b"\n\xff\xfe|x\n")
     refused(run(capsys, "history", "import", "-c", config, "--since", "2026-11-01", "--sacct-file", sacct, "-q"),
             "--sacct-file: ", "sacct.txt: not UTF-8 text")
+
+
+# --------------------------------------------------------------------------- sweeps
+
+
+def test_bad_input_134_more_slices_than_the_trace_holds(capsys, tmp_path):
+    sweep = tmp_path / "sw.yaml"
+    sweep.write_text(f"kind: sweep\nname: s\nbase: {{procs: 100}}\naxes:\n  slices:\n    trace: {BUNDLED}\n"
+                     "    count: 1000000\n    length_h: 1\n    warmup_h: 0\n    t0: load\n"
+                     "  policies: [easy]\nout: o\n")
+    refused(run(capsys, "traces", "slice", sweep), "sw.yaml:5: axes.slices: the trace holds only",
+            "1000000 asked")

@@ -114,12 +114,17 @@ def cmd_traces_slice(args: argparse.Namespace) -> int:
 
     cfg = load_sweep(args.sweep)
     check_files(cfg)
-    blocks = [b for b in cfg.blocks() if b.slices is not None]
+    blocks = [(b, axes) for b, axes in enumerate(cfg.blocks()) if axes.slices is not None]
     if not blocks:
         raise ConfigError(f"{cfg.source}: axes: no `slices` axis")
-    sl = blocks[0].slices
+    b, sl = blocks[0][0], blocks[0][1].slices
     platform = base_platform(cfg, sl.trace)
-    specs = slice_specs(sl, len(platform))
+    try:
+        specs = slice_specs(sl, len(platform))
+    except ValueError as exc:  # more slices asked than the trace holds, a trace too short
+        from wattsched.sweep.spec import located
+
+        raise ConfigError(located(cfg, ("grid", b, "slices") if cfg.grid else ("axes", "slices"), str(exc))) from None
     tr = load_trace(str(sl.trace), sl.cores_per_node, len(platform))
     rows = []
     for s in specs:
