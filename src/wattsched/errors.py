@@ -120,6 +120,26 @@ def damaged_database(path, what: object) -> str:
     return located(str(path), None, None, f"the SQLite database is damaged ({what}); move it away or restore a copy")
 
 
+def damage_of(exc: BaseException) -> str | None:
+    """What SQLite found damaged, if ``exc`` says the file is corrupt (not merely foreign or locked)."""
+    import sqlite3
+
+    text = str(exc)
+    return text if isinstance(exc, sqlite3.DatabaseError) and "malformed" in text else None
+
+
+def sqlite_damage(db) -> str | None:
+    """SQLite's own integrity check (``PRAGMA quick_check``) of connection ``db``: None if sound, else one line."""
+    import sqlite3
+
+    try:
+        rows = db.execute("PRAGMA quick_check(3)").fetchall()
+    except sqlite3.DatabaseError as exc:  # not a database at all is a foreign file, not a damaged one
+        return damage_of(exc)
+    lines = [line for r in rows if r[0] != "ok" for line in str(r[0]).splitlines() if not line.startswith("***")]
+    return "; ".join(lines[:2]) + ("; ..." if len(lines) > 2 else "") if lines else None
+
+
 def describe(exc: BaseException) -> str | None:
     """The one-line ``FILE: what is wrong`` message of an error a command ends with, or None for a bug.
 

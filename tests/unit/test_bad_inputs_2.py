@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import random
 import re
+import sqlite3
 import subprocess
 import sys
 import time
@@ -165,3 +166,69 @@ def test_bad_input_134_more_slices_than_the_trace_holds(capsys, tmp_path):
                      "  policies: [easy]\nout: o\n")
     refused(run(capsys, "traces", "slice", sweep), "sw.yaml:5: axes.slices: the trace holds only",
             "1000000 asked")
+
+
+def sweep_results(directory: Path) -> Path:
+    """A results store with two finished runs, as a sweep leaves it."""
+    from wattsched.sweep.store import Store
+
+    store = Store(directory)
+    store.set_meta("sweep", {"name": "s", "axes": ["policy"], "keys": ["a", "b"]})
+    store.add("a", {"policy": "easy"}, {"status": "ok", "mean_wait_s": 10.0})
+    store.add("b", {"policy": "fcfs"}, {"status": "ok", "mean_wait_s": 20.0})
+    store.close()
+    return directory / "results.sqlite"
+
+
+def test_bad_input_65_sweep_report_row_not_json(capsys, tmp_path):
+    db = sweep_results(tmp_path / "o")
+    assert run(capsys, "sweep", "report", tmp_path / "o")[0] == 0
+    con = sqlite3.connect(db)
+    con.execute("UPDATE runs SET row = 'not json' WHERE key = 'a'")
+    con.execute("""UPDATE runs SET row = '{"status": "ok", "mean_wait_s": "abc"}' WHERE key = 'b'""")
+    con.commit()
+    con.close()
+    refused(run(capsys, "sweep", "report", tmp_path / "o"),
+            "o/results.sqlite: runs row 'a': row: not JSON (Expecting value")
+    con = sqlite3.connect(db)
+    con.execute("""UPDATE runs SET row = '[1, 2]' WHERE key = 'a'""")
+    con.execute("""UPDATE meta SET value = '"x"'""")
+    con.commit()
+    con.close()
+    refused(run(capsys, "sweep", "report", tmp_path / "o"), "results.sqlite: meta 'sweep': not a sweep description")
+
+
+@pytest.mark.parametrize("content", [b"", b"SQLite format 3\x00" + bytes(200), b"not a database at all\n" * 50])
+def test_bad_input_66_sweep_report_on_a_file_that_is_no_sweep_store(capsys, tmp_path, content):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "results.sqlite").write_bytes(content)
+    refused(run(capsys, "sweep", "report", out), "o/results.sqlite: not a sweep results store")
+    assert (out / "results.sqlite").read_bytes() == content  # no schema written into it
+    assert sorted(p.name for p in out.iterdir()) == ["results.sqlite"]
+    # a foreign database is not taken over by a sweep either
+    con = sqlite3.connect(tmp_path / "foreign.sqlite")
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    (out / "results.sqlite").write_bytes((tmp_path / "foreign.sqlite").read_bytes())
+    from wattsched.errors import RunDirError
+    from wattsched.sweep.store import Store
+
+    with pytest.raises(RunDirError, match=r"results\.sqlite: not a sweep results store \(tables t\)"):
+        Store(out)
+
+
+def test_bad_input_66_a_damaged_sweep_store_is_called_damaged(capsys, tmp_path):
+    db = sweep_results(tmp_path / "o")
+    con = sqlite3.connect(db)
+    con.executemany("INSERT INTO runs VALUES (?, 'ok', 0, '{}', ?)", [(f"k{i}", "{}" * 200) for i in range(300)])
+    con.commit()
+    con.close()
+    data = bytearray(db.read_bytes())
+    rng = random.Random(3)
+    for i in range(4096, len(data)):
+        if rng.random() < 0.05:
+            data[i] = rng.randrange(256)
+    db.write_bytes(bytes(data))
+    refused(run(capsys, "sweep", "report", tmp_path / "o"), "o/results.sqlite: the SQLite database is damaged (")

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wattsched.errors import StateError, damaged_database
+from wattsched.errors import StateError, damage_of, damaged_database, sqlite_damage
 
 SCHEMA_VERSION = 2
 
@@ -64,22 +64,6 @@ CREATE TABLE IF NOT EXISTS node_desired (
     node TEXT NOT NULL, kind TEXT NOT NULL, value REAL, state TEXT NOT NULL DEFAULT 'pending', applied REAL,
     since REAL NOT NULL, job_id INTEGER, base REAL, PRIMARY KEY (node, kind));
 """
-
-
-def _damage_of(exc: BaseException) -> str | None:
-    """What SQLite found damaged, if ``exc`` says the file is corrupt (not merely foreign or locked)."""
-    text = str(exc)
-    return text if isinstance(exc, sqlite3.DatabaseError) and "malformed" in text else None
-
-
-def _damage(db: sqlite3.Connection) -> str | None:
-    """SQLite's own integrity check (``PRAGMA quick_check``): None if the file is sound, else what is wrong."""
-    try:
-        rows = db.execute("PRAGMA quick_check(3)").fetchall()
-    except sqlite3.DatabaseError as exc:
-        return _damage_of(exc) or str(exc)
-    lines = [line for r in rows if r[0] != "ok" for line in str(r[0]).splitlines() if not line.startswith("***")]
-    return "; ".join(lines[:2]) + ("; ..." if len(lines) > 2 else "") if lines else None
 
 
 class StoreError(StateError):
@@ -146,9 +130,9 @@ class Store:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
-            damage = _damage(self.db)
+            damage = sqlite_damage(self.db)
         except (OSError, sqlite3.Error) as exc:
-            damage = _damage_of(exc)
+            damage = damage_of(exc)
             if damage is None:
                 raise StoreError(f"{self.path}: cannot open the state store: {exc}") from exc
         if damage is not None:  # refused at open, not a traceback in every cycle
@@ -181,11 +165,11 @@ class Store:
                                       timeout=10.0)
             row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         except sqlite3.Error as exc:
-            if _damage_of(exc) is not None:
+            if damage_of(exc) is not None:
                 raise StoreError(damaged_database(self.path, exc)) from None
             raise StoreError(f"{self.path}: not a wattsched state store ({exc}); has the daemon run with this "
                              "state_dir?") from None
-        damage = _damage(self.db)
+        damage = sqlite_damage(self.db)
         if damage is not None:
             raise StoreError(damaged_database(self.path, damage)) from None
         if row is None:
