@@ -232,3 +232,32 @@ def test_bad_input_66_a_damaged_sweep_store_is_called_damaged(capsys, tmp_path):
             data[i] = rng.randrange(256)
     db.write_bytes(bytes(data))
     refused(run(capsys, "sweep", "report", tmp_path / "o"), "o/results.sqlite: the SQLite database is damaged (")
+
+
+def small_sweep(tmp_path: Path, base: Path) -> Path:
+    sweep = tmp_path / "sw.yaml"
+    sweep.write_text(f"kind: sweep\nname: s\nbase: {{procs: 100}}\naxes:\n  traces: [{base}]\n  policies: [easy]\n"
+                     f"out: {tmp_path / 'o'}\n")
+    return sweep
+
+
+def test_bad_input_61_scheduler_not_listening(capsys, tmp_path, base, monkeypatch):
+    pytest.importorskip("distributed")
+    import wattsched.sweep.execute as execute
+
+    assert execute.SCHEDULER_TIMEOUT_S <= 10
+    monkeypatch.setattr(execute, "SCHEDULER_TIMEOUT_S", 2.0)
+    start = time.monotonic()
+    refused(run(capsys, "sweep", small_sweep(tmp_path, base), "--scheduler", "tcp://127.0.0.1:9", "-q"),
+            "--scheduler: cannot reach the Dask scheduler at tcp://127.0.0.1:9 within 2 s")
+    assert time.monotonic() - start < 15
+
+
+@pytest.mark.parametrize("address", ["not a url at all", "tcp://host", "tcp://host:99999", "http://host:8786",
+                                     "tcp://:8786", "tcp://host:8786/path"])
+def test_bad_input_62_scheduler_not_an_address(capsys, tmp_path, base, address):
+    start = time.monotonic()
+    refused(run(capsys, "sweep", small_sweep(tmp_path, base), "--scheduler", address, "-q"),
+            f"--scheduler: {address!r} is not a scheduler address")
+    assert time.monotonic() - start < 2
+    assert not (tmp_path / "o").exists()  # refused before anything is written

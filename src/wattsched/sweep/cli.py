@@ -64,6 +64,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise ConfigError(f"sweep: unexpected argument {args.dir!r} (did you mean `wattsched sweep report DIR`?)")
     if args.workers is not None and args.workers < 1:
         raise ConfigError("--workers: expected a positive integer")
+    if args.scheduler is not None:
+        from wattsched.sweep.execute import check_scheduler_address
+
+        check_scheduler_address(args.scheduler)
     from wattsched.sweep.expand import axis_columns, expand
     from wattsched.sweep.spec import load_sweep
 
@@ -81,7 +85,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         from wattsched.sweep.store import Store
 
         if (out / "results.sqlite").exists():
-            done = Store(out).finished_keys()
+            done = Store(out, read_only=True).finished_keys()
             print(f"already in {out}: {sum(r.key in done for r in runs)} of them")
         return 0
     from wattsched.sweep import require_dask
