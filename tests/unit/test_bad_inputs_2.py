@@ -261,3 +261,49 @@ def test_bad_input_62_scheduler_not_an_address(capsys, tmp_path, base, address):
             f"--scheduler: {address!r} is not a scheduler address")
     assert time.monotonic() - start < 2
     assert not (tmp_path / "o").exists()  # refused before anything is written
+
+
+# --------------------------------------------------------------------------- run directories
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, base) -> Path:
+    """A finished simulation of the 200 jobs, with its tables as CSV only (the Parquet copies removed)."""
+    out = tmp_path_factory.mktemp("run") / "r"
+    assert main(["simulate", "--trace", str(base), "--out", str(out), "-q", "--no-report"]) == 0
+    for p in out.glob("*.parquet"):
+        p.unlink()
+    return out
+
+
+def tampered(run_dir: Path, tmp_path: Path, line: int, column: str, value: str) -> Path:
+    """A copy of the run whose jobs.csv has ``column`` of data line ``line`` (2 = first job) set to ``value``."""
+    import csv
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    rows = list(csv.reader((copy / "jobs.csv").open()))
+    rows[line - 1][rows[0].index(column)] = value
+    with (copy / "jobs.csv").open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    return copy
+
+
+@pytest.mark.parametrize(("column", "value", "message"), [
+    ("nodes", "0", "jobs.csv:7: nodes: 0 nodes (job "),
+    ("nodes", "-3", "jobs.csv:7: nodes: -3 nodes"),
+    ("state", "BOGUS", "jobs.csv:7: state: 'BOGUS' is not a job state"),
+    ("id", "FIRST", "jobs.csv:7: id: job FIRST appears more than once"),
+    ("end_s", "-500", "jobs.csv:7: end_s: job "),
+])
+def test_bad_input_73_export_of_a_tampered_run(capsys, tmp_path, run_dir, column, value, message):
+    assert run(capsys, "export", run_dir, "--format", "batsim", "--out", tmp_path / "ok.csv")[0] == 0
+    if value == "FIRST":  # the id of the first job
+        value = (run_dir / "jobs.csv").read_text().splitlines()[1].split(",")[0]
+        message = message.replace("FIRST", value)
+    bad = tampered(run_dir, tmp_path, 7, column, value)
+    for fmt in ("batsim", "swf"):
+        refused(run(capsys, "export", bad, "--format", fmt, "--out", tmp_path / "b.out"), message,
+                "the table was changed after the run")
+        assert not (tmp_path / "b.out").exists()

@@ -181,7 +181,51 @@ def _read_table(run_dir: Path, name: str, columns: tuple[str, ...]) -> dict[str,
             out[c] = np.array(col.to_pylist(), dtype=object)
         else:
             out[c] = col.to_numpy()
+    if name == "jobs":
+        _check_job_rows(path, out)
     return out
+
+
+def _check_job_rows(path: Path, jobs: dict[str, np.ndarray]) -> None:
+    """Refuse a jobs table no run writes (edited by hand): ``FILE:LINE: column: what is wrong``.
+
+    Every row: at least one node, a whole number of them; an id no other row
+    has; a state a job can have; an end not before its start, a start not
+    before its submission. Unfinished jobs (NaN start or end) are rows too.
+    """
+    from wattsched.errors import located
+    from wattsched.model.job import JobState
+
+    states = {s.value for s in JobState}
+    csv_file = path.suffix == ".csv"
+
+    def bad(i: int, column: str, message: str) -> RunDirError:
+        where = located(str(path), i + 2 if csv_file else None, None if csv_file else f"row {i + 1}", "")
+        return RunDirError(f"{where}{column}: {message}; the table was changed after the run, run `wattsched "
+                           "simulate` again")
+
+    nodes = np.asarray(jobs["nodes"], dtype=float)
+    wrong = np.flatnonzero(~(nodes >= 1) | (nodes != np.floor(nodes)))
+    if len(wrong):
+        raise bad(int(wrong[0]), "nodes", f"{nodes[wrong[0]]:g} nodes (job {jobs['id'][wrong[0]]}); a job runs on "
+                  "a whole number of nodes, at least one")
+    ids = np.asarray(jobs["id"])
+    _, first, counts = np.unique(ids, return_index=True, return_counts=True)
+    if (counts > 1).any():
+        dup = ids[first[np.argmax(counts > 1)]]
+        i = int(np.flatnonzero(ids == dup)[1])
+        raise bad(i, "id", f"job {dup} appears more than once")
+    for i, state in enumerate(jobs["state"]):
+        if state not in states:
+            raise bad(i, "state", f"{str(state)[:40]!r} is not a job state ({', '.join(sorted(states))})")
+    submit, start, end = (np.asarray(jobs[c], dtype=float) for c in ("submit_s", "start_s", "end_s"))
+    with np.errstate(invalid="ignore"):
+        wrong = np.flatnonzero((end < start) | (start < submit))
+    if len(wrong):
+        i = int(wrong[0])
+        column = "end_s" if end[i] < start[i] else "start_s"
+        raise bad(i, column, f"job {ids[i]} submitted at {submit[i]:g} s, started at {start[i]:g} s, ended at "
+                  f"{end[i]:g} s")
 
 
 def write_plots(result: Any, out_dir: Path, bsld_threshold_s: float = 10.0,
