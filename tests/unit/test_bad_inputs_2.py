@@ -307,3 +307,31 @@ def test_bad_input_73_export_of_a_tampered_run(capsys, tmp_path, run_dir, column
         refused(run(capsys, "export", bad, "--format", fmt, "--out", tmp_path / "b.out"), message,
                 "the table was changed after the run")
         assert not (tmp_path / "b.out").exists()
+
+
+# --------------------------------------------------------------------------- plugin parameters
+
+
+def test_bad_input_101_dec_time_step_refused_before_any_allocation(capsys, tmp_path, base, monkeypatch):
+    pytest.importorskip("ortools")
+    start = time.monotonic()
+    refused(run(capsys, "simulate", "--trace", base, "--cap", "60%", "--out", tmp_path / "r", "-q", "--no-report",
+                "--policy", "dec", "--param", "time_step_s=1e-6", "--param", "horizon_jobs=1"),
+            "--param: time_step_s: Input should be greater than or equal to 1")
+    assert time.monotonic() - start < 10 and not (tmp_path / "r").exists()
+    # a step the model admits, with requested times that make the schedule too long: refused, never allocated
+    from wattsched.policies import cp
+
+    monkeypatch.setattr(cp, "MAX_HORIZON_STEPS", 100)
+    refused(run(capsys, "simulate", "--trace", base, "--cap", "60%", "--out", tmp_path / "r", "-q", "--no-report",
+                "--policy", "dec", "--param", "time_step_s=1", "--param", "horizon_jobs=1"),
+            "params.time_step_s: 1 s gives a schedule of", "more than the limit of 100")
+
+
+def test_bad_input_106_learned_random_state_out_of_range(capsys, tmp_path, base):
+    pytest.importorskip("sklearn")
+    for value in ("-1", str(2**32)):
+        refused(run(capsys, "simulate", "--trace", base, "--cap", "60%", "--policy", "easy-pc", "--out",
+                    tmp_path / "r", "-q", "--no-report", "--predictor", "learned",
+                    "--predictor-param", "model=random_forest", "--predictor-param", f"random_state={value}"),
+                "random_state: Input should be")
