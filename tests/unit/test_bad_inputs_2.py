@@ -335,3 +335,25 @@ def test_bad_input_106_learned_random_state_out_of_range(capsys, tmp_path, base)
                     tmp_path / "r", "-q", "--no-report", "--predictor", "learned",
                     "--predictor-param", "model=random_forest", "--predictor-param", f"random_state={value}"),
                 "random_state: Input should be")
+
+
+# --------------------------------------------------------------------------- daemon config
+
+
+@pytest.mark.parametrize("key", ["cert", "key", "ca_file"])
+def test_bad_input_35_openadr2_files_that_do_not_exist(capsys, tmp_path, key):
+    pem = tmp_path / "real.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\n")
+    files = {"cert": pem, "key": pem, "ca_file": pem, key: tmp_path / "missing.pem"}
+    block = ", ".join(f"{k}: {v}" for k, v in files.items())
+    config = daemon_config(tmp_path, "demand_response:\n  openadr2: {vtn_url: 'https://vtn.example/OpenADR2/Simple/"
+                           f"2.0b', ven_name: hpc, {block}}}\n")
+    line = 6
+    for argv in (["check-config", config], ["daemon", "-c", config, "--cycles", 1]):
+        refused(run(capsys, *argv), f"d.yaml:{line}: demand_response.openadr2.{key}: no such file",
+                "missing.pem")
+    files[key] = tmp_path
+    block = ", ".join(f"{k}: {v}" for k, v in files.items())
+    config = daemon_config(tmp_path, "demand_response:\n  openadr2: {vtn_url: 'https://vtn.example/OpenADR2/Simple/"
+                           f"2.0b', ven_name: hpc, {block}}}\n")
+    refused(run(capsys, "check-config", config), f"demand_response.openadr2.{key}: ", "is not a file")
