@@ -4,7 +4,7 @@ Every command ends on bad input at one error boundary (``cli._run_command``):
 one ``wattsched: error: FILE: what is wrong`` (or ``--option: ...``) line,
 exit status 2, no traceback (that only with ``-vv``). The tests run the real
 command in-process through :func:`wattsched.cli.main` with an argv, as the
-property tests in ``test_config_properties.py`` do, and a few in a subprocess.
+property tests in ``tests/fuzz/test_fuzz_config_cli.py`` do, and a few in a subprocess.
 """
 
 from __future__ import annotations
