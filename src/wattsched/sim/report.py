@@ -295,6 +295,20 @@ def write_marker(out_dir: str | Path, rows: dict[str, int]) -> Path:
     return path
 
 
+def _read_json(path: Path) -> Any:
+    """A JSON file of a run directory; whatever is wrong with it names the file."""
+    from wattsched.errors import describe
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RunDirError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+    except UnicodeDecodeError as exc:
+        raise RunDirError(f"{path}: {describe(exc)}") from None
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
 def load_run(run_dir: str | Path) -> tuple[LoadedRun, dict]:
     """Read a run directory back: ``(run, summary)``.
 
@@ -308,19 +322,13 @@ def load_run(run_dir: str | Path) -> tuple[LoadedRun, dict]:
     path = run_dir / "summary.json"
     if not path.exists():
         raise RunDirError(f"{run_dir}: not a run directory (no summary.json); run `wattsched simulate --out DIR`")
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise RunDirError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+    doc = _read_json(path)
     marker_path = run_dir / MARKER
     if not marker_path.exists():
         raise RunDirError(
             f"{run_dir}: incomplete run directory (no {MARKER}): the run that wrote it did not finish or was made "
             "by an older wattsched; run `wattsched simulate` again")
-    try:
-        marker = json.loads(marker_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise RunDirError(f"{marker_path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+    marker = _read_json(marker_path)
     info = doc.get("info", {}) if isinstance(doc, dict) else {}
     summary = doc.get("summary", {}) if isinstance(doc, dict) else {}
     tables = {name: _read_table(run_dir, name, cols) for name, cols in _TABLES.items()}
