@@ -254,10 +254,22 @@ def _open_trace(args: argparse.Namespace):
     return open_trace(args.file, cores_per_node=args.cores_per_node, skip_bad_lines=args.skip_bad_lines)
 
 
+@contextlib.contextmanager
+def _reading(path: str):
+    """Errors of reading ``path`` whole that name no file (memory exhausted by its size, undecodable text) name it."""
+    from wattsched.errors import TraceError
+
+    try:
+        yield
+    except (MemoryError, UnicodeDecodeError) as exc:
+        raise TraceError(str(path), None, describe(exc)) from exc
+
+
 def cmd_traces_info(args: argparse.Namespace) -> int:
     from wattsched.workload.swf import trace_info
 
-    info = trace_info(_open_trace(args))
+    with _reading(args.file):
+        info = trace_info(_open_trace(args))
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -323,8 +335,9 @@ def cmd_traces_augment(args: argparse.Namespace) -> int:
     from wattsched.workload.tables import write_job_table
 
     platform = load_platform(args.platform or "default")
-    workload = augment_workload(_open_trace(args), platform.reference_power, AugmentParams(), args.seed,
-                                cores_per_node=reference_cores(platform))
+    with _reading(args.file):
+        workload = augment_workload(_open_trace(args), platform.reference_power, AugmentParams(), args.seed,
+                                    cores_per_node=reference_cores(platform))
     n = write_job_table(workload.jobs, args.out)
     print(f"wrote {n} jobs with per-node power (seed {args.seed}) to {args.out}")
     return 0

@@ -175,8 +175,8 @@ def describe(exc: BaseException) -> str | None:
             return what if exc.filename2 is None else f"{what} ({exc.filename2})"
         return str(exc) or type(exc).__name__
     if isinstance(exc, MemoryError):
-        return located(source, None, None, f"not enough memory for this input ({exc or 'MemoryError'}); give a "
-                       "smaller input or a coarser parameter")
+        return located(source, None, None, f"not enough memory ({exc or 'MemoryError'}); give a smaller input "
+                       "or a coarser parameter")
     if isinstance(exc, ValueError):  # a parser's complaint about its input (hostlists, addresses, parameters)
         return located(source, None, None, str(exc) or type(exc).__name__)
     return None

@@ -74,6 +74,17 @@ def test_the_boundary_shows_the_traceback_only_at_vv(capsys, tmp_path):
     assert rc == 2 and "Traceback" not in err
     rc, _, err = run(capsys, "-vv", "traces", "info", "/nonexistent/t.swf")
     assert rc == 2 and err.rstrip().splitlines()[-1].startswith("wattsched: error: /nonexistent/t.swf")
+    assert "Traceback (most recent call last)" in err  # only at -vv
+
+
+def test_memory_exhausted_by_an_input_names_it(capsys, tmp_path, base, monkeypatch):
+    import wattsched.workload.swf as swf
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError("Unable to allocate 1.47 TiB for an array with shape (201863462912,)")
+
+    monkeypatch.setattr(swf, "trace_info", exhausted)
+    refused(run(capsys, "traces", "info", base), "base.swf: not enough memory (Unable to allocate 1.47 TiB")
 
 
 # --------------------------------------------------------------------------- daemon state
