@@ -164,7 +164,9 @@ def describe(exc: BaseException) -> str | None:
     if isinstance(exc, sqlite3.DatabaseError):
         if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
             return located(source, None, None, f"SQLite: {exc}")
-        return damaged_database(source or "an SQLite database", exc)
+        if source is None:
+            return f"an SQLite database is damaged ({exc}); move it away or restore a copy"
+        return damaged_database(source, exc)
     if isinstance(exc, UnicodeDecodeError):
         bad = exc.object[exc.start:exc.start + 1].hex()
         return located(source, None, None, f"not {exc.encoding.upper()} text: byte 0x{bad} at offset {exc.start} "
