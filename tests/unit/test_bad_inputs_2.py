@@ -115,6 +115,16 @@ def test_bad_input_84_damaged_state_store_status_and_audit(capsys, tmp_path):
     assert (tmp_path / "st" / "state.db").read_bytes() == before
 
 
+def test_bad_input_84_a_value_changed_outside_wattsched_names_the_store_and_key(capsys, tmp_path):
+    config = daemon_config(tmp_path)
+    assert run(capsys, "daemon", "-c", config, "--cycles", 1)[0] == 0
+    con = sqlite3.connect(tmp_path / "st" / "state.db")
+    con.execute("UPDATE kv SET value = 'not json' WHERE key = 'cycle'")
+    con.commit()
+    con.close()
+    refused(run(capsys, "status", "-c", config), "state.db: kv 'cycle': not JSON (")
+
+
 def test_bad_input_86_daemon_refuses_a_damaged_store(capsys, tmp_path):
     config = damaged_store(tmp_path, capsys)
     start = time.monotonic()

@@ -179,6 +179,13 @@ class Store:
     def close(self) -> None:
         self.db.close()
 
+    def _json(self, text, where: str):
+        try:
+            return json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"{self.path}: {where}: not JSON ({exc}); the file was changed outside wattsched") \
+                from None
+
     # ------------------------------------------------------------------ holds
 
     def holds(self) -> dict[int, tuple[str, str]]:
@@ -257,7 +264,7 @@ class Store:
 
     def open_intents(self) -> list[Intent]:
         return [
-            Intent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5])
+            Intent(r[0], r[1], r[2], r[3], self._json(r[4], f"intents row {r[0]}: args"), r[5])
             for r in self.db.execute(
                 "SELECT id, time, action, target, args, audit_id FROM intents WHERE outcome='pending' ORDER BY id"
             )
@@ -331,7 +338,7 @@ class Store:
 
     def get(self, key: str, default: Any = None) -> Any:
         row = self.db.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone()
-        return default if row is None else json.loads(row[0])
+        return default if row is None else self._json(row[0], f"kv {key!r}")
 
     def put(self, key: str, value: Any) -> None:
         self.db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, json.dumps(value)))
