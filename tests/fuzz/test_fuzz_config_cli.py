@@ -35,8 +35,9 @@ from wattsched.config.daemon import DaemonConfig
 from wattsched.config.platform import PlatformConfig
 
 BUNDLED = files("wattsched") / "data" / "traces" / "KTH-SP2-1996-2.1-cln-first5000.swf.gz"
-SETTINGS = settings(max_examples=40, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+PER_FIELD = settings(max_examples=5, deadline=None, derandomize=True,
+                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+"""Examples per field: every field of every model is broken in every run of the suite (134 fields)."""
 MAPPING = {"unexpected": [1, 2]}
 """A value of a type that no scalar, list or tuple field takes."""
 
@@ -203,37 +204,46 @@ def test_every_config_model_has_fields_to_break():
     assert (("slurm", "timeout_s") in {p for p, _ in DAEMON_FIELDS})
 
 
-def _case(found):
-    return st.sampled_from(found).flatmap(lambda f: st.tuples(st.just(f[0]), invalid_values(f[1])))
+def _ids(found):
+    return [key_text(path) for path, _ in found]
 
 
-@SETTINGS
-@given(case=_case(SIM_FIELDS))
-def test_simulation_config_invalid_values(case, workdir, capsys):
-    path, value = case
-    config = workdir / "sim.yaml"
-    config.write_text(yaml.safe_dump(with_value(sim_base(workdir), path, value)))
-    refused(["check-config", str(config)], capsys, config, path)
-    if path == ("out",):  # --out below takes its place (the command line over the file)
-        return
-    refused(["simulate", "--config", str(config), "--out", str(workdir / "r"), "-q", "--no-report"], capsys, config,
-            path)
-    assert not (workdir / "r").exists()
+@pytest.mark.parametrize(("path", "info"), SIM_FIELDS, ids=_ids(SIM_FIELDS))
+def test_simulation_config_invalid_values(path, info, workdir, capsys):
+    @PER_FIELD
+    @given(value=invalid_values(info))
+    def check(value):
+        config = workdir / "sim.yaml"
+        config.write_text(yaml.safe_dump(with_value(sim_base(workdir), path, value)))
+        refused(["check-config", str(config)], capsys, config, path)
+        if path == ("out",):  # --out below takes its place (the command line over the file)
+            return
+        refused(["simulate", "--config", str(config), "--out", str(workdir / "r"), "-q", "--no-report"], capsys,
+                config, path)
+        assert not (workdir / "r").exists()
+
+    check()
 
 
-@SETTINGS
-@given(case=_case(DAEMON_FIELDS))
-def test_daemon_config_invalid_values(case, workdir, capsys):
-    path, value = case
-    config = workdir / "d.yaml"
-    config.write_text(yaml.safe_dump(with_value(daemon_base(workdir), path, value)))
-    refused(["check-config", str(config)], capsys, config, path)
+@pytest.mark.parametrize(("path", "info"), DAEMON_FIELDS, ids=_ids(DAEMON_FIELDS))
+def test_daemon_config_invalid_values(path, info, workdir, capsys):
+    @PER_FIELD
+    @given(value=invalid_values(info))
+    def check(value):
+        config = workdir / "d.yaml"
+        config.write_text(yaml.safe_dump(with_value(daemon_base(workdir), path, value)))
+        refused(["check-config", str(config)], capsys, config, path)
+
+    check()
 
 
-@SETTINGS
-@given(case=_case(PLATFORM_FIELDS))
-def test_platform_config_invalid_values(case, workdir, capsys):
-    path, value = case
-    config = workdir / "plat.yaml"
-    config.write_text(yaml.safe_dump(with_value(platform_base(workdir), path, value)))
-    refused(["check-config", str(config)], capsys, config, path)
+@pytest.mark.parametrize(("path", "info"), PLATFORM_FIELDS, ids=_ids(PLATFORM_FIELDS))
+def test_platform_config_invalid_values(path, info, workdir, capsys):
+    @PER_FIELD
+    @given(value=invalid_values(info))
+    def check(value):
+        config = workdir / "plat.yaml"
+        config.write_text(yaml.safe_dump(with_value(platform_base(workdir), path, value)))
+        refused(["check-config", str(config)], capsys, config, path)
+
+    check()

@@ -71,7 +71,8 @@ class Store:
                 raise RunDirError(damaged_database(self.path, exc)) from None
             raise RunDirError(f"{self.path}: not a sweep results store ({exc})") from None
         if not {"runs", "meta"} <= tables:
-            # a new store only where there is none: never a schema written into someone else's file
+            # a new store only where there is none (or the empty file sqlite3.connect just created, or a run
+            # killed before its first commit left): never a schema written into someone else's file
             if read_only or tables:
                 what = f"tables {', '.join(sorted(tables))}" if tables else "an empty file"
                 self._db.close()
