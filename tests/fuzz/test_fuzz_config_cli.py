@@ -180,11 +180,15 @@ def workdir():
 
 
 def sim_base(d: Path) -> dict:
-    return {"kind": "simulation", "trace": str(d / "t.swf")}
+    return {"kind": "simulation", "trace": str(d / "t.swf"), "cap_schedule": [{"start_s": 0, "cap_w": 20000}],
+            "energy_budgets": [{"start_s": 0, "end_s": 86400, "energy_j": 1e12}],
+            "demand_response": [{"start_s": 100, "end_s": 900, "cap_w": "45%"}]}
 
 
 def daemon_base(d: Path) -> dict:
-    return {"kind": "daemon", "slurm": {"backend": "sim"}, "state_dir": str(d / "st"), "metrics": {"port": 0}}
+    return {"kind": "daemon", "slurm": {"backend": "sim"}, "state_dir": str(d / "st"), "metrics": {"port": 0},
+            "cap_schedule": [{"start_s": 0, "cap_w": 20000}],
+            "demand_response": {"events": [{"start_s": 100, "end_s": 900, "cap_w": "45%"}]}}
 
 
 def platform_base(_d: Path) -> dict:
@@ -195,6 +199,13 @@ def platform_base(_d: Path) -> dict:
 SIM_FIELDS = fields(SimConfig, sim_base(Path("/")))
 DAEMON_FIELDS = fields(DaemonConfig, daemon_base(Path("/")))
 PLATFORM_FIELDS = fields(PlatformConfig, platform_base(Path("/")))
+
+
+@pytest.mark.parametrize("base", [sim_base, daemon_base, platform_base])
+def test_the_configs_broken_below_are_valid(base, workdir, capsys):
+    config = workdir / f"{base.__name__}.yaml"
+    config.write_text(yaml.safe_dump(base(workdir)))
+    assert main(["check-config", str(config)]) == 0, capsys.readouterr().err
 
 
 def test_every_config_model_has_fields_to_break():
