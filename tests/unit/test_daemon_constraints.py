@@ -372,8 +372,7 @@ def test_a_platform_file_gives_the_same_platform_power_in_the_simulator_and_the_
 class _Pinned:
     """Starts each job on given nodes, once they are free."""
 
-    name = "pinned"
-    wants_empty_queue_calls = False
+    name = "pinned"  # no tags(): the defaults (not called with an empty queue)
 
     def __init__(self, where):
         self.where = where

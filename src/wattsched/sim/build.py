@@ -220,10 +220,12 @@ def build_run(config: SimConfig, *, platform: Platform | None = None, jobs=None,
 
         predictor = make_predictor(config.predictor, config.predictor_params,
                                    source=key_locator(config, "predictor_params"))
-        if hasattr(predictor, "clock"):  # lets retraining predictors report their cost per retraining
+        from wattsched.predictors.base import predictor_tags
+
+        if predictor_tags(predictor).takes_clock:  # lets retraining predictors report their cost per retraining
             import time
 
-            predictor.clock = time.perf_counter
+            predictor.set_clock(time.perf_counter)
     run = Run(config, platform, machine_of(config, platform), trace, jobs, cap, budgets,
               config.build_dr_events(platform), policy, predictor, options)
     run.info["machine"] = run.machine
@@ -237,8 +239,9 @@ def run_response(config: SimConfig, policy):
     never slows jobs by a scenario other than the one its outputs name.
     """
     from wattsched.model.response import ResponseScenario
+    from wattsched.policies.base import policy_tags
 
-    own = getattr(policy, "response_scenario", None)
+    own = policy_tags(policy).response_scenario
     if config.response is None:
         return None if own is None else dataclasses.replace(own, seed=config.seed)
     try:

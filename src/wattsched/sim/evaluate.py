@@ -47,7 +47,7 @@ from wattsched.errors import ConfigError, OptionError
 from wattsched.model.job import PowerEstimate
 from wattsched.model.platform import Platform
 from wattsched.predictors import make_predictor, predictor_class
-from wattsched.predictors.base import CompletedJob
+from wattsched.predictors.base import CompletedJob, predictor_tags
 from wattsched.sim.engine import Engine
 from wattsched.workload.records import TraceJob, true_power
 
@@ -110,7 +110,7 @@ class Evaluation:
                 entry[f"median_user_mae_{m}_w"] = float(np.median(values)) if values else math.nan
             if s.seconds is not None:
                 entry["wall_s"] = s.seconds
-            log = getattr(s.predictor, "retrain_log_", None)
+            log = s.predictor.retrain_log_ if predictor_tags(s.predictor).retrain_log else None
             if log is not None:
                 entry["retrainings"] = log
                 timed = [r["seconds"] for r in log if r.get("seconds") is not None]
@@ -160,13 +160,14 @@ def evaluate(
     scores = []
     for label, pred in predictors:
         pred.setup(platform)
-        if getattr(pred, "is_oracle", False):
-            pred.truth_ = truth.__getitem__
-        if clock is not None and hasattr(pred, "clock"):
-            pred.clock = clock
+        tags = predictor_tags(pred)
+        if tags.needs_truth:
+            pred.observe_truth(truth.__getitem__)
+        if clock is not None and tags.takes_clock:
+            pred.set_clock(clock)
         get = getattr(pred, "get_params", None)
         scores.append(PredictorScores(label, getattr(pred, "name", type(pred).__name__), get() if get else {},
-                                      bool(getattr(pred, "is_oracle", False)), predictor=pred,
+                                      tags.needs_truth, predictor=pred,
                                       seconds=0.0 if clock is not None else None))
     users: list[str] = []
     heap: list[tuple[float, int, CompletedJob]] = []
@@ -246,7 +247,7 @@ def build_predictors(
         if "time_origin_s" in fields and "time_origin_s" not in params and time_origin_s is not None:
             params["time_origin_s"] = time_origin_s
         pred = make_predictor(name, params, source=lambda loc, n=name: "--param: " + ".".join([n, *map(str, loc)]))
-        out.append((label_of(name, bool(getattr(cls, "is_oracle", False))), pred))
+        out.append((label_of(name, predictor_tags(pred).needs_truth), pred))
     return out
 
 

@@ -162,6 +162,7 @@ def _run(run: Run, out_dir: Path | None, report: bool, plotter=None) -> RunOutco
 
 def _run_with(run: Run, out_dir: Path | None, report: bool, plotter) -> RunOutcome:
     from wattsched.policies import make_policy
+    from wattsched.predictors.base import predictor_tags
     from wattsched.sim.metrics import summarize
 
     config, platform, cap, predictor = run.config, run.platform, run.cap, run.predictor
@@ -199,7 +200,7 @@ def _run_with(run: Run, out_dir: Path | None, report: bool, plotter) -> RunOutco
     if predictor is None and not cap.is_uncapped:
         result.info.setdefault("notes", []).append(
             "no predictor given: policies saw every job at the node maximum power (as the naive predictor)")
-    if getattr(predictor, "retrain_log_", None):
+    if predictor is not None and predictor_tags(predictor).retrain_log and predictor.retrain_log_:
         result.info["predictor_retrain_log"] = list(predictor.retrain_log_)
     result.info.update(
         {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -90,6 +91,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     from wattsched.sweep import require_dask
     from wattsched.sweep.execute import run_sweep
+    from wattsched.sweep.interrupt import quiet_interrupt
     from wattsched.sweep.store import Store
 
     require_dask()
@@ -97,8 +99,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     store.set_meta("sweep", {"name": cfg.name, "file": str(Path(args.sweep).resolve()),
                              "keys": [r.key for r in runs], "axes": axis_columns(runs)})
     t = time.perf_counter()
-    counts = run_sweep(cfg, runs, store, workers=args.workers, scheduler=args.scheduler,
-                       progress=not args.quiet, max_runs=args.max_runs)
+    try:
+        with quiet_interrupt():
+            counts = run_sweep(cfg, runs, store, workers=args.workers, scheduler=args.scheduler,
+                               progress=not args.quiet, max_runs=args.max_runs)
+    except KeyboardInterrupt:
+        saved = len(store.finished_keys() & {r.key for r in runs})
+        print(f"interrupted: {saved} of {len(runs)} runs saved in {out}; rerun the same command to resume",
+              file=sys.stderr)
+        return 130
     elapsed = time.perf_counter() - t
     rows = store.rows({r.key for r in runs})
     ok = sum(r["status"] == "ok" for r in rows)

@@ -393,11 +393,26 @@ def check_scheduler_address(address: str) -> str:
 
 
 def make_cluster(cluster_cfg, *, workers: int | None = None, scheduler: str | None = None, log_dir: Path):
-    """A Dask client on the configured cluster; returns ``(client, cluster_or_None)``."""
+    """A Dask client on the configured cluster; returns ``(client, cluster_or_None)``.
+
+    A Dask scheduler runs whatever code its clients send, so the clusters made here speak TLS with mutual
+    authentication (``distributed.security.Security``): only a peer holding the cluster's certificate and key
+    can connect. A site's own certificates come from Dask's configuration (``distributed.comm.tls.*`` with
+    ``distributed.comm.require-encryption: true``); otherwise a self-signed pair is made for this campaign
+    (``Security.temporary()``): in memory for a ``LocalCluster``, and for ``SLURMCluster`` written, mode 0600,
+    under ``log_dir`` (shared storage the worker jobs read, like their logs) for as long as the cluster lives.
+    An existing ``scheduler`` is reached with the security of Dask's configuration.
+    """
     from wattsched.sweep import require_dask
 
     distributed = require_dask()
     import logging
+
+    from distributed.security import Security
+
+    def security():
+        site = Security()  # what Dask's configuration gives (a site's certificates), else nothing
+        return site if site.require_encryption else Security.temporary()
 
     quiet = logging.getLogger("wattsched").getEffectiveLevel() > logging.INFO
     if quiet:  # Dask logs every worker start and stop at INFO
@@ -408,7 +423,7 @@ def make_cluster(cluster_cfg, *, workers: int | None = None, scheduler: str | No
 
         check_scheduler_address(scheduler)
         try:
-            return distributed.Client(scheduler, timeout=f"{SCHEDULER_TIMEOUT_S:g}s"), None
+            return distributed.Client(scheduler, timeout=f"{SCHEDULER_TIMEOUT_S:g}s", security=Security()), None
         except (OSError, TimeoutError, ValueError) as exc:  # nothing listening, refused, an address Dask rejects
             why = " ".join(str(exc).split()) or type(exc).__name__
             raise OptionError("--scheduler", f"cannot reach the Dask scheduler at {scheduler} within "
@@ -438,14 +453,18 @@ def make_cluster(cluster_cfg, *, workers: int | None = None, scheduler: str | No
         host = cluster_cfg.scheduler_host
         kwargs["scheduler_options"] = {"dashboard_address": f"{host or '127.0.0.1'}:0",
                                        **({"host": host} if host else {})}
+        kwargs["security"] = security()
+        kwargs["protocol"] = "tls://"
+        kwargs["shared_temp_directory"] = str(log_dir)
         cluster = SLURMCluster(**{k: v for k, v in kwargs.items() if v is not None})
         cluster.scale(jobs=workers or cluster_cfg.workers or 1)
-        return distributed.Client(cluster), cluster
+        return distributed.Client(cluster, security=cluster.security), cluster
     n = workers or cluster_cfg.workers or os.cpu_count() or 1
     cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                        dashboard_address=None, local_directory=cluster_cfg.local_directory,
-                                       silence_logs=logging.WARNING if quiet else False)
-    return distributed.Client(cluster), cluster
+                                       silence_logs=logging.WARNING if quiet else False, security=security(),
+                                       protocol="tls://")
+    return distributed.Client(cluster, security=cluster.security), cluster
 
 
 def run_sweep(cfg, runs, store, *, workers: int | None = None, scheduler: str | None = None,
