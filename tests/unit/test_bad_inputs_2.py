@@ -356,6 +356,8 @@ def test_bad_input_106_learned_random_state_out_of_range(capsys, tmp_path, base)
                     tmp_path / "r", "-q", "--no-report", "--predictor", "learned",
                     "--predictor-param", "model=random_forest", "--predictor-param", f"random_state={value}"),
                 "random_state: Input should be")
+    refused(run(capsys, "predict", "evaluate", "--trace", base, "--predictor", "learned", "--param",
+                "learned.random_state=-1", "--out", tmp_path / "pe", "-q"), "random_state: Input should be")
 
 
 # --------------------------------------------------------------------------- daemon config
