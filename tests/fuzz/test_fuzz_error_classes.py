@@ -222,3 +222,22 @@ def test_scheduler_addresses_are_checked_no_looser_than_dask(address):
     if scheme != "inproc":
         host, port = distributed.comm.addressing.parse_host_port(location)
         assert host and 0 < int(port) < 65536
+
+
+OUTPUT_COMMANDS = {
+    "simulate --out": lambda d, p: ["simulate", "--trace", d / "t.swf", "-q", "--no-report", "--out", p],
+    "traces synth -o": lambda d, p: ["traces", "synth", "--jobs", 10, "-o", p],
+    "traces augment --out": lambda d, p: ["traces", "augment", d / "t.swf", "--out", p],
+    "export --out": lambda d, p: ["export", d / "run", "--format", "swf", "--out", p],
+    "dr-events generate -o": lambda d, p: ["dr-events", "generate", "--span", 3600, "-o", p],
+    "predict evaluate --out": lambda d, p: ["predict", "evaluate", "--trace", d / "t.swf", "-q", "--out", p],
+}
+
+
+@SETTINGS
+@given(command=st.sampled_from(sorted(OUTPUT_COMMANDS)), name=st.sampled_from(["out.csv", "a/b/out", "x.swf"]))
+def test_outputs_under_a_regular_file_name_the_path(work, capsys, command, name):
+    path = work / "t.swf" / name  # never creatable: its parent is a file
+    rc, err = answer(capsys, OUTPUT_COMMANDS[command](work, path))
+    line = error_line(rc, err)
+    assert str(work / "t.swf") in line, line
