@@ -380,3 +380,19 @@ def test_bad_input_35_openadr2_files_that_do_not_exist(capsys, tmp_path, key):
     config = daemon_config(tmp_path, "demand_response:\n  openadr2: {vtn_url: 'https://vtn.example/OpenADR2/Simple/"
                            f"2.0b', ven_name: hpc, {block}}}\n")
     refused(run(capsys, "check-config", config), f"demand_response.openadr2.{key}: ", "is not a file")
+
+
+def test_bad_input_86_a_store_damaged_while_the_daemon_runs_stops_it(capsys, tmp_path, monkeypatch):
+    from wattsched.daemon.loop import Daemon
+
+    config = daemon_config(tmp_path)
+    calls = []
+
+    def damaged(self):
+        calls.append(self.cycle_no)
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    monkeypatch.setattr(Daemon, "cycle", damaged)
+    refused(run(capsys, "daemon", "-c", config, "--cycles", 5),
+            "state.db: the SQLite database is damaged (database disk image is malformed)")
+    assert len(calls) == 1  # stopped at once, not a traceback in every cycle
