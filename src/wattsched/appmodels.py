@@ -61,9 +61,13 @@ def read_measurements(path: str | Path) -> dict[str, list[tuple[float, float, fl
     """
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        from wattsched.errors import describe
+
+        raise ConfigError(f"{path}: {describe(exc)}") from None
     return _parse(text, str(path))
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from wattsched import __version__, _native
 from wattsched.cliargs import Parser, finite_float, int_in, seed
-from wattsched.errors import OptionError, WattschedError
+from wattsched.errors import OptionError, describe
 
 log = logging.getLogger("wattsched")
 
@@ -311,10 +311,22 @@ def _open_trace(args: argparse.Namespace):
     return open_trace(args.file, cores_per_node=args.cores_per_node, skip_bad_lines=args.skip_bad_lines)
 
 
+@contextlib.contextmanager
+def _reading(path: str):
+    """Errors of reading ``path`` whole that name no file (memory exhausted by its size, undecodable text) name it."""
+    from wattsched.errors import TraceError
+
+    try:
+        yield
+    except (MemoryError, UnicodeDecodeError) as exc:
+        raise TraceError(str(path), None, describe(exc)) from exc
+
+
 def cmd_traces_info(args: argparse.Namespace) -> int:
     from wattsched.workload.swf import trace_info
 
-    info = trace_info(_open_trace(args))
+    with _reading(args.file):
+        info = trace_info(_open_trace(args))
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -380,8 +392,9 @@ def cmd_traces_augment(args: argparse.Namespace) -> int:
     from wattsched.workload.tables import write_job_table
 
     platform = load_platform(args.platform or "default")
-    workload = augment_workload(_open_trace(args), platform.reference_power, AugmentParams(), args.seed,
-                                cores_per_node=reference_cores(platform))
+    with _reading(args.file):
+        workload = augment_workload(_open_trace(args), platform.reference_power, AugmentParams(), args.seed,
+                                    cores_per_node=reference_cores(platform))
     n = write_job_table(workload.jobs, args.out)
     print(f"wrote {n} jobs with per-node power (seed {args.seed}) to {args.out}")
     return 0
@@ -685,17 +698,32 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_command(args: argparse.Namespace) -> int:
+    """Run the command; the one error boundary of every command.
+
+    An error that bad input causes (:func:`wattsched.errors.describe`: wattsched's
+    own, a damaged SQLite file, undecodable text, an OS error, a parser's
+    ValueError, memory exhausted) ends the command with one
+    ``wattsched: error: FILE: what is wrong`` line and exit status 2; its
+    traceback only with ``-vv``. Any other exception is a bug and propagates.
+    """
     try:
         return args.func(args)
-    except WattschedError as exc:
-        print(f"wattsched: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("wattsched: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into a command that stopped reading (| head)
         sys.stderr.close()
         return 0
+    except Exception as exc:
+        message = describe(exc)
+        if message is None:
+            raise
+        if getattr(args, "verbose", 0) >= 2:
+            import traceback
+
+            traceback.print_exception(exc, file=sys.stderr)
+        print(f"wattsched: error: {message}", file=sys.stderr)
+        return 2
 
 
 def _exit_at_once(rc: int) -> None:

@@ -109,3 +109,76 @@ class MissingDependencyError(WattschedError, ImportError):
 
 class OutputError(WattschedError):
     """An output file cannot be written: a value that does not fit its column, for instance."""
+
+
+def damaged_database(path, what: object) -> str:
+    """The message for an SQLite file that SQLite cannot read: ``FILE: the SQLite database is damaged (...)``.
+
+    >>> damaged_database("st/state.db", "database disk image is malformed")
+    'st/state.db: the SQLite database is damaged (database disk image is malformed); move it away or restore a copy'
+    """
+    return located(str(path), None, None, f"the SQLite database is damaged ({what}); move it away or restore a copy")
+
+
+def damage_of(exc: BaseException) -> str | None:
+    """What SQLite found damaged, if ``exc`` says the file is corrupt (not merely foreign or locked)."""
+    import sqlite3
+
+    text = str(exc)
+    return text if isinstance(exc, sqlite3.DatabaseError) and "malformed" in text else None
+
+
+def sqlite_damage(db) -> str | None:
+    """SQLite's own integrity check (``PRAGMA quick_check``) of connection ``db``: None if sound, else one line."""
+    import sqlite3
+
+    try:
+        rows = db.execute("PRAGMA quick_check(3)").fetchall()
+    except sqlite3.DatabaseError as exc:  # not a database at all is a foreign file, not a damaged one
+        return damage_of(exc)
+    lines = [line for r in rows if r[0] != "ok" for line in str(r[0]).splitlines() if not line.startswith("***")]
+    return "; ".join(lines[:2]) + ("; ..." if len(lines) > 2 else "") if lines else None
+
+
+def describe(exc: BaseException) -> str | None:
+    """The one-line ``FILE: what is wrong`` message of an error a command ends with, or None for a bug.
+
+    The CLI's one error boundary: wattsched's own errors, and the classes of
+    errors that bad input raises from inside libraries (a damaged SQLite file,
+    undecodable text, an operating-system error, a parser's ValueError, memory
+    exhausted by an input's size), are reported as one line; anything else is
+    a bug and keeps its traceback.
+
+    >>> describe(FileNotFoundError(2, "No such file or directory", "t.swf"))
+    't.swf: No such file or directory'
+    >>> describe(UnicodeDecodeError("utf-8", b"\\xff", 0, 1, "invalid start byte"))
+    'not UTF-8 text: byte 0xff at offset 0 (invalid start byte); save the file as UTF-8'
+    >>> describe(KeyError("x")) is None
+    True
+    """
+    import sqlite3
+
+    if isinstance(exc, WattschedError):
+        return str(exc)
+    source = getattr(exc, "filename", None)
+    if isinstance(exc, sqlite3.DatabaseError):
+        if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
+            return located(source, None, None, f"SQLite: {exc}")
+        if source is None:
+            return f"an SQLite database is damaged ({exc}); move it away or restore a copy"
+        return damaged_database(source, exc)
+    if isinstance(exc, UnicodeDecodeError):
+        bad = exc.object[exc.start:exc.start + 1].hex()
+        return located(source, None, None, f"not {exc.encoding.upper()} text: byte 0x{bad} at offset {exc.start} "
+                       f"({exc.reason}); save the file as UTF-8")
+    if isinstance(exc, OSError):
+        if exc.filename is not None and exc.strerror:
+            what = f"{exc.filename}: {exc.strerror}"
+            return what if exc.filename2 is None else f"{what} ({exc.filename2})"
+        return str(exc) or type(exc).__name__
+    if isinstance(exc, MemoryError):
+        return located(source, None, None, f"not enough memory ({exc or 'MemoryError'}); give a smaller input "
+                       "or a coarser parameter")
+    if isinstance(exc, ValueError):  # a parser's complaint about its input (hostlists, addresses, parameters)
+        return located(source, None, None, str(exc) or type(exc).__name__)
+    return None

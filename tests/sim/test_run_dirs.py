@@ -100,9 +100,10 @@ def test_a_failed_first_run_writes_nothing(trace, tmp_path, monkeypatch, capsys)
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(report, "write_marker", broken)
-    with pytest.raises(OSError):
-        main(["simulate", "--trace", str(trace), "--out", str(out), "-q"])
-    assert "the run failed; nothing was written there" in capsys.readouterr().err
+    assert main(["simulate", "--trace", str(trace), "--out", str(out), "-q"]) == 2  # the error boundary
+    err = capsys.readouterr().err
+    assert "the run failed; nothing was written there" in err
+    assert "wattsched: error: [Errno 28] No space left on device" in err and "Traceback" not in err
     assert not out.exists() and leftovers(tmp_path) == []
 
 

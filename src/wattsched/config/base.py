@@ -36,7 +36,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from wattsched.errors import ConfigError, located
+from wattsched.errors import ConfigError, describe, located
 from wattsched.validation import Loc, _submodels, error_items
 
 __all__ = [
@@ -292,8 +292,10 @@ def _read_text(path, label: str) -> str:
         return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{label}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{label}: cannot read: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{label}: {describe(e)}") from None
+    except OSError as e:
+        raise ConfigError(f"{label}: cannot read: {e.strerror or e}") from None
 
 
 def _resolve_paths(raw: dict, model: type[BaseModel], base_dir: Path) -> dict:

@@ -529,6 +529,19 @@ class OpenADR2Config(StrictModel):
     def _levels(cls, v):
         return _check_levels(v)
 
+    @field_validator("cert", "key", "ca_file")
+    @classmethod
+    def _pem_file(cls, v):
+        # checked at load, so that check-config refuses it and the VEN does not die of it at its first message
+        if v is not None:
+            if not v.exists():
+                raise ValueError(f"no such file {str(v)!r}")
+            if not v.is_file():
+                raise ValueError(f"{str(v)!r} is not a file; name the PEM file")
+            if not os.access(v, os.R_OK):
+                raise ValueError(f"{str(v)!r} cannot be read by this user")
+        return v
+
     @model_validator(mode="after")
     def _pair(self):
         if (self.cert is None) != (self.key is None):

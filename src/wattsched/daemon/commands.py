@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from wattsched.cliargs import positive_int
-from wattsched.errors import ConfigError, OptionError
+from wattsched.errors import ConfigError, OptionError, describe
 
 AUDIT_ACTIONS = ("hold", "start", "started", "release", "requeue", "cancel", "power_down", "power_up", "set_cap",
                  "set_freq", "plan", "dr_event", "dr_opt", "dr_report", "dr_vtn", "dr_verify")
@@ -97,9 +97,6 @@ def make_backend(config):
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
-    from wattsched.daemon.loop import Daemon
-    from wattsched.daemon.metrics import serve
-
     config, path = load_daemon_config(args)
     if args.verbose == 0:
         logging.getLogger("wattsched").setLevel(logging.INFO)
@@ -108,6 +105,17 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 
         # refuse at start, not only cycle by cycle, a heartbeat directory other users could change
         ensure_dir(config.heartbeat_path.parent, 0o755, what="heartbeat directory")
+    lock = lock_state_dir(Path(config.state_dir))
+    try:
+        return _run_daemon(args, config, path)
+    finally:
+        os.close(lock)
+
+
+def _run_daemon(args: argparse.Namespace, config, path) -> int:
+    from wattsched.daemon.loop import Daemon
+    from wattsched.daemon.metrics import serve
+
     backend = make_backend(config)
     daemon = Daemon(config, backend)
     daemon.config_path = path
@@ -137,6 +145,40 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         if server is not None:
             server.shutdown()
         daemon.store.close()
+
+
+LOCK_FILE = "daemon.lock"
+"""The file in the state directory that one running daemon holds an exclusive ``flock`` on, with its pid."""
+
+
+def lock_state_dir(state_dir: Path) -> int:
+    """Take the state directory for this daemon: an exclusive ``flock`` on its lock file, which names our pid.
+
+    Two daemons on one state directory would interleave their cycles and audit
+    rows and both act on the same jobs; the second is refused, naming the
+    first's pid. The lock goes with the process (no stale lock after a crash).
+    Returns the lock file's descriptor, to keep open.
+    """
+    import fcntl
+
+    from wattsched.daemon.files import ensure_dir
+
+    path = state_dir / LOCK_FILE
+    ensure_dir(state_dir, 0o711, what="state directory")  # as the store makes it: no one else's directory
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot open the state directory's lock file: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        other = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise ConfigError(f"{path}: another wattsched daemon (pid {other}) is running on state directory "
+                          f"{state_dir}; stop it first, or give this one another --state-dir") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
 
 
 def _store(args, *, read_only: bool = False):
@@ -203,7 +245,7 @@ def _print_constraints(store, snap, now: float) -> None:
     from wattsched.daemon.loop import _describe
 
     def when(t: float) -> str:
-        return dt.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M")
+        return _local_time(t, "%Y-%m-%d %H:%M")
 
     def watts(w: float) -> str:
         return "none" if w == float("inf") else f"{w:,.0f} W"
@@ -223,6 +265,18 @@ def _print_constraints(store, snap, now: float) -> None:
         for (node, kind), w in desired.items():
             extra = f", for job {w.job_id}" if w.job_id is not None else ""
             print(f"  {node:<12} {kind:<4} {_describe(kind, w.value):<18} {w.state}{extra}")
+
+
+def _local_time(t: float, fmt: str) -> str:
+    """Epoch seconds as local time; a time no calendar holds (a cap step at 1e300 s) as far past or never.
+
+    >>> _local_time(1e300, "%Y")
+    'never (1e+300 s, beyond year 9999)'
+    """
+    try:
+        return dt.datetime.fromtimestamp(t).strftime(fmt)
+    except (OverflowError, OSError, ValueError):
+        return f"never ({t:g} s, beyond year 9999)" if t > 0 else f"{t:g} s (before year 1)"
 
 
 def _parse_since(text: str) -> float:
@@ -251,7 +305,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             raise OptionError("--action", f"unknown action {unknown[0]!r}; actions are {', '.join(AUDIT_ACTIONS)}")
         entries = [e for e in entries if e.action in args.action]
     for e in entries[-args.limit:] if args.limit else entries:
-        when = dt.datetime.fromtimestamp(e.time).isoformat(timespec="seconds")
+        when = _local_time(e.time, "%Y-%m-%dT%H:%M:%S")
         flag = " [dry-run]" if e.dry_run else ""
         print(f"{when}  cycle {e.cycle:<6} {e.action:<11} {e.target:<10} {e.outcome:<10}{flag} {e.reason}")
     store.close()
@@ -281,7 +335,11 @@ def cmd_history_import(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.config or 'config'}: telemetry.source: history import reads job power from "
                           "Prometheus; set telemetry.source: prometheus")
     if args.sacct_file:
-        text = Path(args.sacct_file).read_text()
+        try:
+            text = Path(args.sacct_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else describe(exc)
+            raise OptionError("--sacct-file", f"{args.sacct_file}: {why}") from None
         source = args.sacct_file
     else:
         from wattsched.daemon.slurm.cli import SlurmCLI

@@ -71,7 +71,7 @@ def parse_sacct(text: str, source: str = "sacct") -> list[dict]:
             raise TraceError(source, no, f"{rec['End']} is before Start {rec['Start']}", "End")
         try:
             node_names = list(expand(rec["NodeList"]))
-        except ValueError as exc:
+        except ValueError as exc:  # malformed, or more names than any cluster has
             raise TraceError(source, no, str(exc), "NodeList") from None
         jobs.append({
             "job_id": job_id, "user": rec["User"], "partition": rec["Partition"], "nodes": nnodes,

@@ -46,9 +46,16 @@ from wattsched.daemon.schedule import LOOKAHEAD_S, LiveConstraints
 from wattsched.daemon.slurm.backend import SlurmBackend, with_marker, without_marker
 from wattsched.daemon.slurm.hostlist import compress
 from wattsched.daemon.slurm.records import SlurmNode
-from wattsched.daemon.store import AuditEntry, Desired, Store
+from wattsched.daemon.store import AuditEntry, Desired, Store, StoreError
 from wattsched.daemon.view import PowerModels, View, build_view, is_our_hold, managed_nodes, managed_platform
-from wattsched.errors import ConfigError, PlanViolation, SlurmCommandError, WattschedError
+from wattsched.errors import (
+    ConfigError,
+    PlanViolation,
+    SlurmCommandError,
+    WattschedError,
+    damage_of,
+    damaged_database,
+)
 from wattsched.model.constraints import BudgetState, CapSchedule, EnergyBudget, NoticedEvent
 from wattsched.model.guard import plan_problems
 from wattsched.model.plan import Evict, PowerDown, PowerUp, Reason, Reshape, SetNodeCap, SetNodeFreq, Start
@@ -1040,6 +1047,8 @@ class Daemon:
                 report = self.cycle()
                 self.notifier.status(report.summary())
             except Exception as exc:  # one bad cycle never stops the service
+                if damage_of(exc) is not None:  # but a damaged store stops it: nothing could be recorded
+                    raise StoreError(damaged_database(self.store.path, exc)) from exc
                 self.metrics.cycle_failures.labels(getattr(exc, "stage", "decide")).inc()
                 log.error("cycle %d failed: %s", self.cycle_no, exc, exc_info=not isinstance(exc, WattschedError))
                 self.notifier.status(f"cycle {self.cycle_no} failed: {exc}"[:200])

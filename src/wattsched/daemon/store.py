@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from wattsched.daemon.files import UnsafeDirError, ensure_dir, restrict_file
-from wattsched.errors import StateError
+from wattsched.errors import StateError, damage_of, damaged_database, sqlite_damage
 
 SCHEMA_VERSION = 2
 
@@ -140,10 +140,15 @@ class Store:
             self.db.executescript(SCHEMA)
             for suffix in ("", "-wal", "-shm"):  # without opening them: see restrict_file
                 restrict_file(f"{self.path}{suffix}", 0o600)
+            damage = sqlite_damage(self.db)
         except (OSError, sqlite3.Error, UnsafeDirError) as exc:
-            raise StoreError(f"{self.path}: cannot open the state store: {exc}") from exc
+            damage = damage_of(exc)
+            if damage is None:
+                raise StoreError(f"{self.path}: cannot open the state store: {exc}") from exc
         finally:
             os.umask(old_umask)
+        if damage is not None:  # refused at open, not a traceback in every cycle
+            raise StoreError(damaged_database(self.path, damage)) from None
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:
             self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
@@ -172,14 +177,26 @@ class Store:
                                       timeout=10.0)
             row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         except sqlite3.Error as exc:
+            if damage_of(exc) is not None:
+                raise StoreError(damaged_database(self.path, exc)) from None
             raise StoreError(f"{self.path}: not a wattsched state store ({exc}); has the daemon run with this "
                              "state_dir?") from None
+        damage = sqlite_damage(self.db)
+        if damage is not None:
+            raise StoreError(damaged_database(self.path, damage)) from None
         if row is None:
             raise StoreError(f"{self.path}: meta.schema_version: missing; the file is not a wattsched state store")
         self._check_version(row[0])
 
     def close(self) -> None:
         self.db.close()
+
+    def _json(self, text, where: str):
+        try:
+            return json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"{self.path}: {where}: not JSON ({exc}); the file was changed outside wattsched") \
+                from None
 
     # ------------------------------------------------------------------ holds
 
@@ -259,7 +276,7 @@ class Store:
 
     def open_intents(self) -> list[Intent]:
         return [
-            Intent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5])
+            Intent(r[0], r[1], r[2], r[3], self._json(r[4], f"intents row {r[0]}: args"), r[5])
             for r in self.db.execute(
                 "SELECT id, time, action, target, args, audit_id FROM intents WHERE outcome='pending' ORDER BY id"
             )
@@ -333,7 +350,7 @@ class Store:
 
     def get(self, key: str, default: Any = None) -> Any:
         row = self.db.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone()
-        return default if row is None else json.loads(row[0])
+        return default if row is None else self._json(row[0], f"kv {key!r}")
 
     def put(self, key: str, value: Any) -> None:
         self.db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, json.dumps(value)))

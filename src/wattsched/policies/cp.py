@@ -46,6 +46,7 @@ import math
 
 from pydantic import ConfigDict, Field
 
+from wattsched.errors import PolicyError
 from wattsched.model.job import Job
 from wattsched.model.plan import Plan
 from wattsched.model.snapshot import Snapshot
@@ -72,6 +73,9 @@ if not _FOUND:  # pragma: no cover - the registry reports it as "dec needs ortoo
 
 log = logging.getLogger(__name__)
 
+MAX_HORIZON_STEPS = 10_000_000
+"""Most time steps of the schedule a decision keeps in memory (two 80 MB counters): a sanity bound."""
+
 WEIGHT_SCALE = 100
 """Eq. 2's weights ``max ewt / ewt_i`` are real; the model takes them × this, rounded."""
 
@@ -83,7 +87,8 @@ class DecParams(LsParams):
         "First solver time limit (s; the paper's is 1 s); doubled while no solution is found."))
     max_time_limit_s: float = Field(10.0, gt=0, description="Largest solver time limit (s).")
     wall_clock: bool = Field(False, description="Limit wall-clock time instead of CP-SAT's deterministic time.")
-    time_step_s: float = Field(60.0, gt=0, description="Time unit of the CP model (s): requested times round up to it.")
+    time_step_s: float = Field(60.0, ge=1.0, description="Time unit of the CP model (s): requested times round up "
+                               "to it; at least 1 s (the model keeps two counters per step of its horizon).")
     horizon_jobs: int = Field(200, ge=1, description="Rolling horizon K: jobs (in ls order) in the CP model.")
     map_rounds: int = Field(3, ge=1, description="Schedule-and-map rounds (infeasible mappings fed back).")
     workers: int = Field(1, ge=1, description="CP-SAT search workers (1: deterministic).")
@@ -238,6 +243,10 @@ class DecPolicy(BasePolicy):
                   for j in model_jobs if j.id in starts]
         longest = max((_steps(j.walltime_s, step) for j in rest), default=1)
         horizon = max([longest] + [b for _, b, _, _ in spans]) + 1
+        if horizon > MAX_HORIZON_STEPS:  # bounded before it is allocated (two int64 counters per step)
+            raise PolicyError(f"params.time_step_s: {step:g} s gives a schedule of {horizon:,} steps (the longest "
+                              f"requested time is {longest:,} steps), more than the limit of {MAX_HORIZON_STEPS:,}; "
+                              "use a coarser time_step_s (default 60) or fewer horizon_jobs")
         nodes_used = np.zeros(horizon, dtype=np.int64)
         power_used = np.zeros(horizon, dtype=np.int64)
         for a, b, n, w in spans:

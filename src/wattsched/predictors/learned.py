@@ -135,7 +135,8 @@ class LearnedParams(BaseModel):
     time_origin_s: float = Field(
         0.0, description="Epoch time of t = 0, for the hour-of-day feature (UTC); 0: hours of trace time."
     )
-    random_state: int = Field(0, description="Seed of the random forest, the linear SVR and SGD.")
+    random_state: int = Field(0, ge=0, le=2**32 - 1, description="Seed of the random forest, the linear SVR and "
+                              "SGD (0 to 2**32 - 1, as scikit-learn takes it).")
 
 
 class _Fitted:

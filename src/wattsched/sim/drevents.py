@@ -23,7 +23,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from wattsched.config import DemandResponseEventConfig, error_items, read_yaml
-from wattsched.errors import ConfigError
+from wattsched.errors import ConfigError, describe
 
 CSV_COLUMNS = ("notice_s", "start_s", "end_s", "cap_w", "reduction_w", "label")
 MAX_EVENTS = 100_000
@@ -67,9 +67,11 @@ def load_dr_events(path: str | Path) -> list[DemandResponseEventConfig]:
 
 def _load_csv(path: Path, label: str) -> list[DemandResponseEventConfig]:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{label}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{label}: {describe(exc)}") from None
     reader = csv.reader(io.StringIO(text))
     header: list[str] | None = None
     out = []

@@ -181,7 +181,51 @@ def _read_table(run_dir: Path, name: str, columns: tuple[str, ...]) -> dict[str,
             out[c] = np.array(col.to_pylist(), dtype=object)
         else:
             out[c] = col.to_numpy()
+    if name == "jobs":
+        _check_job_rows(path, out)
     return out
+
+
+def _check_job_rows(path: Path, jobs: dict[str, np.ndarray]) -> None:
+    """Refuse a jobs table no run writes (edited by hand): ``FILE:LINE: column: what is wrong``.
+
+    Every row: at least one node, a whole number of them; an id no other row
+    has; a state a job can have; an end not before its start, a start not
+    before its submission. Unfinished jobs (NaN start or end) are rows too.
+    """
+    from wattsched.errors import located
+    from wattsched.model.job import JobState
+
+    states = {s.value for s in JobState}
+    csv_file = path.suffix == ".csv"
+
+    def bad(i: int, column: str, message: str) -> RunDirError:
+        where = located(str(path), i + 2 if csv_file else None, None if csv_file else f"row {i + 1}", "")
+        return RunDirError(f"{where}{column}: {message}; the table was changed after the run, run `wattsched "
+                           "simulate` again")
+
+    nodes = np.asarray(jobs["nodes"], dtype=float)
+    wrong = np.flatnonzero(~(nodes >= 1) | (nodes != np.floor(nodes)))
+    if len(wrong):
+        raise bad(int(wrong[0]), "nodes", f"{nodes[wrong[0]]:g} nodes (job {jobs['id'][wrong[0]]}); a job runs on "
+                  "a whole number of nodes, at least one")
+    ids = np.asarray(jobs["id"])
+    _, first, counts = np.unique(ids, return_index=True, return_counts=True)
+    if (counts > 1).any():
+        dup = ids[first[np.argmax(counts > 1)]]
+        i = int(np.flatnonzero(ids == dup)[1])
+        raise bad(i, "id", f"job {dup} appears more than once")
+    for i, state in enumerate(jobs["state"]):
+        if state not in states:
+            raise bad(i, "state", f"{str(state)[:40]!r} is not a job state ({', '.join(sorted(states))})")
+    submit, start, end = (np.asarray(jobs[c], dtype=float) for c in ("submit_s", "start_s", "end_s"))
+    with np.errstate(invalid="ignore"):
+        wrong = np.flatnonzero((end < start) | (start < submit))
+    if len(wrong):
+        i = int(wrong[0])
+        column = "end_s" if end[i] < start[i] else "start_s"
+        raise bad(i, column, f"job {ids[i]} submitted at {submit[i]:g} s, started at {start[i]:g} s, ended at "
+                  f"{end[i]:g} s")
 
 
 def write_plots(result: Any, out_dir: Path, bsld_threshold_s: float = 10.0,
@@ -251,6 +295,20 @@ def write_marker(out_dir: str | Path, rows: dict[str, int]) -> Path:
     return path
 
 
+def _read_json(path: Path) -> Any:
+    """A JSON file of a run directory; whatever is wrong with it names the file."""
+    from wattsched.errors import describe
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RunDirError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+    except UnicodeDecodeError as exc:
+        raise RunDirError(f"{path}: {describe(exc)}") from None
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
 def load_run(run_dir: str | Path) -> tuple[LoadedRun, dict]:
     """Read a run directory back: ``(run, summary)``.
 
@@ -264,19 +322,13 @@ def load_run(run_dir: str | Path) -> tuple[LoadedRun, dict]:
     path = run_dir / "summary.json"
     if not path.exists():
         raise RunDirError(f"{run_dir}: not a run directory (no summary.json); run `wattsched simulate --out DIR`")
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise RunDirError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+    doc = _read_json(path)
     marker_path = run_dir / MARKER
     if not marker_path.exists():
         raise RunDirError(
             f"{run_dir}: incomplete run directory (no {MARKER}): the run that wrote it did not finish or was made "
             "by an older wattsched; run `wattsched simulate` again")
-    try:
-        marker = json.loads(marker_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise RunDirError(f"{marker_path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+    marker = _read_json(marker_path)
     info = doc.get("info", {}) if isinstance(doc, dict) else {}
     summary = doc.get("summary", {}) if isinstance(doc, dict) else {}
     tables = {name: _read_table(run_dir, name, cols) for name, cols in _TABLES.items()}

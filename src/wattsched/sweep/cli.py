@@ -66,6 +66,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise ConfigError(f"sweep: unexpected argument {args.dir!r} (did you mean `wattsched sweep report DIR`?)")
     if args.workers is not None and args.workers < 1:
         raise ConfigError("--workers: expected a positive integer")
+    if args.scheduler is not None:
+        from wattsched.sweep.execute import check_scheduler_address
+
+        check_scheduler_address(args.scheduler)
     from wattsched.sweep.expand import axis_columns, expand
     from wattsched.sweep.spec import load_sweep
 
@@ -83,7 +87,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         from wattsched.sweep.store import Store
 
         if (out / "results.sqlite").exists():
-            done = Store(out).finished_keys()
+            done = Store(out, read_only=True).finished_keys()
             print(f"already in {out}: {sum(r.key in done for r in runs)} of them")
         return 0
     from wattsched.sweep import require_dask
@@ -124,20 +128,17 @@ def cmd_traces_slice(args: argparse.Namespace) -> int:
 
     cfg = load_sweep(args.sweep)
     check_files(cfg)
-    blocks = [b for b in cfg.blocks() if b.slices is not None]
+    blocks = [(b, axes) for b, axes in enumerate(cfg.blocks()) if axes.slices is not None]
     if not blocks:
         raise ConfigError(f"{cfg.source}: axes: no `slices` axis")
-    sl = blocks[0].slices
+    b, sl = blocks[0][0], blocks[0][1].slices
     platform = base_platform(cfg, sl.trace)
     try:
         specs = slice_specs(sl, len(platform))
-    except ValueError as exc:  # the trace cannot give these slices: located, as the sweep itself says it
+    except ValueError as exc:  # more slices asked than the trace holds, a trace too short
         from wattsched.sweep.spec import located
 
-        in_grid = cfg.grid and cfg.axes.slices is None
-        where = ("grid", [b.slices is not None for b in cfg.blocks()].index(True), "slices") if in_grid else (
-            "axes", "slices")
-        raise ConfigError(located(cfg, where, str(exc))) from None
+        raise ConfigError(located(cfg, ("grid", b, "slices") if cfg.grid else ("axes", "slices"), str(exc))) from None
     tr = load_trace(str(sl.trace), sl.cores_per_node, len(platform))
     rows = []
     for s in specs:

@@ -347,6 +347,51 @@ def run_task(key: str, spec: dict, cache_dir: str | None = None, tables_dir: str
 # --------------------------------------------------------------------------- the campaign (client side)
 
 
+SCHEDULER_TIMEOUT_S = 10.0
+"""How long ``--scheduler ADDRESS`` may take to answer before the sweep gives up (Dask's default is 30 s)."""
+
+SCHEDULER_PROTOCOLS = ("tcp", "tls", "inproc", "ucx", "ws", "wss")
+
+
+def check_scheduler_address(address: str) -> str:
+    """``address`` if it has the form of a Dask scheduler address (``[tcp://]host:port``), else an OptionError.
+
+    Checked before anything is expanded or connected, so that a typo is one line at once.
+
+    >>> check_scheduler_address("tcp://127.0.0.1:8786")
+    'tcp://127.0.0.1:8786'
+    >>> check_scheduler_address("not a url at all")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    wattsched.errors.OptionError: --scheduler: 'not a url at all' is not a scheduler address; expected tcp://...
+    """
+    from urllib.parse import urlsplit
+
+    from wattsched.errors import OptionError
+
+    def bad(why: str = "") -> OptionError:
+        return OptionError("--scheduler", f"{address!r} is not a scheduler address{why}; expected tcp://HOST:PORT, "
+                           "e.g. tcp://127.0.0.1:8786")
+
+    scheme, sep, _ = address.partition("://")
+    if not sep:
+        scheme = "tcp"
+    elif scheme not in SCHEDULER_PROTOCOLS:
+        raise bad(f" (unknown protocol {scheme!r}; Dask knows {', '.join(SCHEDULER_PROTOCOLS)})")
+    if scheme == "inproc":
+        return address
+    try:
+        parts = urlsplit(address if sep else f"tcp://{address}")
+        port = parts.port
+    except ValueError:
+        raise bad(" (the port is not a number from 1 to 65535)") from None
+    if not parts.hostname or any(c.isspace() for c in address) or parts.path not in ("", "/") or parts.query:
+        raise bad()
+    if not port:
+        raise bad(" (no port)")
+    return address
+
+
 def make_cluster(cluster_cfg, *, workers: int | None = None, scheduler: str | None = None, log_dir: Path):
     """A Dask client on the configured cluster; returns ``(client, cluster_or_None)``.
 
@@ -374,7 +419,15 @@ def make_cluster(cluster_cfg, *, workers: int | None = None, scheduler: str | No
         for name in ("distributed", "dask_jobqueue"):
             logging.getLogger(name).setLevel(logging.WARNING)
     if scheduler:
-        return distributed.Client(scheduler, timeout="30s", security=Security()), None
+        from wattsched.errors import OptionError
+
+        check_scheduler_address(scheduler)
+        try:
+            return distributed.Client(scheduler, timeout=f"{SCHEDULER_TIMEOUT_S:g}s", security=Security()), None
+        except (OSError, TimeoutError, ValueError) as exc:  # nothing listening, refused, an address Dask rejects
+            why = " ".join(str(exc).split()) or type(exc).__name__
+            raise OptionError("--scheduler", f"cannot reach the Dask scheduler at {scheduler} within "
+                              f"{SCHEDULER_TIMEOUT_S:g} s: {why}") from None
     if cluster_cfg.kind == "slurm":
         try:
             from dask_jobqueue import SLURMCluster

@@ -271,8 +271,12 @@ def write_report(directory: str | Path) -> Path:
     directory = Path(directory)
     if not (directory / "results.sqlite").exists():
         raise RunDirError(f"{directory}: no results.sqlite here; run `wattsched sweep SWEEP.yaml` first")
-    store = Store(directory)
+    store = Store(directory, read_only=True)
     meta = store.meta("sweep", {}) or {}
+    if not isinstance(meta, dict) or not isinstance(meta.get("keys") or [], list):
+        store.close()
+        raise RunDirError(f"{store.path}: meta 'sweep': not a sweep description; the file was changed outside "
+                          "wattsched")
     keys = set(meta.get("keys") or []) or None
     rows = store.rows(keys)
     store.close()

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from wattsched.errors import RunDirError, damage_of, damaged_database, sqlite_damage
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     key TEXT PRIMARY KEY,
@@ -49,13 +51,42 @@ class Store:
     retried by the next invocation (a failure may be transient: a lost node).
     """
 
-    def __init__(self, directory: str | Path):
+    def __init__(self, directory: str | Path, *, read_only: bool = False):
         self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / "results.sqlite"
-        self._db = sqlite3.connect(self.path, timeout=60)
-        self._db.executescript(SCHEMA)
-        self._db.commit()
+        try:
+            if read_only:  # ``sweep report``: the file must be a results store; nothing is written into it
+                if not self.path.is_file():
+                    raise RunDirError(f"{self.path}: no results store here; run `wattsched sweep SWEEP.yaml` first")
+                self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+                damage = sqlite_damage(self._db)
+                if damage is not None:
+                    raise RunDirError(damaged_database(self.path, damage))
+            else:
+                self.dir.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(self.path, timeout=60)
+            tables = {n for (n,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as exc:
+            if damage_of(exc) is not None:
+                raise RunDirError(damaged_database(self.path, exc)) from None
+            raise RunDirError(f"{self.path}: not a sweep results store ({exc})") from None
+        if not {"runs", "meta"} <= tables:
+            # a new store only where there is none (or the empty file sqlite3.connect just created, or a run
+            # killed before its first commit left): never a schema written into someone else's file
+            if read_only or tables:
+                what = f"tables {', '.join(sorted(tables))}" if tables else "an empty file"
+                self._db.close()
+                raise RunDirError(f"{self.path}: not a sweep results store ({what}); move it away, or give the "
+                                  "directory a sweep wrote")
+            self._db.executescript(SCHEMA)
+            self._db.commit()
+
+    def _json(self, text: Any, where: str) -> Any:
+        try:
+            return json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise RunDirError(f"{self.path}: {where}: not JSON ({exc}); the file was changed outside "
+                              "wattsched") from None
 
     def close(self) -> None:
         self._db.close()
@@ -78,7 +109,7 @@ class Store:
 
     def meta(self, name: str, default: Any = None) -> Any:
         r = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
-        return default if r is None else json.loads(r[0])
+        return default if r is None else self._json(r[0], f"meta {name!r}")
 
     def rows(self, keys: set[str] | None = None) -> list[dict]:
         """Every stored row (axis columns first), restricted to ``keys`` if given."""
@@ -86,8 +117,11 @@ class Store:
         for key, status, axes, row in self._db.execute("SELECT key, status, axes, row FROM runs ORDER BY rowid"):
             if keys is not None and key not in keys:
                 continue
-            r = {"key": key, **json.loads(axes)}
-            for k, v in json.loads(row).items():
+            axes, row = self._json(axes, f"runs row {key!r}: axes"), self._json(row, f"runs row {key!r}: row")
+            if not isinstance(axes, dict) or not isinstance(row, dict):
+                raise RunDirError(f"{self.path}: runs row {key!r}: axes and row must be JSON objects")
+            r = {"key": key, **axes}
+            for k, v in row.items():
                 if k not in r:
                     r[k] = v
             r["status"] = status
