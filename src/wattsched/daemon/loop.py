@@ -254,6 +254,7 @@ class Daemon:
             measured=measured,
             settle_s=cfg.telemetry.settle_s,
             default_class=cfg.job_class,
+            indexes=False,  # built below, once the running jobs have their node settings
         )
         self._measured = measured
         view.snapshot.unsettled_nodes = frozenset(i for i, n in enumerate(view.node_names) if n in self._changed_at)
@@ -265,6 +266,8 @@ class Daemon:
         self._fill_demand_response(view, now)
         self._verify_demand_response(view, now, audit)
         self._fill_budgets(view, now)
+        # The indexes the simulator keeps, over the jobs as patched above: the policy's code path is the replay's.
+        view.snapshot.build_indexes(getattr(self.policy, "wants_end_table", False))
         view.snapshot.forecast = self._forecast(view.snapshot, None)
         self.last_view = view
 
@@ -971,7 +974,7 @@ class Daemon:
         view = build_view(
             state, partitions=self.partitions, holds=self.store.holds(), starts=self.store.starts(),
             power=self.power, cap_w=self._cap_w, estimator=None, epoch=self.cycle_no, include_adopted=False,
-            platform_cache=self._platform_cache,
+            platform_cache=self._platform_cache, indexes=False,  # nothing is decided on it
         )
         released, audit, now = [], [], state.read_at
         for job in view.classified.ours:

@@ -315,6 +315,8 @@ def build_view(
     measured: Mapping[str, float] | None = None,
     settle_s: float = 0.0,
     default_class: str = "",
+    indexes: bool = True,
+    end_table: bool = True,
 ) -> View:
     """The snapshot a policy decides on.
 
@@ -325,6 +327,13 @@ def build_view(
     ``settle_s`` ago keeps its predicted power: rate-based telemetry still shows
     (part of) the idle node it replaced. ``default_class`` is the application
     class of jobs whose comment names none (:func:`job_class`).
+
+    With ``indexes``, the snapshot gets the indexes the simulator keeps
+    (:meth:`~wattsched.model.snapshot.Snapshot.build_indexes`; the end table
+    with ``end_table``, which the simulator keeps for policies that set
+    ``wants_end_table``): a policy then takes the same code path live as in
+    replay. A caller that changes the snapshot's jobs or estimates afterwards
+    passes ``indexes=False`` and builds them once it is done.
     """
     c = classify(state, partitions, holds, starts)
     nodes = managed_nodes(state, partitions)
@@ -458,4 +467,6 @@ def build_view(
         can_reshape=False,  # Slurm cannot move a running job
         node_free=node_free,
     )
+    if indexes:
+        snapshot.build_indexes(end_table)
     return View(snapshot, c, {j.job_id: j for j in state.jobs}, names, {n.name: n for n in nodes}, predicted)

@@ -18,11 +18,11 @@ once when its estimate is set instead of at every power-aware search.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from wattsched.model.job import Job
+from wattsched.model.job import Job, PowerEstimate
 
 DEAD_NODES = 2**62
 """Node count stored for removed jobs, so that ``nodes <= free`` alone leaves them out."""
@@ -39,7 +39,7 @@ class QueueIndex:
     than half the entries are dead; then the arrays are compacted, keeping the
     order.
 
-    >>> from wattsched.model.job import Job
+    >>> from wattsched.model.job import Job, PowerEstimate
     >>> q = QueueIndex()
     >>> for i, (n, w) in enumerate([(4, 100), (1, 50), (2, 500), (1, 900)]):
     ...     q.append(Job(i, 0.0, w, n))
@@ -69,6 +69,26 @@ class QueueIndex:
         self.pos: dict[int, int] = {}
         self.size = 0
         self.dead = 0
+
+    @classmethod
+    def of(cls, jobs: Iterable[Job], estimates: Mapping[int, PowerEstimate] | None = None,
+           idle_w: float | None = None) -> QueueIndex:
+        """An index of ``jobs`` (in queue order) with the per-node estimates ``estimates`` holds for them.
+
+        What a source that keeps the index up to date holds after appending
+        the jobs and setting their estimates as they came (the simulator's).
+        """
+        jobs = list(jobs)
+        index = cls(max(1024, len(jobs)), idle_w)
+        append, set_estimate = index.append, index.set_estimate
+        for job in jobs:
+            append(job)
+        if estimates:
+            for job in jobs:
+                est = estimates.get(job.id)
+                if est is not None:
+                    set_estimate(job.id, est.mean_w, est.max_w, est.std_w)
+        return index
 
     def __len__(self) -> int:
         return len(self.pos)
