@@ -265,21 +265,32 @@ class EasyPcPolicy(BasePolicy):
 
     def _backfill_filtered(self, snapshot: Snapshot, plan: Plan, ledger: PowerLedger, end: int,
                            res: _Reservation, head: Job) -> None:
-        """:meth:`_backfill_indexed` in general: :meth:`_filter` the candidates again after each start."""
+        """:meth:`_backfill_indexed` in general: :meth:`_filter` the candidates again after each start.
+
+        A start usually only tightens the state (fewer nodes, more predicted power), so the
+        candidates left are those that passed the last filter. A job predicted below idle
+        power lowers the predicted power when it starts: the jobs after it that the last filter
+        dropped for power are filtered again too, as the plain pass examines them after it.
+        """
         index = snapshot.queue_index
         pending = snapshot.pending
-        found = self._filter(snapshot, index, index.candidates(head.id, end, math.inf, end), end, ledger, res)
+        everyone = index.candidates(head.id, end, math.inf, end)
+        found = self._filter(snapshot, index, everyone, end, ledger, res)
         while len(found):
-            job = pending.get(int(index.ids[found[0]]))
+            p = found[0]
+            job = pending.get(int(index.ids[p]))
             found = found[1:]
             if job is None:
                 continue
             before = len(plan.actions)
             end = self._backfill(snapshot, plan, (job,), ledger, end, res, head)
-            if len(plan.actions) > before and len(found):
+            if len(plan.actions) > before:
                 if end == 0:
                     break
-                found = self._filter(snapshot, index, found, end, ledger, res)
+                if _lowers(ledger, snapshot.estimate(job)):
+                    found = everyone[everyone > p]
+                if len(found):
+                    found = self._filter(snapshot, index, found, end, ledger, res)
 
     def _backfill_constant(self, snapshot: Snapshot, plan: Plan, ledger: PowerLedger, end: int,
                            res: _Reservation, head: Job, cap_w: float) -> None:
@@ -411,6 +422,10 @@ class EasyPcPolicy(BasePolicy):
             end -= k
             if end == 0 or hopeless(p + 1):
                 return
+            if _lowers(ledger, est):  # below idle: jobs dropped for power may fit now (_backfill_filtered)
+                found = narrow(np.arange(p + 1, hi))
+                n_found = len(found)
+                i = 0
             misses = 0
 
     def _backfill_scanned(self, snapshot: Snapshot, plan: Plan, ledger: PowerLedger, end: int, res: _Reservation,
@@ -627,6 +642,11 @@ def _shadow_vectorised_impl(policy, snapshot: Snapshot, head: Job, free: int, le
                      max(0.0, float(var[i])))
     at.add(est_head, need)
     return float(ends[i]), int(avail[i]) - need, at
+
+
+def _lowers(ledger: PowerLedger, est) -> bool:
+    """Whether starting a job with estimate ``est`` may lower the ledger's predicted power (below-idle estimate)."""
+    return (est.max_w if ledger.method == "max" else est.mean_w) < ledger.idle_w
 
 
 def _started_rows(snapshot: Snapshot, started: list) -> list[tuple[float, int, float, float, float]]:
