@@ -36,7 +36,7 @@ def random_estimate(rng: random.Random, idle_w: float, busy_w: float) -> PowerEs
 
 
 def random_cap(rng: random.Random, now: float, lo_w: float, hi_w: float) -> CapSchedule:
-    kind = rng.choice(["none", "constant", "constant", "window", "steps", "ended"])
+    kind = rng.choice(["none", "constant", "constant", "constant", "window", "window", "steps", "ended"])
     level = lambda: rng.uniform(lo_w, hi_w)  # noqa: E731
     if kind == "none":
         return CapSchedule()
@@ -63,7 +63,7 @@ def random_snapshot(seed: int) -> Snapshot:
     now = float(rng.randint(0, 10_000))
     nodes = list(range(n))
     rng.shuffle(nodes)
-    ends = [now - 5.0, now, now + 10.0, now + 60.0]  # overdue, now, and ties
+    ends = [now - 5.0, now, now + 10.0, now + 30.0, now + 60.0, now + 600.0]  # overdue, now, ties, = walls
     running: dict[int, RunningJob] = {}
     jid = 1
     busy_share = rng.random()
@@ -85,7 +85,7 @@ def random_snapshot(seed: int) -> Snapshot:
     free = [i for i in range(n - 1, -1, -1) if state[i] == NodeState.IDLE]
     pending: dict[int, Job] = {}
     t = now - rng.uniform(0, 5000)
-    for _ in range(rng.choice([0, 1, 5, 30, 47, 60, 200, 400])):
+    for _ in range(rng.choice([0, 1, 5, 30, 60, 100, 200, 400, 400])):
         t += rng.choice([0.0, rng.uniform(0, 30)])
         k = rng.choice([1, 1, 2, 4, rng.randint(1, n), rng.randint(1, n + 2)])
         wall = float(rng.choice([30, 60, 600, 3600, rng.randint(1, 30_000)]))
@@ -141,7 +141,7 @@ def test_easy_pc_fast_path_decides_as_the_plain_algorithm(scan):
     with patch.object(easy_pc, "_SCAN", scan):
         for seed in range(SNAPSHOTS):
             rng = random.Random(-seed)
-            params = {"check": rng.choice(CHECKS), "order": rng.choice(["fcfs", "fcfs", "saf"]),
+            params = {"check": rng.choice(CHECKS), "order": rng.choice(["fcfs", "fcfs", "fcfs", "saf"]),
                       "lookahead": rng.random() < 0.8}
             snap = random_snapshot(seed)
             want, unneeded = easy_pc_plain.decide(plain_copy(snap), easy_pc_plain.Params(**params))
