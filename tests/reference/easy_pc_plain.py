@@ -162,3 +162,19 @@ def decide(snapshot: Snapshot, params: Params) -> tuple[Plan, str | None]:
         plan.power_estimate_w = ledger.value()
     computed = None if needed else str(Reason(_HEAD_REASON, head.nodes, head_free, params.check, f"t={sh:.0f}s"))
     return plan, computed
+
+
+class PlainEasyPcPolicy:
+    """:func:`decide` as a policy the engine runs (it reads none of the snapshot's indexes)."""
+
+    name = "easy-pc-plain"
+    wants_end_table = False
+
+    def __init__(self, **params):
+        self.params = Params(**params)
+
+    def init_state(self):
+        return None
+
+    def decide(self, snapshot: Snapshot, state=None) -> Plan:
+        return decide(snapshot, self.params)[0]

@@ -45,7 +45,8 @@ class BasePolicy(Parametrized):
     wants_empty_queue_calls: ClassVar[bool] = False
     """Policies that manage nodes (caps, shutdown) set this to be called even when no job is pending."""
     wants_end_table: ClassVar[bool] = False
-    """Policies that walk running jobs' ends with their power set this to get ``snapshot.end_table`` in replay."""
+    """Policies that walk running jobs' ends with their power set this to get ``snapshot.end_table`` (in replay
+    and live alike; a snapshot without one gets it built when the policy asks, at a cost at every call)."""
     wants_forecast: ClassVar[bool] = False
     """Policies that read ``snapshot.forecast`` set this to have the simulator fill it (the daemon always does)."""
 

@@ -531,6 +531,7 @@ class DrEasyPcPolicy(DrPolicy):
     name = "dr-easy-pc"
     Params = DrEasyPcParams
     State = EasyPcState
+    wants_end_table = True  # its admission is easy-pc's: the reservation walks the end table
 
     def _admit(self, snapshot, ctx, state, plan, models, freqs):
         sub = EasyPcPolicy().decide(snapshot, state)
