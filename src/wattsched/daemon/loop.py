@@ -232,10 +232,13 @@ class Daemon:
         holds = self.store.holds()
         starts = self.store.starts()
         if not cfg.dry_run:  # holds the lua gate made at submission become the daemon's records too
+            gated = False
             for job in state.jobs:
-                if job.job_id not in holds and job.held and is_our_hold(job, holds):
+                if job.held and job.job_id not in holds and is_our_hold(job, holds):
                     self.store.add_hold(job.job_id, "gate", "held at submission", state.read_at)
-            holds = self.store.holds()
+                    gated = True
+            if gated:
+                holds = self.store.holds()
         estimator = None
         if self.predictor is not None:
             platform = managed_platform(state, self.partitions, self.power, self._platform_cache)
