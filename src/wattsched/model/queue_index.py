@@ -80,15 +80,47 @@ class QueueIndex:
         """
         jobs = list(jobs)
         index = cls(max(1024, len(jobs)), idle_w)
-        append, set_estimate = index.append, index.set_estimate
-        for job in jobs:
-            append(job)
+        index.extend(jobs)
         if estimates:
-            for job in jobs:
-                est = estimates.get(job.id)
-                if est is not None:
-                    set_estimate(job.id, est.mean_w, est.max_w, est.std_w)
+            known = [(job.id, est) for job in jobs if (est := estimates.get(job.id)) is not None]
+            if known:
+                index.set_estimates([i for i, _ in known], [e.mean_w for _, e in known], [e.max_w for _, e in known],
+                                    [e.std_w for _, e in known])
         return index
+
+    def extend(self, jobs: list[Job]) -> None:
+        """:meth:`append` each of ``jobs``, in order (at once: a source that builds a fresh index)."""
+        if self.dead or self.size + len(jobs) > len(self.ids):
+            for job in jobs:
+                self.append(job)
+            return
+        i, n = self.size, len(jobs)
+        ids = [job.id for job in jobs]
+        self.ids[i : i + n] = ids
+        self.nodes[i : i + n] = [job.nodes for job in jobs]
+        self.wall[i : i + n] = [job.walltime_s for job in jobs]
+        self.alive[i : i + n] = True
+        self.pos.update(zip(ids, range(i, i + n)))
+        self.size = i + n
+
+    def set_estimates(self, job_ids: list[int], mean_w, max_w, std_w) -> None:
+        """:meth:`set_estimate` for each of ``job_ids`` (in the index), with the same arithmetic, at once."""
+        at = np.fromiter((self.pos[j] for j in job_ids), dtype=np.int64, count=len(job_ids))
+        mean = np.asarray(mean_w, dtype=np.float64)
+        mx = np.asarray(max_w, dtype=np.float64)
+        std = np.asarray(std_w, dtype=np.float64)
+        self.est_mean[at] = mean
+        self.est_max[at] = mx
+        self.est_std[at] = std
+        idle = self.idle_w
+        if idle is not None:
+            known = mean == mean  # NaN: unknown, keeps the -inf that passes every filter
+            at, mean, mx, std = at[known], mean[known], mx[known], std[known]
+            n = self.nodes[at].astype(np.float64)  # Python's int × float converts the int so too
+            self.inc_mean[at] = (mean - idle) * n
+            self.inc_max[at] = (mx - idle) * n
+            v = std * n
+            self.inc_var[at] = v * v
 
     def __len__(self) -> int:
         return len(self.pos)
