@@ -102,14 +102,14 @@ def test_an_index_built_at_once_is_the_index_built_job_by_job():
     estimates = {j.id: PowerEstimate(rng.choice([float("nan"), 50.0, rng.uniform(1, 400)]), rng.uniform(1, 500),
                                      rng.choice([0.0, rng.uniform(0, 40)])) for j in jobs if rng.random() < 0.7}
     for idle in (None, 95.0, 100.0 / 3):
-        bulk = QueueIndex.of(jobs, estimates, idle)
+        estimate = lambda j: estimates.get(j.id, PowerEstimate(float("nan"), float("nan")))  # noqa: E731
+        bulk = QueueIndex.of(jobs, estimate, idle)
         one = QueueIndex(idle_w=idle)
         for j in jobs:
             one.append(j)
         for j in jobs:
-            if j.id in estimates:
-                e = estimates[j.id]
-                one.set_estimate(j.id, e.mean_w, e.max_w, e.std_w)
+            e = estimate(j)
+            one.set_estimate(j.id, e.mean_w, e.max_w, e.std_w)
         assert bulk.size == one.size and bulk.pos == one.pos
         for name in QueueIndex._ARRAYS:
             a, b = getattr(bulk, name)[: bulk.size], getattr(one, name)[: one.size]

@@ -7,8 +7,10 @@ thousands of jobs in Python for that at every event dominates a simulation.
 The index keeps the jobs' node counts and requested times in numpy arrays, in
 queue order, so the question is answered by a few vectorised comparisons.
 
-A snapshot source that keeps one up to date (the simulator does) exposes it
-as ``Snapshot.queue_index``; policies fall back to a plain scan without it.
+The simulator keeps one up to date and the daemon builds one each cycle
+(:meth:`~wattsched.model.snapshot.Snapshot.build_indexes`); either exposes it
+as ``Snapshot.queue_index``, and a policy given a snapshot without one builds
+it.
 
 Given the platform's idle node power (``idle_w``), the index also keeps each
 job's predicted *increments*, what starting it adds to the platform's
@@ -18,7 +20,7 @@ once when its estimate is set instead of at every power-aware search.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -71,9 +73,9 @@ class QueueIndex:
         self.dead = 0
 
     @classmethod
-    def of(cls, jobs: Iterable[Job], estimates: Mapping[int, PowerEstimate] | None = None,
+    def of(cls, jobs: Iterable[Job], estimate: Callable[[Job], PowerEstimate] | None = None,
            idle_w: float | None = None) -> QueueIndex:
-        """An index of ``jobs`` (in queue order) with the per-node estimates ``estimates`` holds for them.
+        """An index of ``jobs`` (in queue order) with the per-node estimates ``estimate`` gives them.
 
         What a source that keeps the index up to date holds after appending
         the jobs and setting their estimates as they came (the simulator's).
@@ -81,11 +83,10 @@ class QueueIndex:
         jobs = list(jobs)
         index = cls(max(1024, len(jobs)), idle_w)
         index.extend(jobs)
-        if estimates:
-            known = [(job.id, est) for job in jobs if (est := estimates.get(job.id)) is not None]
-            if known:
-                index.set_estimates([i for i, _ in known], [e.mean_w for _, e in known], [e.max_w for _, e in known],
-                                    [e.std_w for _, e in known])
+        if estimate is not None and jobs:
+            ests = [estimate(job) for job in jobs]
+            index.set_estimates([job.id for job in jobs], [e.mean_w for e in ests], [e.max_w for e in ests],
+                                [e.std_w for e in ests])
         return index
 
     def extend(self, jobs: list[Job]) -> None:

@@ -220,8 +220,8 @@ class Snapshot:
         change to ``pending``, ``running`` or ``estimates``, so that a policy
         gets the same shape, and takes the same code path, in both places.
         Built with the same constructors and the same arithmetic as the
-        engine's (its index holds the estimates of :attr:`estimates`, its end
-        table each running job's :meth:`estimate`).
+        engine's: its index holds each queued job's :meth:`estimate`, its end
+        table each running job's.
         """
         idle_w = self.platform.min_idle_w
         if self.running_estimate is None:
@@ -235,7 +235,7 @@ class Snapshot:
                 table.insert(i, (e, k, est.mean_w * k, est.max_w * k, (est.std_w * k) ** 2))
             self.end_table = table
         if self.queue_index is None:
-            self.queue_index = QueueIndex.of(self.pending.values(), self.estimates, idle_w)
+            self.queue_index = QueueIndex.of(self.pending.values(), self.estimate, idle_w)
 
     def with_indexes(self, end_table: bool = True) -> Snapshot:
         """This snapshot if it has its indexes (:meth:`build_indexes`), else a copy of it that has them.
