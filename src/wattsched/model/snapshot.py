@@ -227,15 +227,40 @@ class Snapshot:
         if self.running_estimate is None:
             self.running_estimate = self._running_totals()
         ends = self.running_by_end()
+        estimate = self._shared_estimate()
         if end_table and self.end_table is None:
             table = EndTable(idle_w)
-            running, estimate = self.running, self.estimate
+            running = self.running
             for i, (e, k, jid) in enumerate(ends):
                 est = estimate(running[jid].job)
                 table.insert(i, (e, k, est.mean_w * k, est.max_w * k, (est.std_w * k) ** 2))
             self.end_table = table
         if self.queue_index is None:
-            self.queue_index = QueueIndex.of(self.pending.values(), self.estimate, idle_w)
+            self.queue_index = QueueIndex.of(self.pending.values(), estimate, idle_w)
+
+    def _shared_estimate(self) -> Callable[[Job], PowerEstimate]:
+        """:meth:`estimate`, the nominal estimate made once per GPU count rather than once per job.
+
+        Without a prediction or an estimator, a whole-node job's estimate depends on its GPUs per
+        node alone (the engine keeps it so too): one per queue of a hundred thousand jobs.
+        """
+        estimate = self.estimate
+        if self.estimator is not None:
+            return estimate
+        known = self.estimates or {}
+        nominal: dict[int, PowerEstimate] = {}
+
+        def shared(job: Job) -> PowerEstimate:
+            est = known.get(job.id)
+            if est is None:
+                if job.units:
+                    return estimate(job)
+                est = nominal.get(job.gpus_per_node)
+                if est is None:
+                    est = nominal[job.gpus_per_node] = estimate(job)
+            return est
+
+        return shared
 
     def with_indexes(self, end_table: bool = True) -> Snapshot:
         """This snapshot if it has its indexes (:meth:`build_indexes`), else a copy of it that has them.
