@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from unittest.mock import patch
 
@@ -144,22 +143,20 @@ def test_indexed_backfilling_under_a_cap_matches_the_plain_scan(raw, check):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(job_strategy, min_size=5, max_size=80), st.sampled_from(["mean", "max", "gaussian_99"]))
-def test_vectorised_reservation_matches_the_walk(raw, check):
-    from wattsched.policies.easy_pc import EasyPcPolicy
-
-    class Walking(EasyPcPolicy):
-        def tags(self):  # no end table: the reservation walks the ends one by one
-            return dataclasses.replace(super().tags(), wants_end_table=False)
+@given(st.lists(job_strategy, min_size=5, max_size=80), st.sampled_from(["mean", "max", "gaussian_99"]),
+       st.booleans())
+def test_replay_with_the_fast_paths_is_the_replay_with_the_plain_algorithm(raw, check, window):
+    from reference.easy_pc_plain import PlainEasyPcPolicy
 
     raw = sorted(raw, key=lambda x: x[0])
     rng = random.Random(len(raw))
     jobs = [tj(k + 1, float(s) / 2, float(r), nodes=n, walltime=float(w), user=f"u{k % 3}",
                mean_w=rng.uniform(120, 290), max_w=300.0, std_w=rng.uniform(0, 30))
             for k, (s, r, w, n) in enumerate(raw)]
-    cap = CapSchedule.constant(6 * 100 + 3 * 150.0)
+    cap_w = 6 * 100 + 3 * 150.0
+    cap = CapSchedule.window(5.0, 40.0, cap_w) if window else CapSchedule.constant(cap_w)
     a = starts(run(jobs, EasyPcPolicy({"check": check}), make_predictor("history"), n=6, cap=cap))
-    b = starts(run(jobs, Walking({"check": check}), make_predictor("history"), n=6, cap=cap))
+    b = starts(run(jobs, PlainEasyPcPolicy(check=check), make_predictor("history"), n=6, cap=cap))
     assert a == b
 
 

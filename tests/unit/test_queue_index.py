@@ -90,3 +90,27 @@ def test_compaction_keeps_dead_entries_a_minority():
         q.remove(i)
     assert len(q) == 400 and 2 * q.dead <= q.size
     assert np.array_equal(q.ids[: q.size][q.alive[: q.size]], np.arange(1201, 2000, 2))
+
+
+def test_an_index_built_at_once_is_the_index_built_job_by_job():
+    import random
+
+    from wattsched.model.job import PowerEstimate
+
+    rng = random.Random(5)
+    jobs = [Job(i, 0.0, rng.choice([1.0, 60.0, rng.uniform(1, 1e5)]), rng.randint(1, 300)) for i in range(3000)]
+    estimates = {j.id: PowerEstimate(rng.choice([float("nan"), 50.0, rng.uniform(1, 400)]), rng.uniform(1, 500),
+                                     rng.choice([0.0, rng.uniform(0, 40)])) for j in jobs if rng.random() < 0.7}
+    for idle in (None, 95.0, 100.0 / 3):
+        estimate = lambda j: estimates.get(j.id, PowerEstimate(float("nan"), float("nan")))  # noqa: E731
+        bulk = QueueIndex.of(jobs, estimate, idle)
+        one = QueueIndex(idle_w=idle)
+        for j in jobs:
+            one.append(j)
+        for j in jobs:
+            e = estimate(j)
+            one.set_estimate(j.id, e.mean_w, e.max_w, e.std_w)
+        assert bulk.size == one.size and bulk.pos == one.pos
+        for name in QueueIndex._ARRAYS:
+            a, b = getattr(bulk, name)[: bulk.size], getattr(one, name)[: one.size]
+            assert a.tobytes() == b.tobytes(), name

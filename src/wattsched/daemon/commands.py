@@ -202,7 +202,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     daemon._now = view_state.read_at
     view = build_view(
         view_state, partitions=daemon.partitions, holds=store.holds(), starts=store.starts(), power=daemon.power,
-        cap_w=daemon._cap_w, estimator=None, epoch=0, include_adopted=False, platform_cache={},
+        cap_w=daemon._cap_w, estimator=None, epoch=0, include_adopted=False, platform_cache={}, indexes=False,
         take_user_holds=config.gate == "lua",
     )
     c, snap = view.classified, view.snapshot

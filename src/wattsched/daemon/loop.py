@@ -241,10 +241,13 @@ class Daemon:
         holds = self.store.holds()
         starts = self.store.starts()
         if not cfg.dry_run:  # holds the lua gate made at submission become the daemon's records too
+            gated = False
             for job in state.jobs:
-                if job.job_id not in holds and job.held and is_our_hold(job, holds):
+                if job.held and job.job_id not in holds and is_our_hold(job, holds):
                     self.store.add_hold(job.job_id, "gate", "held at submission", state.read_at)
-            holds = self.store.holds()
+                    gated = True
+            if gated:
+                holds = self.store.holds()
         estimator = None
         if self.predictor is not None:
             platform = managed_platform(state, self.partitions, self.power, self._platform_cache)
@@ -264,6 +267,7 @@ class Daemon:
             measured=measured,
             settle_s=cfg.telemetry.settle_s,
             default_class=cfg.job_class,
+            indexes=False,  # built below, once the running jobs have their node settings
         )
         self._measured = measured
         view.snapshot.unsettled_nodes = frozenset(i for i, n in enumerate(view.node_names) if n in self._changed_at)
@@ -277,6 +281,8 @@ class Daemon:
         self._fill_demand_response(view, now)
         self._verify_demand_response(view, now, audit)
         self._fill_budgets(view, now)
+        # The indexes the simulator keeps, over the jobs as patched above: the policy's code path is the replay's.
+        view.snapshot.build_indexes(policy_tags(self.policy).wants_end_table)
         view.snapshot.forecast = self._forecast(view.snapshot, None)
         self.last_view = view
 
@@ -989,7 +995,7 @@ class Daemon:
         view = build_view(
             state, partitions=self.partitions, holds=self.store.holds(), starts=self.store.starts(),
             power=self.power, cap_w=self._cap_w, estimator=None, epoch=self.cycle_no, include_adopted=False,
-            platform_cache=self._platform_cache,
+            platform_cache=self._platform_cache, indexes=False,  # nothing is decided on it
         )
         released, audit, now = [], [], state.read_at
         for job in view.classified.ours:

@@ -24,7 +24,7 @@ from wattsched.daemon.slurm.records import (
 )
 from wattsched.model import units as U
 from wattsched.model.constraints import CapSchedule
-from wattsched.model.job import Job, PowerEstimate, RunningJob, Unit
+from wattsched.model.job import Job, PowerEstimate, RunningJob, Unit, job_from_fields
 from wattsched.model.platform import Node, NodePowerModel, NodeState, Platform
 from wattsched.model.snapshot import Snapshot
 
@@ -89,8 +89,12 @@ def classify(
     otherwise wait for ever. Without the gate (``gate: daemon``) a user's hold is hers.
     """
     out = Classified()
+    managed: dict[str, bool] = {}  # by partition list: a queue has few of them
     for job in state.jobs:
-        if not is_managed_job(job, partitions):
+        m = managed.get(job.partition)
+        if m is None:
+            m = managed[job.partition] = is_managed_job(job, partitions)
+        if not m:
             continue
         if job.state in ACTIVE:
             out.running.append(job)
@@ -237,29 +241,26 @@ def job_class(j: SlurmJob, default: str = "") -> str:
     >>> job_class(SlurmJob(2, "PENDING"), "cpu")
     'cpu'
     """
-    m = CLASS_RE.search(j.comment or "")
+    comment = j.comment
+    if not comment or "wattsched:class=" not in comment:
+        return default
+    m = CLASS_RE.search(comment)
     return m.group(1) if m else default
 
 
 def to_job(j: SlurmJob, default_class: str = "", units: tuple[Unit, ...] = (), distinct: bool = False) -> Job:
     """The policy's view of a Slurm job: whole nodes, or ``units`` (see :func:`request_units`)."""
     nodes = len(units) if units else max(j.node_count, 1)
-    walltime = j.time_limit_s if j.time_limit_s and math.isfinite(j.time_limit_s) else UNLIMITED_WALLTIME_S
-    return Job(
-        id=j.job_id,
-        submit_s=j.submit_time or 0.0,
-        walltime_s=walltime,
-        nodes=nodes,
-        user=j.user,
-        account=j.account,
-        partition=j.partition,
-        qos=j.qos,
-        procs=j.cpus,
-        cores_per_node=max(1, j.cpus // max(j.node_count, 1)),
-        gpus_per_node=j.gpus_per_node,
-        app_class=job_class(j, default_class),
-        units=units,
-        distinct_nodes=distinct and bool(units),
+    limit = j.time_limit_s
+    walltime = limit if limit and math.isfinite(limit) else UNLIMITED_WALLTIME_S
+    # Every field in Job's order (job_from_fields: a third of the dataclass __init__'s cost, per queued job):
+    # id, submit, walltime, nodes, user, group, account, partition, qos, procs, cores and GPUs per node,
+    # memory per node, min and max nodes, malleable, exclusive, priority, class, features, units, distinct.
+    cpus = j.cpus
+    return job_from_fields(
+        j.job_id, j.submit_time or 0.0, walltime, nodes, j.user, "", j.account, j.partition, j.qos, cpus,
+        max(1, cpus // max(j.node_count, 1)), j.gpus_per_node, 0, 0, 0, False, True, 0.0, job_class(j, default_class),
+        (), units, distinct and bool(units),
     )
 
 
@@ -352,6 +353,8 @@ def build_view(
     settle_s: float = 0.0,
     default_class: str = "",
     take_user_holds: bool = False,
+    indexes: bool = True,
+    end_table: bool = True,
 ) -> View:
     """The snapshot a policy decides on.
 
@@ -363,6 +366,13 @@ def build_view(
     (part of) the idle node it replaced. ``default_class`` is the application
     class of jobs whose comment names none (:func:`job_class`).
     ``take_user_holds``: see :func:`classify`.
+
+    With ``indexes``, the snapshot gets the indexes the simulator keeps
+    (:meth:`~wattsched.model.snapshot.Snapshot.build_indexes`; the end table
+    with ``end_table``, which the simulator keeps for policies that set
+    ``wants_end_table``): a policy then takes the same code path live as in
+    replay. A caller that changes the snapshot's jobs or estimates afterwards
+    passes ``indexes=False`` and builds them once it is done.
     """
     c = classify(state, partitions, holds, starts, take_user_holds)
     nodes = managed_nodes(state, partitions)
@@ -496,4 +506,6 @@ def build_view(
         can_reshape=False,  # Slurm cannot move a running job
         node_free=node_free,
     )
+    if indexes:
+        snapshot.build_indexes(end_table)
     return View(snapshot, c, {j.job_id: j for j in state.jobs}, names, {n.name: n for n in nodes}, predicted)

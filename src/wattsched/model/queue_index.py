@@ -7,8 +7,10 @@ thousands of jobs in Python for that at every event dominates a simulation.
 The index keeps the jobs' node counts and requested times in numpy arrays, in
 queue order, so the question is answered by a few vectorised comparisons.
 
-A snapshot source that keeps one up to date (the simulator does) exposes it
-as ``Snapshot.queue_index``; policies fall back to a plain scan without it.
+The simulator keeps one up to date and the daemon builds one each cycle
+(:meth:`~wattsched.model.snapshot.Snapshot.build_indexes`); either exposes it
+as ``Snapshot.queue_index``, and a policy given a snapshot without one builds
+it.
 
 Given the platform's idle node power (``idle_w``), the index also keeps each
 job's predicted *increments*, what starting it adds to the platform's
@@ -18,11 +20,11 @@ once when its estimate is set instead of at every power-aware search.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from wattsched.model.job import Job
+from wattsched.model.job import Job, PowerEstimate
 
 DEAD_NODES = 2**62
 """Node count stored for removed jobs, so that ``nodes <= free`` alone leaves them out."""
@@ -39,7 +41,7 @@ class QueueIndex:
     than half the entries are dead; then the arrays are compacted, keeping the
     order.
 
-    >>> from wattsched.model.job import Job
+    >>> from wattsched.model.job import Job, PowerEstimate
     >>> q = QueueIndex()
     >>> for i, (n, w) in enumerate([(4, 100), (1, 50), (2, 500), (1, 900)]):
     ...     q.append(Job(i, 0.0, w, n))
@@ -69,6 +71,57 @@ class QueueIndex:
         self.pos: dict[int, int] = {}
         self.size = 0
         self.dead = 0
+
+    @classmethod
+    def of(cls, jobs: Iterable[Job], estimate: Callable[[Job], PowerEstimate] | None = None,
+           idle_w: float | None = None) -> QueueIndex:
+        """An index of ``jobs`` (in queue order) with the per-node estimates ``estimate`` gives them.
+
+        What a source that keeps the index up to date holds after appending
+        the jobs and setting their estimates as they came (the simulator's).
+        """
+        jobs = list(jobs)
+        index = cls(max(1024, len(jobs)), idle_w)
+        index.extend(jobs)
+        if estimate is not None and jobs:
+            ests = [estimate(job) for job in jobs]
+            index.set_estimates([job.id for job in jobs], [e.mean_w for e in ests], [e.max_w for e in ests],
+                                [e.std_w for e in ests])
+        return index
+
+    def extend(self, jobs: list[Job]) -> None:
+        """:meth:`append` each of ``jobs``, in order (at once: a source that builds a fresh index)."""
+        if self.dead or self.size + len(jobs) > len(self.ids):
+            for job in jobs:
+                self.append(job)
+            return
+        i, n = self.size, len(jobs)
+        ids = [job.id for job in jobs]
+        self.ids[i : i + n] = ids
+        self.nodes[i : i + n] = [job.nodes for job in jobs]
+        self.wall[i : i + n] = [job.walltime_s for job in jobs]
+        self.alive[i : i + n] = True
+        self.pos.update(zip(ids, range(i, i + n)))
+        self.size = i + n
+
+    def set_estimates(self, job_ids: list[int], mean_w, max_w, std_w) -> None:
+        """:meth:`set_estimate` for each of ``job_ids`` (in the index), with the same arithmetic, at once."""
+        at = np.fromiter((self.pos[j] for j in job_ids), dtype=np.int64, count=len(job_ids))
+        mean = np.asarray(mean_w, dtype=np.float64)
+        mx = np.asarray(max_w, dtype=np.float64)
+        std = np.asarray(std_w, dtype=np.float64)
+        self.est_mean[at] = mean
+        self.est_max[at] = mx
+        self.est_std[at] = std
+        idle = self.idle_w
+        if idle is not None:
+            known = mean == mean  # NaN: unknown, keeps the -inf that passes every filter
+            at, mean, mx, std = at[known], mean[known], mx[known], std[known]
+            n = self.nodes[at].astype(np.float64)  # Python's int × float converts the int so too
+            self.inc_mean[at] = (mean - idle) * n
+            self.inc_max[at] = (mx - idle) * n
+            v = std * n
+            self.inc_var[at] = v * v
 
     def __len__(self) -> int:
         return len(self.pos)

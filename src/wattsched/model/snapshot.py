@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -99,7 +99,7 @@ class Snapshot:
         Predicted per-node power of pending and running jobs, by job id.
     running_estimate
         ``[sum of mean, sum of max, variance]`` over running jobs, kept by the
-        source (see :meth:`running_estimate_totals`).
+        source (see :meth:`running_estimate_totals`, :meth:`build_indexes`).
     jobs_power_w
         Measured power of all running jobs together.
     end_table
@@ -191,11 +191,16 @@ class Snapshot:
         """Over the running jobs: sum of predicted mean power, sum of predicted max, variance of the sum (W²).
 
         Jobs' powers are taken as independent of each other and a job's nodes
-        as fully correlated (``std`` of a job = nodes × per-node std).
+        as fully correlated (``std`` of a job = nodes × per-node std). Kept by
+        the source (:attr:`running_estimate`); summed here otherwise.
         """
-        if self.running_estimate is not None:
-            m, x, v = self.running_estimate
-            return m, x, v
+        totals = self.running_estimate
+        if totals is None:
+            totals = self._running_totals()
+        m, x, v = totals
+        return m, x, v
+
+    def _running_totals(self) -> list[float]:
         m = x = v = 0.0
         for r in self.running.values():
             est = self.estimate(r.job)
@@ -203,7 +208,72 @@ class Snapshot:
             m += est.mean_w * n
             x += est.max_w * n
             v += (est.std_w * n) ** 2
-        return m, x, v
+        return [m, x, v]
+
+    def build_indexes(self, end_table: bool = True) -> None:
+        """Build the indexes a source keeps up to date, where missing, from the snapshot's jobs.
+
+        The simulator maintains :attr:`queue_index`, :attr:`running_estimate`,
+        :attr:`ends` and (for policies that set ``wants_end_table``)
+        :attr:`end_table` from event to event; a source that builds a fresh
+        snapshot each time (the daemon) builds them here once, after its last
+        change to ``pending``, ``running`` or ``estimates``, so that a policy
+        gets the same shape, and takes the same code path, in both places.
+        Built with the same constructors and the same arithmetic as the
+        engine's: its index holds each queued job's :meth:`estimate`, its end
+        table each running job's.
+        """
+        idle_w = self.platform.min_idle_w
+        if self.running_estimate is None:
+            self.running_estimate = self._running_totals()
+        ends = self.running_by_end()
+        estimate = self._shared_estimate()
+        if end_table and self.end_table is None:
+            table = EndTable(idle_w)
+            running = self.running
+            for i, (e, k, jid) in enumerate(ends):
+                est = estimate(running[jid].job)
+                table.insert(i, (e, k, est.mean_w * k, est.max_w * k, (est.std_w * k) ** 2))
+            self.end_table = table
+        if self.queue_index is None:
+            self.queue_index = QueueIndex.of(self.pending.values(), estimate, idle_w)
+
+    def _shared_estimate(self) -> Callable[[Job], PowerEstimate]:
+        """:meth:`estimate`, the nominal estimate made once per GPU count rather than once per job.
+
+        Without a prediction or an estimator, a whole-node job's estimate depends on its GPUs per
+        node alone (the engine keeps it so too): one per queue of a hundred thousand jobs.
+        """
+        estimate = self.estimate
+        if self.estimator is not None:
+            return estimate
+        known = self.estimates or {}
+        nominal: dict[int, PowerEstimate] = {}
+
+        def shared(job: Job) -> PowerEstimate:
+            est = known.get(job.id)
+            if est is None:
+                if job.units:
+                    return estimate(job)
+                est = nominal.get(job.gpus_per_node)
+                if est is None:
+                    est = nominal[job.gpus_per_node] = estimate(job)
+            return est
+
+        return shared
+
+    def with_indexes(self, end_table: bool = True) -> Snapshot:
+        """This snapshot if it has its indexes (:meth:`build_indexes`), else a copy of it that has them.
+
+        The copy shares everything else with this snapshot, which stays as it
+        was (a policy must not modify its input).
+        """
+        if (self.queue_index is not None and self.running_estimate is not None
+                and (self.end_table is not None or not end_table)):
+            return self
+        other = replace(self)
+        other.build_indexes(end_table)
+        return other
 
     def other_power_w(self) -> float:
         """Measured power not drawn by running jobs: idle, off and switching nodes."""

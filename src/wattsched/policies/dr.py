@@ -536,6 +536,10 @@ class DrEasyPcPolicy(DrPolicy):
     Params = DrEasyPcParams
     State = EasyPcState
 
+    def tags(self) -> PolicyTags:
+        # its admission is easy-pc's: the reservation walks the end table
+        return dataclasses.replace(super().tags(), wants_end_table=True)
+
     def _admit(self, snapshot, ctx, state, plan, models, freqs):
         sub = EasyPcPolicy().decide(snapshot, state)
         plan.reasons.update(sub.reasons)

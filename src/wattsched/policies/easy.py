@@ -15,8 +15,11 @@ The policy is called after every event of a simulation, so it avoids
 rescanning the queue when nothing but new arrivals changed: with FCFS order
 and an unchanged snapshot ``epoch``, every job that could not start last time
 still cannot (time only makes "ends before the shadow time" harder), so only
-the jobs that arrived since are examined. This is an exact shortcut, checked
-against a brute-force EASY by a property test.
+the jobs that arrived since are examined. On long queues backfilling searches
+the queue index (:class:`~wattsched.model.queue_index.QueueIndex`), which the
+simulator and the daemon both keep in the snapshot. These are exact
+shortcuts: ``tests/unit/test_fast_paths.py`` holds the policy equal to the
+plain algorithm (``tests/reference/easy_plain.py``) on random snapshots.
 """
 
 from __future__ import annotations
@@ -123,6 +126,8 @@ class EasyPolicy(BasePolicy):
         return dataclasses.replace(super().tags(), constraints=frozenset())  # power-unaware
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
+        # The simulator and the daemon hand over the queue index; a snapshot made by hand gets one.
+        snapshot = snapshot.with_indexes(end_table=False)
         order = self.params.order
         pending = snapshot.pending
         free = snapshot.free_nodes
@@ -180,10 +185,9 @@ class EasyPolicy(BasePolicy):
             return plan
         shadow, extra = shadow_time(snapshot, head.nodes, end, started)
         if end:
-            index = snapshot.queue_index
-            # numpy pays off on long queues only; short ones are scanned directly.
-            if index is not None and order == "fcfs" and len(pending) > INDEX_MIN_QUEUE:
-                self._backfill_indexed(plan, index, free, end, now, shadow, extra, head.id)
+            # numpy pays off on long queues only; short ones (and SAF order) are scanned directly.
+            if order == "fcfs" and len(pending) > INDEX_MIN_QUEUE:
+                self._backfill_indexed(plan, snapshot.queue_index, free, end, now, shadow, extra, head.id)
             else:
                 self._backfill(plan, it, free, end, now, shadow, extra, head.id)
         self._explain(plan, head, end, shadow)

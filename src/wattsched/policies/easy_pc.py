@@ -20,8 +20,12 @@ Speed: the policy is called after every event of a simulation. While no cap
 change is ahead, backfilling works on the jobs' power increments kept by the
 queue index, narrowed with cheap necessary conditions before the exact checks,
 and the reservation walks the first running jobs' ends in Python (or proves at
-once that the head can never fit). Each shortcut gives the decisions of the
-plain computation, to the bit; the tests compare them.
+once that the head can never fit); with a cap change ahead, it walks the end
+table's rows and the changes in time order. The indexes come in the snapshot
+from the simulator and the daemon alike (a snapshot made by hand gets them),
+so one code path runs live and in replay. Each shortcut gives the decisions
+of the plain algorithm (``tests/reference/easy_pc_plain.py``), to the bit:
+``tests/unit/test_fast_paths.py`` compares them on random snapshots.
 """
 
 from __future__ import annotations
@@ -96,6 +100,8 @@ class EasyPcPolicy(BasePolicy):
         self._scanner: Scanner | None = None  # typed views of the queue index's arrays, while they last
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
+        # The simulator and the daemon hand over the indexes the fast paths search; a snapshot made by hand gets them.
+        snapshot = snapshot.with_indexes()
         cap = snapshot.cap
         now = snapshot.now_s
         # A cap in force now settles it without scanning the schedule (``is_uncapped`` does)
@@ -175,8 +181,7 @@ class EasyPcPolicy(BasePolicy):
             valid_until = ends[0][0] if ends else math.inf
             memo = _EpochMemo(snapshot.epoch, valid_until, nfree, len(pending), head, ledger.copy(), res)
         if end:
-            index = snapshot.queue_index
-            if p.order == "fcfs" and index is not None and len(pending) > easy_module.INDEX_MIN_QUEUE:
+            if p.order == "fcfs" and len(pending) > easy_module.INDEX_MIN_QUEUE:
                 self._backfill_indexed(snapshot, plan, ledger, end, res, head)
             else:
                 self._backfill(snapshot, plan, it, ledger, end, res, head)
@@ -268,21 +273,32 @@ class EasyPcPolicy(BasePolicy):
 
     def _backfill_filtered(self, snapshot: Snapshot, plan: Plan, ledger: PowerLedger, end: int,
                            res: _Reservation, head: Job) -> None:
-        """:meth:`_backfill_indexed` in general: :meth:`_filter` the candidates again after each start."""
+        """:meth:`_backfill_indexed` in general: :meth:`_filter` the candidates again after each start.
+
+        A start usually only tightens the state (fewer nodes, more predicted power), so the
+        candidates left are those that passed the last filter. A job predicted below idle
+        power lowers the predicted power when it starts: the jobs after it that the last filter
+        dropped for power are filtered again too, as the plain pass examines them after it.
+        """
         index = snapshot.queue_index
         pending = snapshot.pending
-        found = self._filter(snapshot, index, index.candidates(head.id, end, math.inf, end), end, ledger, res)
+        everyone = index.candidates(head.id, end, math.inf, end)
+        found = self._filter(snapshot, index, everyone, end, ledger, res)
         while len(found):
-            job = pending.get(int(index.ids[found[0]]))
+            p = found[0]
+            job = pending.get(int(index.ids[p]))
             found = found[1:]
             if job is None:
                 continue
             before = len(plan.actions)
             end = self._backfill(snapshot, plan, (job,), ledger, end, res, head)
-            if len(plan.actions) > before and len(found):
+            if len(plan.actions) > before:
                 if end == 0:
                     break
-                found = self._filter(snapshot, index, found, end, ledger, res)
+                if _lowers(ledger, snapshot.estimate(job)):
+                    found = everyone[everyone > p]
+                if len(found):
+                    found = self._filter(snapshot, index, found, end, ledger, res)
 
     def _backfill_constant(self, snapshot: Snapshot, plan: Plan, ledger: PowerLedger, end: int,
                            res: _Reservation, head: Job, cap_w: float) -> None:
@@ -414,6 +430,10 @@ class EasyPcPolicy(BasePolicy):
             end -= k
             if end == 0 or hopeless(p + 1):
                 return
+            if _lowers(ledger, est):  # below idle: jobs dropped for power may fit now (_backfill_filtered)
+                found = narrow(np.arange(p + 1, hi))
+                n_found = len(found)
+                i = 0
             misses = 0
 
     def _backfill_scanned(self, snapshot: Snapshot, plan: Plan, ledger: PowerLedger, end: int, res: _Reservation,
@@ -494,40 +514,42 @@ class EasyPcPolicy(BasePolicy):
 
         Walks the running jobs' expected ends (and the jobs just started) and the cap
         schedule's changes in time order, releasing each ending job's nodes and predicted
-        power, until the head fits.
+        power, until the head fits: under a constant cap with cumulative sums over the
+        end table (:meth:`_shadow_vectorised`), else over the end table's rows one by one.
         """
         now = snapshot.now_s
         cap = snapshot.cap
-        constant_cap = cap.next_change_after(now) == math.inf
-        if constant_cap and snapshot.end_table is not None:
+        if cap.next_change_after(now) == math.inf:
             return self._shadow_vectorised(snapshot, head, free, ledger, started)
+        # A cap change ahead: walk the end table's rows (merged with this pass's starts) and the changes in time order.
         est_head = snapshot.estimate(head)
         need = head.nodes
         at = ledger.copy()
         idle = at.idle_w
         dm, dx, dv = at.increment(est_head, need)
         avail = free
-        running = snapshot.running
-        estimate = snapshot.estimate
-        ends = snapshot.running_by_end()
+        rows = snapshot.end_table.view()
+        ends = snapshot.running_by_end()  # the table's rows' (end, nodes, id), in the same order
         if started:
-            ends = sorted([*((e, n, jid, None) for e, n, jid in ends), *started], key=lambda x: x[:3])
+            # (end, nodes, id) order, as the rows are: a row of the table, or (-1 - q) the q-th start's row
+            extra = _started_rows(snapshot, started)
+            order = sorted([*((e, n, jid, i) for i, (e, n, jid) in enumerate(ends)),
+                            *((e, n, jid, -1 - q) for q, (e, n, jid, _) in enumerate(started))], key=lambda x: x[:3])
+        else:
+            extra, order = [], ends
         changes: list[float] = []
-        if not constant_cap:
-            t = cap.next_change_after(now)
-            while t != math.inf and len(changes) < 64:
-                changes.append(t)
-                t = cap.next_change_after(t)
-        cap_now = self._cap_for(snapshot, now, head)
+        t = cap.next_change_after(now)
+        while t != math.inf and len(changes) < 64:
+            changes.append(t)
+            t = cap.next_change_after(t)
         method, k = at.method, at.k
         base, mean, mx, var = at.base_w, at.mean_w, at.max_w, at.var_w2
-        estimates = snapshot.estimates or {}
         i = j = 0
-        n_ends = len(ends)
+        n_ends = len(order)
         t = now
         while True:
             if avail >= need:
-                limit = cap_now if constant_cap else self._cap_for(snapshot, t, head)
+                limit = self._cap_for(snapshot, t, head)
                 if method == "max":
                     value = base + mx + dx
                 elif method == "mean":
@@ -538,24 +560,21 @@ class EasyPcPolicy(BasePolicy):
                     at.base_w, at.mean_w, at.max_w, at.var_w2 = base, mean, mx, max(0.0, var)
                     at.add(est_head, need)
                     return t, avail - need, at
-            next_end = ends[i][0] if i < n_ends else math.inf
+            next_end = order[i][0] if i < n_ends else math.inf
             next_change = changes[j] if j < len(changes) else math.inf
             t = next_end if next_end < next_change else next_change
             if t == math.inf:
                 return math.inf, 0, None
             if t < now:
                 t = now
-            while i < n_ends and ends[i][0] <= t:
-                item = ends[i]
-                n = item[1]
-                est = estimates.get(item[2])
-                if est is None:
-                    job = item[3] if len(item) > 3 and item[3] is not None else running[item[2]].job
-                    est = estimate(job)
+            while i < n_ends and order[i][0] <= t:
+                pos = order[i][3] if started else i
+                _, n, rm, rx, rv = rows[pos].tolist() if pos >= 0 else extra[-1 - pos]
+                n = int(n)
                 base += idle * n
-                mean -= est.mean_w * n
-                mx -= est.max_w * n
-                var -= (est.std_w * n) ** 2
+                mean -= rm
+                mx -= rx
+                var -= rv
                 avail += n
                 i += 1
             while j < len(changes) and changes[j] <= t:
@@ -630,6 +649,11 @@ def _shadow_vectorised_impl(policy, snapshot: Snapshot, head: Job, free: int, le
                      max(0.0, float(var[i])))
     at.add(est_head, need)
     return float(ends[i]), int(avail[i]) - need, at
+
+
+def _lowers(ledger: PowerLedger, est) -> bool:
+    """Whether starting a job with estimate ``est`` may lower the ledger's predicted power (below-idle estimate)."""
+    return (est.max_w if ledger.method == "max" else est.mean_w) < ledger.idle_w
 
 
 def _started_rows(snapshot: Snapshot, started: list) -> list[tuple[float, int, float, float, float]]:

@@ -93,7 +93,9 @@ class DynSharePolicy(BasePolicy):
     Params = DynShareParams
 
     def tags(self) -> PolicyTags:
-        return replace(super().tags(), wants_empty_queue_calls=True, constraints=frozenset({"cap"}))
+        # the admission stage is bf: its reservation walks the end table
+        return replace(super().tags(), wants_empty_queue_calls=True, wants_end_table=True,
+                       constraints=frozenset({"cap"}))
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)
@@ -109,7 +111,7 @@ class DynSharePolicy(BasePolicy):
             # the paper's budgets count dynamic power only: the factor multiplies the cap above idle
             idle_w = snapshot.platform.idle_power_w
             admit_w = idle_w + p.admission_factor * max(cap - idle_w, 0.0)
-            loose = replace(snapshot, cap=CapSchedule.constant(admit_w), end_table=None, queue_index=None)
+            loose = replace(snapshot, cap=CapSchedule.constant(admit_w))  # the same jobs: the same indexes
             plan = BfPolicy(order=p.order).decide(loose, None)
             plan.power_estimate_w = None  # the node caps, not the admission budget, hold the platform to the cap
         else:

@@ -712,6 +712,11 @@ class Engine:
                 for job, est in zip(new, predicted):
                     estimates[job.id] = est
                     qindex.set_estimate(job.id, est.mean_w, est.max_w, est.std_w)
+            elif submitted > first_new:
+                # No prediction: the estimate the policy gets (nominal busy power) narrows the index's searches too.
+                for job in islice(reversed(pending.values()), submitted - first_new):
+                    est = snap.estimate(job)
+                    qindex.set_estimate(job.id, est.mean_w, est.max_w, est.std_w)
             if hot:
                 self._start_hot(hot)
                 hot.clear()
