@@ -742,7 +742,7 @@ def test_evicting_a_job_slurm_has_not_started_takes_the_start_back_instead_of_a_
     d.cycle()
     assert sim.jobs[1].state == "PENDING" and not sim.jobs[1].held and 1 in d.store.starts()
     rows, report = [], CycleReport(d.cycle_no)
-    d._apply(Plan([Evict(1)], reasons={1: "the cap cannot be met"}), d.last_view, rows, report, clock())
+    d.actions.apply(Plan([Evict(1)], reasons={1: "the cap cannot be met"}), d.last_view, rows, report, clock())
     d.store.audit(rows)
     assert report.rehold == [1] and report.evicted == []
     assert sim.jobs[1].held and d.store.starts() == {} and 1 in d.store.holds()
@@ -772,4 +772,4 @@ def test_a_job_sharing_its_node_learns_power_only_from_cycles_it_runs_there_alon
     state = ClusterState((shared_job(1, "node0000"), shared_job(2, "node0000"), shared_job(3, "node0001")), nodes,
                          read_at=EPOCH + 60)
     d._learn(state, SimpleNamespace(classified=classify(state, frozenset(), {}, {})))
-    assert d._samples == {3: [180.0]}
+    assert d.history.samples == {3: [180.0]}

@@ -242,7 +242,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _print_constraints(store, snap, now: float) -> None:
     """Next cap change, announced demand-response events and the node settings wattsched keeps."""
-    from wattsched.daemon.loop import _describe
+    from wattsched.daemon.reconciler import describe_setting as _describe
 
     def when(t: float) -> str:
         return _local_time(t, "%Y-%m-%d %H:%M")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter as Tally
+
 from wattsched.model.job import Job
 from wattsched.predictors.base import CompletedJob
 
@@ -97,3 +99,57 @@ def import_history(jobs: list[dict], telemetry, store, progress=None) -> tuple[i
         rows.append((job["job_id"], job["start_s"], job["user"], job["partition"], job["nodes"], job["walltime_s"],
                      job["submit_s"], job["end_s"], mean, mx, std, "prometheus"))
     return store.add_history(rows), missing
+
+
+class PowerHistory:
+    """Job power history as the daemon learns it: Slurm's per-node readings of running jobs sampled each cycle,
+    or telemetry over a finished job's whole run, written to the store when the job finishes."""
+
+    def __init__(self, store, telemetry):
+        self.store = store
+        self.telemetry = telemetry
+        self.samples: dict[int, list[float]] = {}
+        """Per running job, its per-node watts, one reading per cycle."""
+        self.running: dict[int, object] = {}
+
+    def learn(self, state, view) -> list[tuple]:
+        """Sample the per-node power Slurm reports for running jobs; record the jobs that finished since (returned)."""
+        watts = {n.name: n.current_watts for n in state.nodes}
+        running = {j.job_id: j for j in view.classified.running}
+        jobs_on = Tally(n for j in state.jobs if j.state in ("RUNNING", "SUSPENDED", "COMPLETING") for n in j.nodes)
+        for jid, job in running.items():
+            if job.shared and any(jobs_on[n] > 1 for n in job.nodes):
+                continue  # a node's power is a job's own (a unit's, alone on its node) only while nothing shares it
+            readings = [watts.get(n) for n in job.nodes]
+            if readings and all(w is not None for w in readings):
+                self.samples.setdefault(jid, []).append(sum(readings) / len(readings))
+        rows = []
+        finished = {j.job_id: j for j in state.jobs}
+        for jid, job in self.running.items():
+            if jid in running:
+                continue
+            samples = self.samples.pop(jid, None)
+            start = job.start_time or state.read_at
+            end = (finished[jid].end_time if jid in finished and finished[jid].end_time else None) or state.read_at
+            # a job that may have shared its nodes learns only from the cycles it ran alone on them
+            measured = self.telemetry.job_power(job.nodes, start, end) if job.nodes and not job.shared else None
+            if measured is not None:  # telemetry over the job's whole run
+                mean, mx, std = measured
+                source = "prometheus"
+            elif samples:  # Slurm's own node power readings, one per cycle
+                mean = sum(samples) / len(samples)
+                mx = max(samples)
+                std = (sum((x - mean) ** 2 for x in samples) / len(samples)) ** 0.5
+                source = "slurm"
+            else:
+                continue
+            rows.append((jid, start, job.user, job.partition, max(job.node_count, 1), job.time_limit_s or 0.0,
+                         job.submit_time or start, end, mean, mx, std, source))
+        if rows:
+            self.store.add_history(rows)
+        for jid in list(self.samples):
+            if jid not in running:
+                del self.samples[jid]
+        self.running = running
+        return rows
+

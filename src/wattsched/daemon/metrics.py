@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections import Counter as Tally
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info
 
+from wattsched.model.platform import NodeState
 from wattsched.model.reasons import REASON_KINDS, reason_kind
 
 
@@ -193,6 +195,52 @@ class DaemonMetrics:
         for state, n in counts.items():
             self.nodes.labels(state).set(n)
 
+    def export_cycle(self, view, report, now: float, *, held_kinds, dr_events, budget_windows, policy_state,
+                     measured) -> None:
+        """Export what one daemon cycle saw and did."""
+        m = self
+        c = view.classified
+        m.cycles.inc()
+        m.cycle_duration.observe(report.duration_s)
+        m.last_cycle.set(now)
+        m.set_jobs({
+            "held": len(c.ours), "pending_unheld": len(c.adopt) - len(report.held), "starting": len(c.starting),
+            "running": len(c.running), "held_by_others": len(c.others_held),
+        })
+        m.set_held_reasons(dict(held_kinds))
+        m.set_nodes(dict(Tally(NodeState(s).name.lower() for s in view.snapshot.node_state)))
+        snap = view.snapshot
+        m.cap.set(snap.cap_w)
+        from wattsched.telemetry.forecast import HORIZONS
+
+        for label, seconds in HORIZONS.items():
+            m.cap_ahead.labels(label).set(snap.cap.min_cap_between(now, now + seconds))
+        nxt = snap.cap.next_change_after(now)
+        m.cap_next_change.set(nxt if math.isfinite(nxt) else 0.0)
+        m.dr_active.set(sum(1 for e in dr_events if e.event.start_s <= now < e.event.end_s))
+        m.dr_announced.set(len(dr_events))
+        for g in (m.budget_consumed, m.budget_remaining, m.budget_total, m.budget_available, m.budget_projected):
+            g.clear()
+        c_ea = getattr(policy_state, "c_ea_j", None)
+        for w, b in zip(budget_windows, snap.budgets, strict=False):
+            if w.start_s <= now < w.end_s:
+                m.budget_consumed.labels(w.label).set(b.consumed_j)
+                m.budget_remaining.labels(w.label).set(b.remaining_j)
+                m.budget_total.labels(w.label).set(b.budget.energy_j)
+                m.budget_projected.labels(w.label).set(b.consumed_j + snap.platform_power_w * (w.end_s - now))
+                if c_ea is not None and getattr(policy_state, "window", None) is not None:
+                    m.budget_available.labels(w.label).set(c_ea)
+        if measured:
+            m.power.labels("measured").set(snap.platform_power_w)
+            for node, watts in measured.items():
+                m.node_power.labels(node).set(watts)
+        m.power.labels("predicted").set(view.predicted_power_w)
+        fc = snap.forecast
+        if fc is not None:
+            from wattsched.telemetry.forecast import HORIZONS
+
+            for label, value in fc.horizons(HORIZONS).items():
+                m.forecast.labels(label).set(value)
 
 def serve(metrics: DaemonMetrics, address: str, port: int):
     """Start the ``/metrics`` HTTP endpoint in a thread; returns the server (``shutdown()`` stops it)."""
