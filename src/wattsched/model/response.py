@@ -175,8 +175,9 @@ def _roots_in(a: float, b: float, c: float, lo: float, hi: float) -> list[float]
         disc = b * b - 4 * a * c
         if disc < 0:
             return []
-        q = math.sqrt(disc)
-        roots = [(-b - q) / (2 * a), (-b + q) / (2 * a)]
+        # the stable form (Numerical Recipes §5.6): no cancellation when a is tiny next to b
+        q = -0.5 * (b + math.copysign(math.sqrt(disc), b))
+        roots = [q / a] + ([c / q] if q != 0 else [])
     return [x for x in roots if lo < x < hi]
 
 
