@@ -30,7 +30,9 @@ class Server:
     """slurmrestd on 127.0.0.1:0: answers from a routing table ``(method, path) -> [(status, body), ...]``.
 
     A route's list is consumed one response per request; the last one repeats.
-    Unknown paths get slurmrestd's 404.
+    A path with a query (``/jobs?update_time=...``) without a route of its own gets
+    the route of the bare path, as slurmrestd routes on the path. Unknown paths get
+    slurmrestd's 404.
     """
 
     def __init__(self):
@@ -48,6 +50,8 @@ class Server:
                 if server.delay_s:
                     time.sleep(server.delay_s)
                 replies = server.routes.get((self.command, self.path))
+                if replies is None:
+                    replies = server.routes.get((self.command, self.path.split("?", 1)[0]))
                 if replies is None:
                     status, text = 404, "Unable find requested URL. Please view /openapi/v3 for API reference."
                 else:

@@ -129,14 +129,17 @@ class SlurmCLI:
         return self._read_text(version, now)
 
     def _read_json(self, version, now) -> ClusterState:
-        jobs, _ = parse.parse_squeue_json(self.run(["squeue", "--all", "--json"]), source="squeue --json")
+        # Always the full job set: squeue has nothing like slurmrestd's update_time. A record that cannot
+        # be read is left out and logged (parse.decode_squeue_json), not the whole cycle.
+        jobs = parse.decode_squeue_json(self.run(["squeue", "--all", "--json"]), source="squeue --json")
         if version < (23, 2, 0):
-            nodes, _ = parse.parse_nodes_json(self.run(["sinfo", "--json"]), source="sinfo --json")
+            nodes = parse.decode_nodes_json(self.run(["sinfo", "--json"]), source="sinfo --json")
         else:
-            nodes, _ = parse.parse_nodes_json(
+            nodes = parse.decode_nodes_json(
                 self.run(["scontrol", "show", "nodes", "--json"]), source="scontrol show nodes --json"
             )
-        return ClusterState(tuple(jobs), tuple(nodes), version=".".join(map(str, version)), read_at=now)
+        return ClusterState(tuple(jobs.records), tuple(nodes.records), version=".".join(map(str, version)),
+                            read_at=now, skipped_records=len(jobs.skipped) + len(nodes.skipped))
 
     def _read_text(self, version, now) -> ClusterState:
         # -d: each job's CPUs and memory per node (jobs that share nodes)

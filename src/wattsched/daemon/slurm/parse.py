@@ -42,13 +42,18 @@ Normalisations every version shares (so the same cluster gives equal records):
 
 from __future__ import annotations
 
+import gc
 import json
+import logging
 import math
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from fractions import Fraction
 from typing import Any
+
+import msgspec
 
 from wattsched.daemon.slurm import hostlist
 from wattsched.daemon.slurm.records import (
@@ -62,11 +67,16 @@ from wattsched.daemon.slurm.records import (
 )
 from wattsched.errors import WattschedError
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "BASE_JOB_STATES",
     "BASE_NODE_STATES",
     "FLAG_ONLY_JOB_STATES",
+    "Decoded",
     "SlurmOutputError",
+    "decode_nodes_json",
+    "decode_squeue_json",
     "parse_nodes_json",
     "parse_scontrol_jobs_text",
     "parse_scontrol_nodes_text",
@@ -191,12 +201,15 @@ def _json_float(text: str) -> float:
 # --------------------------------------------------------------------------- JSON
 
 
-def parse_squeue_json(text: str, source: str = "squeue --json") -> tuple[list[SlurmJob], str]:
+def parse_squeue_json(text: str | bytes, source: str = "squeue --json") -> tuple[list[SlurmJob], str]:
     """Parse ``squeue --json`` (22.05 and data_parser v0.0.39-v0.0.44) into jobs and the Slurm version.
+
+    Strict: the first bad job record raises. The daemon's backends read through
+    :func:`decode_squeue_json`, which skips a bad record instead.
 
     Parameters
     ----------
-    text : str
+    text : str or bytes
         The command's standard output.
     source : str
         How to name the output in error messages, e.g. the command line.
@@ -216,7 +229,241 @@ def parse_squeue_json(text: str, source: str = "squeue --json") -> tuple[list[Sl
         a field of the wrong type or a negative count, or a node twice in one
         job's ``job_resources``. The message gives the JSON path.
     """
-    doc = _load_json(text, source)
+    decoded = decode_squeue_json(text, source, strict=True)
+    return decoded.records, decoded.version
+
+
+def parse_nodes_json(text: str | bytes, source: str = "sinfo --json") -> tuple[list[SlurmNode], str]:
+    """Parse per-node JSON into nodes and the Slurm version.
+
+    Accepts 22.05 ``sinfo --json`` and ``scontrol show nodes --json`` of
+    data_parser v0.0.39-v0.0.44 (both ``{"nodes": [...]}``). The aggregated
+    ``sinfo --json`` of 23.02+ (top-level ``sinfo``) has no per-node records and
+    is rejected. Strict, as :func:`parse_squeue_json`; see :func:`decode_nodes_json`.
+
+    Raises
+    ------
+    SlurmOutputError
+        As :func:`parse_squeue_json`; a node needs ``name`` and ``state``.
+    """
+    decoded = decode_nodes_json(text, source, strict=True)
+    return decoded.records, decoded.version
+
+
+# --------------------------------------------------------------------------- JSON decoding
+#
+# A 100,000-job ``squeue --json`` is some 250 MB (22.05) to 550 MB (25.11) of which the daemon reads about
+# 35 keys per job out of 110-135. msgspec decodes straight into the typed records below: the keys not
+# named are skipped without building a Python object, and the values named are plain JSON values (``Any``),
+# checked here exactly as the general path (:func:`_job_from_json` on a dict) checks them. The fast
+# conversion (:func:`_job_fast`) handles the forms Slurm prints; any other value makes it hand the record
+# to the general path, so an unusual record gives the same job, or the same error, either way
+# (benchmarks/squeue_decode.py measures the choice; tests/unit/test_slurm_decode.py holds the paths equal).
+# A document msgspec refuses (not JSON, NaN, nesting, a wrong type at the top) is read again by the general
+# path, whose error messages name line, column or JSON path. JSON strings are decoded, never scanned for
+# keys: what a user writes in a job name or comment stays in that field (a duplicate key in one record
+# keeps its last value, as json.loads does).
+
+_JOB_KEYS = (
+    "job_id", "job_state", "user_name", "account", "partition", "qos", "name", "state_reason", "priority",
+    "submit_time", "start_time", "end_time", "eligible_time", "time_limit", "node_count", "cpus", "nodes",
+    "required_nodes", "excluded_nodes", "comment", "admin_comment", "requeue", "batch_flag", "restart_cnt",
+    "tres_per_node", "gres", "features", "exclusive", "tasks", "tasks_per_node", "cpus_per_task",
+    "memory_per_node", "memory_per_cpu", "job_resources",
+)  # fmt: skip
+_NODE_KEYS = (
+    "name", "state", "state_flags", "features", "active_features", "energy", "cpus", "sockets", "cores",
+    "threads", "real_memory", "partitions", "gres", "address", "reason",
+)  # fmt: skip
+
+# ``shared`` absent and ``shared: null`` differ (see _shared_json), hence UNSET for it alone.
+_JobRecord = msgspec.defstruct(
+    "_JobRecord", [(k, Any, None) for k in _JOB_KEYS] + [("shared", Any, msgspec.UNSET)], gc=False
+)
+_NodeRecord = msgspec.defstruct("_NodeRecord", [(k, Any, msgspec.UNSET) for k in _NODE_KEYS], gc=False)
+_ENVELOPE = [("errors", Any, None), ("warnings", Any, None), ("meta", Any, None), ("last_update", Any, None)]
+_SqueueDoc = msgspec.defstruct(
+    "_SqueueDoc", [("jobs", list[_JobRecord] | msgspec.UnsetType, msgspec.UNSET), *_ENVELOPE], gc=False
+)
+_NodesDoc = msgspec.defstruct(
+    "_NodesDoc", [("nodes", list[_NodeRecord] | msgspec.UnsetType, msgspec.UNSET), *_ENVELOPE], gc=False
+)
+_SQUEUE_DECODER = msgspec.json.Decoder(_SqueueDoc)
+_NODES_DECODER = msgspec.json.Decoder(_NodesDoc)
+
+# At most this many skipped records get a log line of their own in one decode; the rest are counted.
+LOG_SKIPPED = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """What one JSON reply of Slurm decoded to.
+
+    ``records``: the jobs or nodes, in Slurm's order. ``version``: Slurm's version
+    from the envelope, ``""`` without one. ``skipped``: one line per record left out
+    because it could not be read (JSON path, job id or node name, and the problem).
+    ``last_update``: the envelope's ``last_update`` (slurmctld's clock; jobs replies
+    of data_parser v0.0.40 on), else ``None``. ``unchanged``: slurmrestd said nothing
+    changed since the ``update_time`` asked for (its warning, 23.11 on).
+    """
+
+    records: list
+    version: str = ""
+    skipped: tuple[str, ...] = ()
+    last_update: float | None = None
+    unchanged: bool = False
+
+
+class _Slow(Exception):
+    """A value the fast conversion leaves to the general path."""
+
+
+def _without_gc(decode: Callable[..., Decoded]) -> Callable[..., Decoded]:
+    """Run a decode with the cyclic garbage collector paused.
+
+    Decoding 100,000 jobs allocates millions of containers, none in a reference
+    cycle; left on, the collector walks the growing heap again and again, which
+    costs more than the decode itself (benchmarks/squeue_decode.py). It is
+    switched back on (if it was on) however the decode ends.
+    """
+
+    def run(*args, **kwargs) -> Decoded:
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return decode(*args, **kwargs)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    run.__name__, run.__qualname__, run.__doc__ = decode.__name__, decode.__qualname__, decode.__doc__
+    run.__wrapped__ = decode  # type: ignore[attr-defined]
+    return run
+
+
+@_without_gc
+def decode_squeue_json(text: str | bytes, source: str = "squeue --json", *, strict: bool = False) -> Decoded:
+    """Decode ``squeue --json`` or slurmrestd's ``GET /slurm/vX/jobs`` reply.
+
+    A job record that cannot be read is left out, counted in ``skipped`` and
+    logged with its job id (``strict=True`` raises instead, as
+    :func:`parse_squeue_json` does). What is wrong with the document as a whole
+    (not JSON, no ``jobs`` list, Slurm's ``errors``) raises
+    :class:`SlurmOutputError` in both modes.
+    """
+    try:
+        doc = _SQUEUE_DECODER.decode(text)
+    except (msgspec.MsgspecError, RecursionError):
+        doc = None
+    if doc is None or doc.jobs is msgspec.UNSET:
+        return _squeue_general(text, source, strict)
+    if doc.errors:
+        _raise_on_errors({"errors": doc.errors}, source)
+    jobs: list[SlurmJob] = []
+    skipped: list[str] = []
+    for i, rec in enumerate(doc.jobs):
+        try:
+            jobs.append(_job_fast(rec, i, source))
+            continue
+        except (_Slow, ValueError, TypeError, SlurmOutputError):
+            pass  # an unusual value: the general path reads it or words the error
+        raw = _record_dict(rec)
+        try:
+            jobs.append(_job_from_json(raw, _Fields(raw, f"jobs[{i}]", source)))
+        except SlurmOutputError as exc:
+            if strict:
+                _squeue_general(text, source, True)  # the error as the general path words it
+                raise
+            skipped.append(_skip_line(exc, "job", raw.get("job_id")))
+    _log_skipped(skipped, source, "job")
+    meta = {"meta": doc.meta}
+    return Decoded(jobs, _envelope_version(meta), tuple(skipped), _plain_time(doc.last_update),
+                   _says_unchanged(doc.warnings))
+
+
+@_without_gc
+def decode_nodes_json(text: str | bytes, source: str = "sinfo --json", *, strict: bool = False) -> Decoded:
+    """Decode per-node JSON (see :func:`parse_nodes_json`); a node record that cannot be read, or a name
+    already seen, is skipped, counted and logged (``strict=True`` raises instead)."""
+    try:
+        doc = _NODES_DECODER.decode(text)
+    except (msgspec.MsgspecError, RecursionError):
+        doc = None
+    if doc is None or doc.nodes is msgspec.UNSET:
+        return _nodes_general(text, source, strict)
+    if doc.errors:
+        _raise_on_errors({"errors": doc.errors}, source)
+    nodes: list[SlurmNode] = []
+    skipped: list[str] = []
+    seen: dict[str, int] = {}
+    for i, rec in enumerate(doc.nodes):
+        raw = _record_dict(rec)
+        try:
+            node = _node_from_json(raw, _Fields(raw, f"nodes[{i}]", source))
+            if node.name in seen:
+                raise SlurmOutputError(source, f"nodes[{i}].name",
+                                       f"node {node.name!r} already at nodes[{seen[node.name]}]")
+        except SlurmOutputError as exc:
+            if strict:
+                _nodes_general(text, source, True)
+                raise
+            skipped.append(_skip_line(exc, "node", raw.get("name")))
+            continue
+        seen[node.name] = i
+        nodes.append(node)
+    _log_skipped(skipped, source, "node")
+    return Decoded(nodes, _envelope_version({"meta": doc.meta}), tuple(skipped))
+
+
+def _record_dict(rec: Any) -> dict[str, Any]:
+    """A decoded record as the dict json.loads would have given, restricted to the keys read."""
+    out = {}
+    for key in rec.__struct_fields__:
+        value = getattr(rec, key)
+        if value is not msgspec.UNSET:
+            out[key] = value
+    return out
+
+
+def _skip_line(exc: SlurmOutputError, what: str, ident: Any) -> str:
+    name = repr(ident)[:40] if isinstance(ident, (str, int, float)) and not isinstance(ident, bool) else "?"
+    return f"{exc.where or 'record'} ({what} {name}): {exc.problem}"
+
+
+def _log_skipped(skipped: list[str], source: str, what: str) -> None:
+    for line in skipped[:LOG_SKIPPED]:
+        log.warning("%s: skipped a %s record Slurm printed: %s", source, what, line)
+    if len(skipped) > LOG_SKIPPED:
+        log.warning("%s: skipped %d more %s records (%d in all)", source, len(skipped) - LOG_SKIPPED, what,
+                    len(skipped))
+
+
+def _plain_time(value: Any) -> float | None:
+    """A timestamp of the envelope (plain or ``{set, infinite, number}``), ``None`` when absent or odd."""
+    if isinstance(value, dict):
+        if value.get("infinite") or value.get("set") is False:
+            return None
+        value = value.get("number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < MAX_NUMBER:
+        return None
+    return float(value)
+
+
+def _says_unchanged(warnings: Any) -> bool:
+    # openapi/slurmctld jobs.c (23.11+): resp_warn(..., "No job changes since update_time[%ld]=%s", ...)
+    if not isinstance(warnings, list):
+        return False
+    return any(isinstance(w, dict) and "No job changes since update_time" in str(w.get("description", ""))
+               for w in warnings)
+
+
+def _text_of(text: str | bytes) -> str:
+    return text.decode("utf-8", errors="replace") if isinstance(text, (bytes, bytearray)) else text
+
+
+def _squeue_general(text: str | bytes, source: str, strict: bool) -> Decoded:
+    """The general path: json.loads into dicts, every record checked by :func:`_job_from_json`."""
+    doc = _load_json(_text_of(text), source)
     _raise_on_errors(doc, source)
     jobs = doc.get("jobs")
     if jobs is None:
@@ -224,28 +471,24 @@ def parse_squeue_json(text: str, source: str = "squeue --json") -> tuple[list[Sl
     if not isinstance(jobs, list):
         raise SlurmOutputError(source, "jobs", f"expected a list, got {type(jobs).__name__}")
     out = []
+    skipped: list[str] = []
     for i, raw in enumerate(jobs):
         path = f"jobs[{i}]"
-        if not isinstance(raw, dict):
-            raise SlurmOutputError(source, path, f"expected an object, got {type(raw).__name__}")
-        out.append(_job_from_json(raw, _Fields(raw, path, source)))
-    return out, _envelope_version(doc)
+        try:
+            if not isinstance(raw, dict):
+                raise SlurmOutputError(source, path, f"expected an object, got {type(raw).__name__}")
+            out.append(_job_from_json(raw, _Fields(raw, path, source)))
+        except SlurmOutputError as exc:
+            if strict:
+                raise
+            skipped.append(_skip_line(exc, "job", raw.get("job_id") if isinstance(raw, dict) else None))
+    _log_skipped(skipped, source, "job")
+    return Decoded(out, _envelope_version(doc), tuple(skipped), _plain_time(doc.get("last_update")),
+                   _says_unchanged(doc.get("warnings")))
 
 
-def parse_nodes_json(text: str, source: str = "sinfo --json") -> tuple[list[SlurmNode], str]:
-    """Parse per-node JSON into nodes and the Slurm version.
-
-    Accepts 22.05 ``sinfo --json`` and ``scontrol show nodes --json`` of
-    data_parser v0.0.39-v0.0.44 (both ``{"nodes": [...]}``). The aggregated
-    ``sinfo --json`` of 23.02+ (top-level ``sinfo``) has no per-node records and
-    is rejected.
-
-    Raises
-    ------
-    SlurmOutputError
-        As :func:`parse_squeue_json`; a node needs ``name`` and ``state``.
-    """
-    doc = _load_json(text, source)
+def _nodes_general(text: str | bytes, source: str, strict: bool) -> Decoded:
+    doc = _load_json(_text_of(text), source)
     if "sinfo" in doc and "nodes" not in doc:
         raise SlurmOutputError(
             source,
@@ -260,17 +503,160 @@ def parse_nodes_json(text: str, source: str = "sinfo --json") -> tuple[list[Slur
     if not isinstance(nodes, list):
         raise SlurmOutputError(source, "nodes", f"expected a list, got {type(nodes).__name__}")
     out = []
+    skipped: list[str] = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(nodes):
         path = f"nodes[{i}]"
-        if not isinstance(raw, dict):
-            raise SlurmOutputError(source, path, f"expected an object, got {type(raw).__name__}")
-        node = _node_from_json(raw, _Fields(raw, path, source))
-        if node.name in seen:
-            raise SlurmOutputError(source, f"{path}.name", f"node {node.name!r} already at nodes[{seen[node.name]}]")
+        try:
+            if not isinstance(raw, dict):
+                raise SlurmOutputError(source, path, f"expected an object, got {type(raw).__name__}")
+            node = _node_from_json(raw, _Fields(raw, path, source))
+            if node.name in seen:
+                raise SlurmOutputError(source, f"{path}.name",
+                                       f"node {node.name!r} already at nodes[{seen[node.name]}]")
+        except SlurmOutputError as exc:
+            if strict:
+                raise
+            skipped.append(_skip_line(exc, "node", raw.get("name") if isinstance(raw, dict) else None))
+            continue
         seen[node.name] = i
         out.append(node)
-    return out, _envelope_version(doc)
+    _log_skipped(skipped, source, "node")
+    return Decoded(out, _envelope_version(doc), tuple(skipped))
+
+
+_NO_FLAGS: frozenset[str] = frozenset()
+_NO_VAL32 = 0xFFFFFFFE
+
+
+def _num(v: Any) -> int | None:
+    """:meth:`_Fields.number` for the forms Slurm prints: a plain int or ``{set, infinite, number}``."""
+    if type(v) is int:
+        if 0 <= v < _NO_VAL32:
+            return v
+        if v in _SENTINELS:
+            return None
+        raise _Slow
+    if v is None:
+        return None
+    if type(v) is dict and ("number" in v or "set" in v or "infinite" in v):
+        if v.get("infinite") or v.get("set") is False:
+            return None
+        x = v.get("number")
+        if type(x) is int:
+            if 0 <= x < _NO_VAL32:
+                return x
+            if x in _SENTINELS:
+                return None
+        elif x is None:
+            return None
+    raise _Slow
+
+
+def _str(v: Any) -> str:
+    if type(v) is str:
+        return "" if v == "(null)" else v
+    if v is None:
+        return ""
+    raise _Slow
+
+
+def _flag(v: Any, default: bool) -> bool:
+    if v is None:
+        return default
+    if type(v) is bool or type(v) is int:
+        return bool(v)
+    raise _Slow
+
+
+def _hosts(v: Any) -> tuple[str, ...]:
+    text = _str(v)
+    return hostlist.expand(text) if text else ()
+
+
+def _job_fast(rec: Any, i: int, source: str) -> SlurmJob:
+    """:func:`_job_from_json` for the forms Slurm prints; raises :class:`_Slow` (or the general path's
+    error) for anything else, and the caller then runs the general path on the record."""
+    job_id = _num(rec.job_id)
+    if job_id is None or job_id < 1:
+        raise _Slow
+    st = rec.job_state
+    if type(st) is list and len(st) == 1:
+        st = st[0]
+    if type(st) is str and st in BASE_JOB_STATES:
+        state, flags = st, _NO_FLAGS
+    else:
+        raise _Slow
+    limit = _num(rec.time_limit)
+    priority = _num(rec.priority)
+    tres = _str(rec.tres_per_node) or _str(rec.gres)
+    tasks = _num(rec.tasks) or 0
+    cpus = _num(rec.cpus) or 0
+    cpus_per_task = _num(rec.cpus_per_task)
+    if not cpus_per_task:
+        cpus_per_task = max(1, cpus // tasks) if state == PENDING and tasks else 1
+    reason = _str(rec.state_reason)
+    node_count = _num(rec.node_count)
+    return SlurmJob(
+        job_id=job_id,
+        state=state,
+        user=_str(rec.user_name),
+        account=_str(rec.account),
+        partition=_str(rec.partition),
+        qos=_str(rec.qos),
+        name=_str(rec.name),
+        reason="" if reason == "None" else reason,
+        flags=flags,
+        priority=priority,
+        submit_time=float(_num(rec.submit_time) or 0) or None,
+        start_time=float(_num(rec.start_time) or 0) or None,
+        end_time=float(_num(rec.end_time) or 0) or None,
+        eligible_time=float(_num(rec.eligible_time) or 0) or None,
+        time_limit_s=None if limit is None else limit * 60.0,
+        node_count=1 if node_count is None else node_count,
+        cpus=cpus,
+        nodes=_hosts(rec.nodes),
+        required_nodes=_hosts(rec.required_nodes),
+        excluded_nodes=_hosts(rec.excluded_nodes),
+        comment=_str(rec.comment),
+        admin_comment=_str(rec.admin_comment),
+        requeue=_flag(rec.requeue, True),
+        batch=_flag(rec.batch_flag, True),
+        restart_count=_num(rec.restart_cnt) or 0,
+        gpus_per_node=_gpus_per_node(tres) if tres else 0,
+        features=_str(rec.features),
+        shared=_shared_fast(rec),
+        tasks=tasks,
+        tasks_per_node=_num(rec.tasks_per_node) or 0,
+        cpus_per_task=cpus_per_task,
+        mem_per_node_mb=_num(rec.memory_per_node) or 0,
+        mem_per_cpu_mb=_num(rec.memory_per_cpu) or 0,
+        allocation=(_allocation_json({"job_resources": rec.job_resources}, _Fields({}, f"jobs[{i}]", source),
+                                     _allocated_cores_fast)
+                    if state in (RUNNING, SUSPENDED, COMPLETING) else ()),
+    )
+
+
+def _shared_fast(rec: Any) -> bool:
+    """:func:`_shared_json` on a decoded record."""
+    if rec.shared is msgspec.UNSET:
+        return False
+    shared = True
+    for value, allowed in ((rec.shared, _SHARED_MODES), (rec.exclusive, _NOT_EXCLUSIVE)):
+        if value is None:
+            continue
+        kind = type(value)
+        if kind is int:
+            shared = False
+            continue
+        if kind is str:
+            names = (value,)
+        elif kind is list and all(type(n) is str for n in value):
+            names = value
+        else:
+            raise _Slow
+        shared = shared and all(n.strip().lower() in allowed for n in names if n.strip())
+    return shared
 
 
 def _load_json(text: str, source: str) -> dict[str, Any]:
@@ -553,7 +939,8 @@ def _shared_json(raw: dict[str, Any], f: _Fields) -> bool:
     return shared
 
 
-def _allocation_json(raw: dict[str, Any], f: _Fields) -> tuple[NodeAllocation, ...]:
+def _allocation_json(raw: dict[str, Any], f: _Fields, count_cores: Callable[[Any, _Fields], int] | None = None
+                     ) -> tuple[NodeAllocation, ...]:
     """What the job holds per node, from ``job_resources``.
 
     Up to v0.0.40 ``allocated_nodes[]`` gives ``nodename``, ``memory_allocated`` and a core map of the
@@ -594,7 +981,8 @@ def _allocation_json(raw: dict[str, Any], f: _Fields) -> tuple[NodeAllocation, .
             mem = _Fields(_object(item, "memory", g), f"{g.path}.memory", f.source).integer("allocated", 0)
         else:
             cpus, mem = 0, g.integer("memory_allocated", 0)
-        out.append(NodeAllocation(name, cpus=cpus, cores=_allocated_cores(item.get("sockets"), g), mem_mb=mem))
+        cores = (count_cores or _allocated_cores)(item.get("sockets"), g)
+        out.append(NodeAllocation(name, cpus=cpus, cores=cores, mem_mb=mem))
     return tuple(out)
 
 
@@ -640,6 +1028,37 @@ def _allocated_cores(sockets: Any, f: _Fields) -> int:
                 raise f.error(here, f"expected a status string or {{\"status\": [...]}}, got {_describe(core)}")
             count += any(n.strip().upper() == "ALLOCATED" for n in status)
     return count
+
+
+# Core statuses as Slurm prints them, and whether each counts as allocated; any other form is left to
+# _allocated_cores.
+_CORE_STATUS_FAST = {"allocated": 1, "allocated_and_in_use": 1, ("ALLOCATED",): 1, ("ALLOCATED", "IN_USE"): 1,
+                     ("UNALLOCATED",): 0, ("IN_USE",): 0}
+
+
+def _allocated_cores_fast(sockets: Any, f: _Fields) -> int:
+    """:func:`_allocated_cores` for the maps Slurm prints; raises :class:`_Slow` on anything else."""
+    if sockets is None:
+        return 0
+    count = 0
+    fast = _CORE_STATUS_FAST
+    for socket in sockets.values() if type(sockets) is dict else sockets:
+        cores = socket.get("cores") if type(socket) is dict else _slow()
+        if type(cores) is dict:
+            for core in cores.values():
+                count += fast[core] if type(core) is str and core in fast else _slow()
+        elif type(cores) is list:
+            for core in cores:
+                status = core.get("status") if type(core) is dict else None
+                key = tuple(status) if type(status) is list else None
+                count += fast[key] if key in fast else _slow()
+        elif cores is not None:
+            raise _Slow
+    return count
+
+
+def _slow() -> int:
+    raise _Slow
 
 
 def _job_state(value: Any, f: _Fields) -> tuple[str, frozenset[str]]:
