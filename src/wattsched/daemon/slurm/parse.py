@@ -290,6 +290,14 @@ _NodesDoc = msgspec.defstruct(
 )
 _SQUEUE_DECODER = msgspec.json.Decoder(_SqueueDoc)
 _NODES_DECODER = msgspec.json.Decoder(_NodesDoc)
+_JOB_DECODER = msgspec.json.Decoder(_JobRecord)
+_NODE_DECODER = msgspec.json.Decoder(_NodeRecord)
+_SqueueRawDoc = msgspec.defstruct(
+    "_SqueueRawDoc", [("jobs", list[msgspec.Raw] | msgspec.UnsetType, msgspec.UNSET), *_ENVELOPE], gc=False
+)
+_NodesRawDoc = msgspec.defstruct(
+    "_NodesRawDoc", [("nodes", list[msgspec.Raw] | msgspec.UnsetType, msgspec.UNSET), *_ENVELOPE], gc=False
+)
 
 # At most this many skipped records get a log line of their own in one decode; the rest are counted.
 LOG_SKIPPED = 10
@@ -353,7 +361,11 @@ def decode_squeue_json(text: str | bytes, source: str = "squeue --json", *, stri
     """
     try:
         doc = _SQUEUE_DECODER.decode(text)
-    except (msgspec.MsgspecError, RecursionError):
+    except msgspec.ValidationError:
+        # A value msgspec cannot hold (a number beyond a double) or a job that is not an object:
+        # decode the jobs one by one, so that only the record concerned is lost.
+        doc = _one_by_one(text, _SqueueRawDoc, "jobs", _JOB_DECODER)
+    except (msgspec.DecodeError, RecursionError):
         doc = None
     if doc is None or doc.jobs is msgspec.UNSET:
         return _squeue_general(text, source, strict)
@@ -362,13 +374,15 @@ def decode_squeue_json(text: str | bytes, source: str = "squeue --json", *, stri
     jobs: list[SlurmJob] = []
     skipped: list[str] = []
     for i, rec in enumerate(doc.jobs):
+        raw: dict[str, Any] = {}
         try:
-            jobs.append(_job_fast(rec, i, source))
-            continue
-        except (_Slow, ValueError, TypeError, SlurmOutputError):
-            pass  # an unusual value: the general path reads it or words the error
-        raw = _record_dict(rec)
-        try:
+            if type(rec) is not _Undecodable:
+                try:
+                    jobs.append(_job_fast(rec, i, source))
+                    continue
+                except (_Slow, ValueError, TypeError, SlurmOutputError):
+                    pass  # an unusual value: the general path reads it or words the error
+            raw = _record_dict(rec, f"jobs[{i}]", source)
             jobs.append(_job_from_json(raw, _Fields(raw, f"jobs[{i}]", source)))
         except SlurmOutputError as exc:
             if strict:
@@ -387,7 +401,9 @@ def decode_nodes_json(text: str | bytes, source: str = "sinfo --json", *, strict
     already seen, is skipped, counted and logged (``strict=True`` raises instead)."""
     try:
         doc = _NODES_DECODER.decode(text)
-    except (msgspec.MsgspecError, RecursionError):
+    except msgspec.ValidationError:
+        doc = _one_by_one(text, _NodesRawDoc, "nodes", _NODE_DECODER)
+    except (msgspec.DecodeError, RecursionError):
         doc = None
     if doc is None or doc.nodes is msgspec.UNSET:
         return _nodes_general(text, source, strict)
@@ -397,8 +413,9 @@ def decode_nodes_json(text: str | bytes, source: str = "sinfo --json", *, strict
     skipped: list[str] = []
     seen: dict[str, int] = {}
     for i, rec in enumerate(doc.nodes):
-        raw = _record_dict(rec)
+        raw: dict[str, Any] = {}
         try:
+            raw = _record_dict(rec, f"nodes[{i}]", source)
             node = _node_from_json(raw, _Fields(raw, f"nodes[{i}]", source))
             if node.name in seen:
                 raise SlurmOutputError(source, f"nodes[{i}].name",
@@ -415,19 +432,74 @@ def decode_nodes_json(text: str | bytes, source: str = "sinfo --json", *, strict
     return Decoded(nodes, _envelope_version({"meta": doc.meta}), tuple(skipped))
 
 
-def _record_dict(rec: Any) -> dict[str, Any]:
-    """A decoded record as the dict json.loads would have given, restricted to the keys read."""
+def _record_dict(rec: Any, where: str, source: str) -> dict[str, Any]:
+    """A decoded record as the dict json.loads would have given, restricted to the keys read.
+
+    Raises :class:`SlurmOutputError` for a record that did not decode (see :func:`_one_by_one`) and for an
+    integer of more digits than the general path's json.loads accepts (``MAX_DIGITS``), which msgspec reads.
+    """
+    if isinstance(rec, _Undecodable):
+        try:
+            value = _load_json_value(bytes(rec.raw).decode("utf-8", errors="replace"), source)
+        except SlurmOutputError as exc:
+            raise SlurmOutputError(source, where, exc.problem) from None
+        raise SlurmOutputError(source, where, f"expected an object, got {type(value).__name__}")
     out = {}
     for key in rec.__struct_fields__:
         value = getattr(rec, key)
         if value is not msgspec.UNSET:
             out[key] = value
+            _check_digits(value, source, where)
     return out
+
+
+def _check_digits(value: Any, source: str, where: str, depth: int = 0) -> None:
+    if type(value) is int:
+        if not -10**MAX_DIGITS < value < 10**MAX_DIGITS:
+            raise SlurmOutputError(source, where, f"invalid number in the JSON: an integer of "
+                                                  f"{len(str(abs(value)))} digits is out of range")
+    elif type(value) is dict and depth < 64:
+        for item in value.values():
+            _check_digits(item, source, where, depth + 1)
+    elif type(value) is list and depth < 64:
+        for item in value:
+            _check_digits(item, source, where, depth + 1)
+
+
+class _Undecodable:
+    """A record msgspec refused on its own (see :func:`_one_by_one`); its text is kept for the message."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: msgspec.Raw):
+        self.raw = raw
+
+
+def _one_by_one(text: str | bytes, doc_type: Any, key: str, decoder: msgspec.json.Decoder) -> Any:
+    """The document with its records decoded one at a time; one that fails becomes :class:`_Undecodable`.
+
+    ``None`` when the document itself is not an object with a list under ``key``.
+    """
+    try:
+        doc = msgspec.json.decode(text, type=doc_type)
+    except (msgspec.MsgspecError, RecursionError):
+        return None
+    items = getattr(doc, key)
+    if items is msgspec.UNSET:
+        return doc
+    records = []
+    for raw in items:
+        try:
+            records.append(decoder.decode(raw))
+        except (msgspec.MsgspecError, RecursionError):
+            records.append(_Undecodable(raw))
+    setattr(doc, key, records)
+    return doc
 
 
 def _skip_line(exc: SlurmOutputError, what: str, ident: Any) -> str:
     name = repr(ident)[:40] if isinstance(ident, (str, int, float)) and not isinstance(ident, bool) else "?"
-    return f"{exc.where or 'record'} ({what} {name}): {exc.problem}"
+    return f"{what} {name}: {exc.where}: {exc.problem}" if exc.where else f"{what} {name}: {exc.problem}"
 
 
 def _log_skipped(skipped: list[str], source: str, what: str) -> None:
@@ -564,8 +636,8 @@ def _str(v: Any) -> str:
 def _flag(v: Any, default: bool) -> bool:
     if v is None:
         return default
-    if type(v) is bool or type(v) is int:
-        return bool(v)
+    if type(v) is bool:
+        return v
     raise _Slow
 
 
@@ -646,7 +718,7 @@ def _shared_fast(rec: Any) -> bool:
         if value is None:
             continue
         kind = type(value)
-        if kind is int:
+        if kind is int and -_NO_VAL32 < value < _NO_VAL32:
             shared = False
             continue
         if kind is str:
@@ -660,6 +732,13 @@ def _shared_fast(rec: Any) -> bool:
 
 
 def _load_json(text: str, source: str) -> dict[str, Any]:
+    doc = _load_json_value(text, source)
+    if not isinstance(doc, dict):
+        raise SlurmOutputError(source, None, f"expected a JSON object, got {type(doc).__name__}")
+    return doc
+
+
+def _load_json_value(text: str, source: str) -> Any:
     if not text or not text.strip():
         raise SlurmOutputError(source, None, "no output (expected JSON)")
     try:
@@ -676,8 +755,6 @@ def _load_json(text: str, source: str) -> dict[str, Any]:
         raise SlurmOutputError(
             source, None, f"not valid JSON at line {exc.lineno} column {exc.colno}: {what}{hint}"
         ) from None
-    if not isinstance(doc, dict):
-        raise SlurmOutputError(source, None, f"expected a JSON object, got {type(doc).__name__}")
     return doc
 
 
