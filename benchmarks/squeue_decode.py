@@ -24,7 +24,9 @@ Rows:
   decoder wattsched had before (``parse._squeue_general``).
 - ``decode_squeue_json``: the daemon's decoder (msgspec typed + fast conversion,
   collector paused), from bytes as slurmrestd sends them and from text as
-  ``squeue`` prints it.
+  ``squeue`` prints it; ``+ previous decode's jobs``: the same document again
+  with the backends' cache of the last decode, as in a cycle where no job
+  changed (running jobs, with per-node resources, are converted every time).
 """
 
 from __future__ import annotations
@@ -106,6 +108,9 @@ def run_shape(shape: str, args: argparse.Namespace) -> None:
         rows.append(("general path (before)", lambda: parse._squeue_general(text, "squeue --json", False)))
     rows.append(("decode_squeue_json (bytes)", lambda: parse.decode_squeue_json(data)))
     rows.append(("decode_squeue_json (text)", lambda: parse.decode_squeue_json(text)))
+    cache: dict = {}
+    parse.decode_squeue_json(data, cache=cache)
+    rows.append(("  + previous decode's jobs", lambda: parse.decode_squeue_json(data, cache=cache)))
     print(f"  {'decoder':<32} {'wall s':>8} {'CPU s':>8} {'CPU us/job':>10}")
     for name, fn in rows:
         wall, cpu = best(fn, args.repeat)

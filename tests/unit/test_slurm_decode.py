@@ -111,6 +111,10 @@ def test_any_value_in_any_key_read_gives_what_the_reference_gives(index, changes
     text = json.dumps({"jobs": [job, TEMPLATES[0]]})
     assert outcome(decode_squeue_json, text, strict=True) == outcome(reference_jobs, text)
     lenient, reference = outcome(decode_squeue_json, text), outcome(reference_jobs, text, strict=False)
+    # the same with the jobs of a previous decode at hand (a changed job is never taken for the old one)
+    cache: dict = {}
+    decode_squeue_json(json.dumps({"jobs": [TEMPLATES[index], TEMPLATES[0]]}), cache=cache)
+    assert outcome(decode_squeue_json, text, cache=cache) == lenient
     if reference[0] == "error" and "invalid number" in reference[1]:
         # json.loads refuses the whole document for one integer of more than MAX_DIGITS digits; the
         # decoder loses only the record that holds it
@@ -209,3 +213,28 @@ def test_free_text_with_embedded_keys_stays_in_its_field(text, path):
         assert got.job_id == was.job_id and got.admin_comment == was.admin_comment
         assert got.priority == was.priority and got.state == was.state and got.nodes == was.nodes
         assert got.reason == was.reason and got.held == was.held
+
+
+def test_unchanged_jobs_of_the_previous_decode_are_reused_and_changed_ones_are_not():
+    doc = json.loads((FIXTURES / "v0.0.38-live" / "squeue.json").read_text())
+    cache: dict = {}
+    first = decode_squeue_json(json.dumps(doc), cache=cache).records
+    assert cache  # the pending jobs; the running one (with its per-node resources) is converted every time
+    doc["jobs"][1]["priority"] = 77
+    second = decode_squeue_json(json.dumps(doc), cache=cache).records
+    assert second == reference_jobs(json.dumps(doc)).records
+    assert second[1].priority == 77 and second[1] is not first[1]
+    assert all(second[k] is first[k] for k in (2, 3)) and second[0] is not first[0]
+    assert len(cache) == 3  # this decode's jobs only
+
+
+@pytest.mark.parametrize(("key", "same", "different"), [
+    ("cpus", 2, True), ("cpus", 1, True), ("requeue", True, 1), ("name", 1, 1.0), ("priority", 0, False),
+    ("cpus", 2, 2.0),
+])
+def test_equal_values_of_another_type_are_not_taken_from_the_cache(key, same, different):
+    job = {"job_id": 9, "job_state": "PENDING", "job_resources": {}}
+    cache: dict = {}
+    decode_squeue_json(json.dumps({"jobs": [{**job, key: same}]}), cache=cache)
+    text = json.dumps({"jobs": [{**job, key: different}]})
+    assert outcome(decode_squeue_json, text, cache=cache) == outcome(reference_jobs, text, strict=False)

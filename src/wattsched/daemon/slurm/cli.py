@@ -70,6 +70,7 @@ class SlurmCLI:
         self._sleep = sleep
         self.version: tuple[int, int, int] | None = None
         self.commands_run = 0
+        self._job_cache: dict = {}  # jobs of the last read, reused where unchanged (parse.decode_squeue_json)
 
     # ------------------------------------------------------------------ running
 
@@ -131,7 +132,8 @@ class SlurmCLI:
     def _read_json(self, version, now) -> ClusterState:
         # Always the full job set: squeue has nothing like slurmrestd's update_time. A record that cannot
         # be read is left out and logged (parse.decode_squeue_json), not the whole cycle.
-        jobs = parse.decode_squeue_json(self.run(["squeue", "--all", "--json"]), source="squeue --json")
+        jobs = parse.decode_squeue_json(self.run(["squeue", "--all", "--json"]), source="squeue --json",
+                                        cache=self._job_cache)
         if version < (23, 2, 0):
             nodes = parse.decode_nodes_json(self.run(["sinfo", "--json"]), source="sinfo --json")
         else:

@@ -277,8 +277,12 @@ _NODE_KEYS = (
 )  # fmt: skip
 
 # ``shared`` absent and ``shared: null`` differ (see _shared_json), hence UNSET for it alone.
+# job_resources comes last: _cache_key leaves it out of the key.
 _JobRecord = msgspec.defstruct(
-    "_JobRecord", [(k, Any, None) for k in _JOB_KEYS] + [("shared", Any, msgspec.UNSET)], gc=False
+    "_JobRecord",
+    [(k, Any, None) for k in _JOB_KEYS if k != "job_resources"]
+    + [("shared", Any, msgspec.UNSET), ("job_resources", Any, None)],
+    gc=False,
 )
 _NodeRecord = msgspec.defstruct("_NodeRecord", [(k, Any, msgspec.UNSET) for k in _NODE_KEYS], gc=False)
 _ENVELOPE = [("errors", Any, None), ("warnings", Any, None), ("meta", Any, None), ("last_update", Any, None)]
@@ -350,7 +354,8 @@ def _without_gc(decode: Callable[..., Decoded]) -> Callable[..., Decoded]:
 
 
 @_without_gc
-def decode_squeue_json(text: str | bytes, source: str = "squeue --json", *, strict: bool = False) -> Decoded:
+def decode_squeue_json(text: str | bytes, source: str = "squeue --json", *, strict: bool = False,
+                       cache: dict | None = None) -> Decoded:
     """Decode ``squeue --json`` or slurmrestd's ``GET /slurm/vX/jobs`` reply.
 
     A job record that cannot be read is left out, counted in ``skipped`` and
@@ -358,6 +363,13 @@ def decode_squeue_json(text: str | bytes, source: str = "squeue --json", *, stri
     :func:`parse_squeue_json` does). What is wrong with the document as a whole
     (not JSON, no ``jobs`` list, Slurm's ``errors``) raises
     :class:`SlurmOutputError` in both modes.
+
+    ``cache``: a dict the caller keeps from one decode to the next (initially
+    empty). A job whose keys read hold the same values, of the same types, as a
+    job of the previous decode gets that job's record again instead of a new one
+    (a :class:`SlurmJob` is a pure function of those values); on return the
+    cache holds the jobs of this decode. Records with per-node resources or with
+    lists (``job_state`` from v0.0.40) are always converted afresh.
     """
     try:
         doc = _SQUEUE_DECODER.decode(text)
@@ -373,12 +385,26 @@ def decode_squeue_json(text: str | bytes, source: str = "squeue --json", *, stri
         _raise_on_errors({"errors": doc.errors}, source)
     jobs: list[SlurmJob] = []
     skipped: list[str] = []
+    kept: dict = {}
     for i, rec in enumerate(doc.jobs):
         raw: dict[str, Any] = {}
         try:
             if type(rec) is not _Undecodable:
+                key = None if cache is None else _cache_key(rec)
+                if key is not None:
+                    try:
+                        job = cache.get(key)  # type: ignore[union-attr]
+                    except TypeError:  # a list or an object among the values
+                        key = job = None
+                    if job is not None:
+                        jobs.append(job)
+                        kept[key] = job
+                        continue
                 try:
-                    jobs.append(_job_fast(rec, i, source))
+                    job = _job_fast(rec, i, source)
+                    jobs.append(job)
+                    if key is not None:
+                        kept[key] = job
                     continue
                 except (_Slow, ValueError, TypeError, SlurmOutputError):
                     pass  # an unusual value: the general path reads it or words the error
@@ -390,6 +416,9 @@ def decode_squeue_json(text: str | bytes, source: str = "squeue --json", *, stri
                 raise
             skipped.append(_skip_line(exc, "job", raw.get("job_id")))
     _log_skipped(skipped, source, "job")
+    if cache is not None:
+        cache.clear()
+        cache.update(kept)
     meta = {"meta": doc.meta}
     return Decoded(jobs, _envelope_version(meta), tuple(skipped), _plain_time(doc.last_update),
                    _says_unchanged(doc.warnings))
@@ -430,6 +459,20 @@ def decode_nodes_json(text: str | bytes, source: str = "sinfo --json", *, strict
         nodes.append(node)
     _log_skipped(skipped, source, "node")
     return Decoded(nodes, _envelope_version({"meta": doc.meta}), tuple(skipped))
+
+
+_astuple = msgspec.structs.astuple
+
+
+def _cache_key(rec: Any) -> tuple | None:
+    """The values of a record's keys read and their types (``1``, ``1.0`` and ``True`` are equal keys
+    of a dict but may read differently); ``None`` for a record with per-node resources."""
+    values = _astuple(rec)
+    resources = values[-1]
+    if resources is not None and not (type(resources) is dict and not resources):
+        return None
+    values = values[:-1]
+    return values, tuple(map(type, values))
 
 
 def _record_dict(rec: Any, where: str, source: str) -> dict[str, Any]:

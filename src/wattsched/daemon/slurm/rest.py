@@ -203,6 +203,7 @@ class SlurmREST:
         self._jobs_since: float | None = None  # update_time for the next read
         self._reads_since_full = 0
         self.jobs_reused = 0  # reads Slurm answered "no change" to
+        self._job_cache: dict = {}  # records of the last read, reused where unchanged (parse.decode_squeue_json)
 
     def __repr__(self) -> str:
         return f"SlurmREST(url={self.url!r}, token_file={str(self.token_file)!r}, api_version={self.api_version!r})"
@@ -325,7 +326,7 @@ class SlurmREST:
             if since is None or exc.status != 304:
                 raise
             text = None  # 22.05: 304 Not Modified
-        decoded = None if text is None else parse.decode_squeue_json(text, source=source)
+        decoded = None if text is None else parse.decode_squeue_json(text, source=source, cache=self._job_cache)
         if since is not None and (decoded is None or (decoded.unchanged and not decoded.records)):
             self._reads_since_full += 1
             self.jobs_reused += 1
