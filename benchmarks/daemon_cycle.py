@@ -96,7 +96,7 @@ class CannedSlurm(SlurmCLI):
         finally:
             self.read_s.append(time.perf_counter() - t0)
 
-    def run(self, args, *, retry=True):
+    def run(self, args, *, retry=True, raw=False):
         if args[:2] == ["sinfo", "--version"]:
             return "slurm-wlm 22.05.8\n"
         if args[0] in ("squeue", "sinfo"):
