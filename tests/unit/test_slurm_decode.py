@@ -83,6 +83,30 @@ def test_core_maps_of_any_form_give_the_reference_count(status):
     assert outcome(decode_squeue_json, text, strict=True) == outcome(reference_jobs, text)
 
 
+@pytest.mark.parametrize("resources", [
+    None, {}, [], {"nodes": "n1"}, {"allocated_nodes": None}, {"allocated_nodes": {}},
+    {"allocated_nodes": [{"nodename": "n1", "memory_allocated": 4.0, "sockets": {"0": {"cores": {"0": "allocated"}}}}]},
+    {"allocated_nodes": [{"nodename": 7, "memory_allocated": 1}]},
+    {"allocated_nodes": [{"nodename": "n1"}, {"nodename": "n1"}]},
+    {"allocated_nodes": [{"nodename": "n1", "sockets": {"0": {"cores": {"0": " Allocated", "1": "idle"}}}}]},
+    {"allocated_nodes": [{"nodename": "n1", "sockets": {"0": {"cores": None}}}]},
+    {"allocated_nodes": [{"nodename": "n1", "sockets": {"0": "x"}}]},
+    {"allocated_nodes": [{"nodename": "(null)"}]},
+    {"nodes": {"allocation": [{"name": "n1", "cpus": {"count": 0xFFFFFFFE}, "memory": {"allocated": {"set": False}}}]}},
+    {"nodes": {"allocation": [{"name": "n1", "cpus": None, "memory": None, "sockets": []}]}},
+    {"nodes": {"allocation": [{"name": "n1", "cpus": {"count": True}}]}},
+    {"nodes": {"allocation": [{"name": "n1", "sockets": [{"cores": [{"status": ["ALLOCATED", "IN_USE"]},
+                                                                     {"status": ["UNALLOCATED"]}, {}]}]}]}},
+    {"nodes": {"allocation": [{"name": "n1", "sockets": [{"cores": {"0": "allocated"}}]}]}},
+    {"nodes": {"allocation": None}}, {"nodes": {"allocation": "n1"}},
+])
+@pytest.mark.parametrize("state", ["RUNNING", "PENDING", "COMPLETED"])
+def test_per_node_resources_of_any_form_give_the_reference_allocation(resources, state):
+    text = json.dumps({"jobs": [{"job_id": 1, "job_state": state, "job_resources": resources}]})
+    assert outcome(decode_squeue_json, text, strict=True) == outcome(reference_jobs, text)
+    assert outcome(decode_squeue_json, text) == outcome(reference_jobs, text, strict=False)
+
+
 # Values a key may take: what Slurm prints in some version, and what it never prints.
 VALUES = st.one_of(
     st.none(), st.booleans(), st.integers(-3, 2**33), st.sampled_from([0xFFFFFFFE, 2**64 - 1, 2**53 + 1, 10**30]),

@@ -712,6 +712,12 @@ def _job_fast(rec: Any, i: int, source: str) -> SlurmJob:
         cpus_per_task = max(1, cpus // tasks) if state == PENDING and tasks else 1
     reason = _str(rec.state_reason)
     node_count = _num(rec.node_count)
+    holds = state in (RUNNING, SUSPENDED, COMPLETING)
+    # Values read only in some cases: as json.loads refuses an over-long integer anywhere, so must this.
+    if type(rec.gres) is int or type(rec.exclusive) is int:
+        raise _Slow
+    if not holds and rec.job_resources:
+        _check_digits(rec.job_resources, source, f"jobs[{i}]")
     return SlurmJob(
         job_id=job_id,
         state=state,
@@ -746,10 +752,45 @@ def _job_fast(rec: Any, i: int, source: str) -> SlurmJob:
         cpus_per_task=cpus_per_task,
         mem_per_node_mb=_num(rec.memory_per_node) or 0,
         mem_per_cpu_mb=_num(rec.memory_per_cpu) or 0,
-        allocation=(_allocation_json({"job_resources": rec.job_resources}, _Fields({}, f"jobs[{i}]", source),
-                                     _allocated_cores_fast)
-                    if state in (RUNNING, SUSPENDED, COMPLETING) else ()),
+        allocation=_allocation_fast(rec.job_resources) if holds else (),
     )
+
+
+def _allocation_fast(res: Any) -> tuple[NodeAllocation, ...]:
+    """:func:`_allocation_json` for the two layouts Slurm prints (``allocated_nodes[]`` up to v0.0.40,
+    ``nodes.allocation[]`` from v0.0.41); raises :class:`_Slow` on anything else."""
+    if res is None:
+        return ()
+    if type(res) is not dict:
+        raise _Slow
+    if not res:
+        return ()
+    nodes = res.get("nodes")
+    v41 = type(nodes) is dict
+    items = nodes.get("allocation") if v41 else res.get("allocated_nodes")
+    if items is None:
+        return ()
+    if type(items) is not list:
+        raise _Slow
+    out = []
+    seen: set[str] = set()
+    name_key = "name" if v41 else "nodename"
+    for item in items:
+        if type(item) is not dict:
+            raise _Slow
+        name = item.get(name_key)
+        if type(name) is not str or not name or name == "(null)" or name in seen:
+            raise _Slow
+        seen.add(name)
+        if v41:
+            cpus_obj, mem_obj = item.get("cpus"), item.get("memory")
+            cpus = 0 if cpus_obj is None else _num(cpus_obj.get("count")) if type(cpus_obj) is dict else _slow()
+            mem = 0 if mem_obj is None else _num(mem_obj.get("allocated")) if type(mem_obj) is dict else _slow()
+        else:
+            cpus, mem = 0, _num(item.get("memory_allocated"))
+        cores = _allocated_cores_fast(item.get("sockets"))
+        out.append(NodeAllocation(name, cpus=cpus or 0, cores=cores, mem_mb=mem or 0))
+    return tuple(out)
 
 
 def _shared_fast(rec: Any) -> bool:
@@ -1059,8 +1100,7 @@ def _shared_json(raw: dict[str, Any], f: _Fields) -> bool:
     return shared
 
 
-def _allocation_json(raw: dict[str, Any], f: _Fields, count_cores: Callable[[Any, _Fields], int] | None = None
-                     ) -> tuple[NodeAllocation, ...]:
+def _allocation_json(raw: dict[str, Any], f: _Fields) -> tuple[NodeAllocation, ...]:
     """What the job holds per node, from ``job_resources``.
 
     Up to v0.0.40 ``allocated_nodes[]`` gives ``nodename``, ``memory_allocated`` and a core map of the
@@ -1101,8 +1141,7 @@ def _allocation_json(raw: dict[str, Any], f: _Fields, count_cores: Callable[[Any
             mem = _Fields(_object(item, "memory", g), f"{g.path}.memory", f.source).integer("allocated", 0)
         else:
             cpus, mem = 0, g.integer("memory_allocated", 0)
-        cores = (count_cores or _allocated_cores)(item.get("sockets"), g)
-        out.append(NodeAllocation(name, cpus=cpus, cores=cores, mem_mb=mem))
+        out.append(NodeAllocation(name, cpus=cpus, cores=_allocated_cores(item.get("sockets"), g), mem_mb=mem))
     return tuple(out)
 
 
@@ -1156,7 +1195,7 @@ _CORE_STATUS_FAST = {"allocated": 1, "allocated_and_in_use": 1, ("ALLOCATED",): 
                      ("UNALLOCATED",): 0, ("IN_USE",): 0}
 
 
-def _allocated_cores_fast(sockets: Any, f: _Fields) -> int:
+def _allocated_cores_fast(sockets: Any) -> int:
     """:func:`_allocated_cores` for the maps Slurm prints; raises :class:`_Slow` on anything else."""
     if sockets is None:
         return 0
