@@ -65,6 +65,45 @@ def test_every_node_fixture_decodes_to_the_reference_nodes(path):
     assert fast.records == reference_nodes(text).records and fast.version == reference_nodes(text).version
 
 
+NODE_TEMPLATES = [node for path in NODES for node in json.loads(path.read_text())["nodes"]]
+NODE_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 2**33), st.sampled_from([0xFFFFFFFE, 10**30, 2_000_000]),
+    st.floats(0, 3e6), st.text(max_size=6),
+    st.sampled_from(["", "(null)", "idle", "IDLE", "mixed*", "drain", "a,b", "ECC [root@2026-11-22T01:00:00]"]),
+    st.lists(st.sampled_from(["IDLE", "DRAIN", "POWERED_DOWN", "drain", "", "x"]), max_size=3),
+    st.fixed_dictionaries({}, optional={
+        "current_watts": st.one_of(
+            st.none(), st.integers(-2, 2_000_000), st.floats(0, 10), st.just(10**30),
+            st.fixed_dictionaries({}, optional={"set": st.booleans(), "infinite": st.booleans(),
+                                                "number": st.integers(-1, 2_000_000)})),
+        "consumed_energy": st.sampled_from([0, 10**30]),
+    }),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(range(len(NODE_TEMPLATES))),
+       st.lists(st.tuples(st.sampled_from(parse._NODE_KEYS), NODE_VALUES), max_size=4))
+def test_any_value_in_any_node_key_read_gives_what_the_reference_gives(index, changes):
+    node = copy.deepcopy(NODE_TEMPLATES[index])
+    for key, value in changes:
+        node[key] = value
+    other = {**NODE_TEMPLATES[0], "name": "other-node"}
+    text = json.dumps({"nodes": [node, other]})
+    assert outcome(decode_nodes_json, text, strict=True) == outcome(reference_nodes, text)
+    lenient, reference = outcome(decode_nodes_json, text), outcome(reference_nodes, text, strict=False)
+    if reference[0] == "error" and "invalid number" in reference[1]:
+        assert [n.name for n in lenient[0]] == ["other-node"] and len(lenient[2]) == 1
+    else:
+        assert lenient == reference
+
+
+def test_every_node_fixture_takes_the_fast_path():
+    for path in NODES:
+        doc = parse._NODES_DECODER.decode(path.read_text())
+        assert [parse._node_fast(rec) for rec in doc.nodes] == decode_nodes_json(path.read_text()).records
+
+
 def test_running_jobs_of_every_version_count_their_cores_on_the_fast_path():
     """The per-core maps (all cores with a status from v0.0.41) are what costs most in a running job."""
     for path in SQUEUE:

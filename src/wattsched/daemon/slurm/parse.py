@@ -42,6 +42,7 @@ Normalisations every version shares (so the same cluster gives equal records):
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import logging
@@ -284,7 +285,7 @@ _JobRecord = msgspec.defstruct(
     + [("shared", Any, msgspec.UNSET), ("job_resources", Any, None)],
     gc=False,
 )
-_NodeRecord = msgspec.defstruct("_NodeRecord", [(k, Any, msgspec.UNSET) for k in _NODE_KEYS], gc=False)
+_NodeRecord = msgspec.defstruct("_NodeRecord", [(k, Any, None) for k in _NODE_KEYS], gc=False)
 _ENVELOPE = [("errors", Any, None), ("warnings", Any, None), ("meta", Any, None), ("last_update", Any, None)]
 _SqueueDoc = msgspec.defstruct(
     "_SqueueDoc", [("jobs", list[_JobRecord] | msgspec.UnsetType, msgspec.UNSET), *_ENVELOPE], gc=False
@@ -444,8 +445,13 @@ def decode_nodes_json(text: str | bytes, source: str = "sinfo --json", *, strict
     for i, rec in enumerate(doc.nodes):
         raw: dict[str, Any] = {}
         try:
-            raw = _record_dict(rec, f"nodes[{i}]", source)
-            node = _node_from_json(raw, _Fields(raw, f"nodes[{i}]", source))
+            node = None
+            if type(rec) is not _Undecodable:
+                with contextlib.suppress(_Slow, ValueError, TypeError):  # else the general path reads it
+                    node = _node_fast(rec)
+            if node is None:
+                raw = _record_dict(rec, f"nodes[{i}]", source)
+                node = _node_from_json(raw, _Fields(raw, f"nodes[{i}]", source))
             if node.name in seen:
                 raise SlurmOutputError(source, f"nodes[{i}].name",
                                        f"node {node.name!r} already at nodes[{seen[node.name]}]")
@@ -453,7 +459,7 @@ def decode_nodes_json(text: str | bytes, source: str = "sinfo --json", *, strict
             if strict:
                 _nodes_general(text, source, True)
                 raise
-            skipped.append(_skip_line(exc, "node", raw.get("name")))
+            skipped.append(_skip_line(exc, "node", raw.get("name") if raw else getattr(rec, "name", None)))
             continue
         seen[node.name] = i
         nodes.append(node)
@@ -507,6 +513,17 @@ def _check_digits(value: Any, source: str, where: str, depth: int = 0) -> None:
     elif type(value) is list and depth < 64:
         for item in value:
             _check_digits(item, source, where, depth + 1)
+
+
+def _has_long_int(value: Any) -> bool:
+    """Whether ``value`` holds an integer json.loads would refuse (see :func:`_check_digits`)."""
+    if value is None or type(value) is str:
+        return False
+    try:
+        _check_digits(value, "", "")
+    except SlurmOutputError:
+        return True
+    return False
 
 
 class _Undecodable:
@@ -714,10 +731,8 @@ def _job_fast(rec: Any, i: int, source: str) -> SlurmJob:
     node_count = _num(rec.node_count)
     holds = state in (RUNNING, SUSPENDED, COMPLETING)
     # Values read only in some cases: as json.loads refuses an over-long integer anywhere, so must this.
-    if type(rec.gres) is int or type(rec.exclusive) is int:
+    if _has_long_int(rec.gres) or _has_long_int(rec.exclusive) or (not holds and _has_long_int(rec.job_resources)):
         raise _Slow
-    if not holds and rec.job_resources:
-        _check_digits(rec.job_resources, source, f"jobs[{i}]")
     return SlurmJob(
         job_id=job_id,
         state=state,
@@ -791,6 +806,63 @@ def _allocation_fast(res: Any) -> tuple[NodeAllocation, ...]:
         cores = _allocated_cores_fast(item.get("sockets"))
         out.append(NodeAllocation(name, cpus=cpus or 0, cores=cores, mem_mb=mem or 0))
     return tuple(out)
+
+
+def _strings(v: Any) -> tuple[str, ...]:
+    """:meth:`_Fields.string_list` for a list of strings or 22.05's comma-separated string."""
+    if v is None:
+        return ()
+    if type(v) is str:
+        return _csv(v)
+    if type(v) is list and all(type(x) is str for x in v):
+        return tuple(x for x in v if x)
+    raise _Slow
+
+
+def _node_fast(rec: Any) -> SlurmNode:
+    """:func:`_node_from_json` for the forms Slurm prints; raises :class:`_Slow` for anything else."""
+    name = rec.name
+    if type(name) is not str or not name or name == "(null)":
+        raise _Slow
+    st = rec.state
+    if type(st) is str and st:
+        names = [st, *_strings(rec.state_flags)]
+    elif type(st) is list and st and all(type(x) is str for x in st):
+        names = st
+    else:
+        raise _Slow
+    state, flags = _node_state_from_names(names)
+    # Values read only in some cases: as json.loads refuses an over-long integer anywhere, so must this.
+    if _has_long_int(rec.state_flags) or _has_long_int(rec.active_features) or _has_long_int(rec.energy):
+        raise _Slow
+    energy = rec.energy
+    watts = None
+    if energy is not None:
+        if type(energy) is not dict:
+            raise _Slow
+        value = _num(energy.get("current_watts"))
+        if value:
+            if value > MAX_NODE_WATTS:
+                raise _Slow
+            watts = float(value)
+    reason = _str(rec.reason)
+    threads = _num(rec.threads)
+    return SlurmNode(
+        name=name,
+        state=state,
+        flags=flags,
+        cpus=_num(rec.cpus) or 0,
+        sockets=_num(rec.sockets) or 0,
+        cores_per_socket=_num(rec.cores) or 0,
+        threads_per_core=1 if threads is None else threads,
+        real_memory_mb=_num(rec.real_memory) or 0,
+        features=_strings(rec.features) or _strings(rec.active_features),
+        partitions=_strings(rec.partitions),
+        gres=_str(rec.gres),
+        address=_str(rec.address),
+        reason=_strip_reason_stamp(reason) if reason else "",
+        current_watts=watts,
+    )
 
 
 def _shared_fast(rec: Any) -> bool:
