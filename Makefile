@@ -53,7 +53,7 @@ lwp: $(STAMP)
 
 ## docs: regenerate docs/config.md from the config models
 docs: $(STAMP)
-	$(BIN)/python -c "from wattsched.config.reference import render_config_reference as r; print(r(), end='')" > docs/config.md
+	$(BIN)/python -c "from wattsched.reference import render_config_reference as r; print(r(), end='')" > docs/config.md
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info src/*.egg-info .pytest_cache .ruff_cache

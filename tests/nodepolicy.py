@@ -13,6 +13,7 @@ nodes (``start_cap_w``/``start_freq_hz`` on the start when set).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import ClassVar
@@ -22,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 from wattsched.model.plan import Plan, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
-from wattsched.policies.base import BasePolicy
+from wattsched.policies.base import BasePolicy, PolicyTags
 
 log = logging.getLogger("wattsched.testpolicy")
 
@@ -49,7 +50,9 @@ class NodeSettingPolicy(BasePolicy):
     name: ClassVar[str] = "node-setting"
     Params = NodeSettingParams
     State = NodeSettingState
-    wants_empty_queue_calls: ClassVar[bool] = True
+
+    def tags(self) -> PolicyTags:
+        return dataclasses.replace(super().tags(), wants_empty_queue_calls=True)
 
     def decide(self, snapshot: Snapshot, state: NodeSettingState | None = None) -> Plan:
         p = self.params

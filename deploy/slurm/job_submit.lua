@@ -1,16 +1,25 @@
 --[[
 wattsched submit gate (Slurm job_submit/lua plugin).
 
-Holds every new job of the partitions wattsched manages, so that only the wattsched
+Holds every job entering a partition wattsched manages, so that only the wattsched
 daemon starts them (it pins each job to the nodes it chose and releases it). The gate
 is fail-open: it holds jobs only while the daemon's heartbeat is fresh, so a stopped or
 dead daemon never leaves new jobs stuck.
 
-A held job gets priority 0 and the marker "wattsched:held" in its AdminComment, which
-users cannot set: that is how the daemon tells its own holds from anyone else's. Slurm
-records a hold set at submission as a user hold (JobHeldUser), so slurm_job_modify below
-refuses releases of marked jobs by anyone but root and admin_uids. Jobs submitted held
-by their user (sbatch --hold) are left alone.
+Users are not trusted. While the heartbeat is fresh:
+- every new job of a managed partition gets priority 0 (a hold) and the marker
+  "wattsched:held" in its AdminComment, which users cannot set; that is how the daemon
+  tells its own holds from an administrator's. Jobs submitted held (sbatch --hold) are
+  gated too: Slurm records their hold as the user's (JobHeldUser), but the marker makes
+  it wattsched's;
+- a job moved into a managed partition (scontrol update partition=) from an unmanaged
+  one is held in the same update. Slurm 22.05 refuses an AdminComment set by the plugin
+  on a user's update (_update_job checks the user's rights again after the plugin), so
+  a user's moved job is held without the marker; the daemon takes that hold over (marks
+  it) at its next cycle;
+- a user's release of any held pending job of a managed partition is refused.
+Always (fresh heartbeat or not), a release of a marked held job by anyone but root and
+admin_uids is refused: the job is wattsched's until the daemon releases it.
 
 Install: JobSubmitPlugins=lua in slurm.conf, this file as job_submit.lua beside
 slurm.conf, and wattsched-gate.conf beside it (all keys optional):
@@ -24,6 +33,11 @@ slurm.conf, and wattsched-gate.conf beside it (all keys optional):
 --]]
 
 local MARKER = "wattsched:held"
+
+-- Slurm 22.05 discards slurm.log_user() in job_modify, so a refused release returns
+-- ESLURM_JOB_HELD (2042 since 22.05; not exported to lua): scontrol then prints "Job is
+-- in held state, pending scheduler release".
+local ESLURM_JOB_HELD = 2042
 
 local defaults = {
     heartbeat_file = "/var/lib/wattsched/heartbeat",
@@ -89,23 +103,45 @@ local function managed(partition, conf, part_list)
     return false
 end
 
+local function fresh(conf)
+    local age = heartbeat_age(conf.heartbeat_file)
+    return age ~= nil and age <= conf.max_age_s and age >= -conf.max_age_s
+end
+
+local function marked(comment)
+    for token in string.gmatch(comment or "", "%S+") do
+        if token == MARKER then return true end
+    end
+    return false
+end
+
+local function with_marker(comment)
+    if comment == nil or comment == "" then return MARKER end
+    if marked(comment) then return comment end
+    return comment .. " " .. MARKER
+end
+
+-- root and the admin uids of wattsched-gate.conf (the daemon runs as one of them)
+local function is_admin(uid, conf)
+    if uid == 0 then return true end
+    for a in string.gmatch(conf.admin_uids or "", "%d+") do
+        if tonumber(a) == uid then return true end
+    end
+    return false
+end
+
+-- A job submitted held by its user (priority 0) is gated like any other: otherwise its
+-- owner's `scontrol release` would start it behind wattsched's back.
 local function gate(job_desc, part_list)
     local conf = read_conf()
     if not managed(job_desc.partition, conf, part_list) then return end
-    if job_desc.priority == 0 then return end  -- held by its user at submission
-    local age = heartbeat_age(conf.heartbeat_file)
-    if age == nil or age > conf.max_age_s or age < -conf.max_age_s then
+    if not fresh(conf) then
         slurm.log_info("wattsched gate: heartbeat %s stale or missing, job of %s not held",
                        conf.heartbeat_file, tostring(job_desc.user_name))
         return
     end
     job_desc.priority = 0
-    local comment = job_desc.admin_comment
-    if comment == nil or comment == "" then
-        job_desc.admin_comment = MARKER
-    elseif not string.find(comment, MARKER, 1, true) then
-        job_desc.admin_comment = comment .. " " .. MARKER
-    end
+    job_desc.admin_comment = with_marker(job_desc.admin_comment)
 end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
@@ -117,27 +153,54 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     return slurm.SUCCESS
 end
 
--- Slurm records a hold set at submission as a user hold (JobHeldUser), which the job's
--- owner could release. Only root and the admin uids of wattsched-gate.conf (the daemon
--- runs as one of them) may release a job the gate held.
-local function refuse_release(job_desc, job_rec, modify_uid)
-    if modify_uid == 0 then return false end
+-- What the gate does with a job update: nil (let it through), "refuse", or "hold" (the
+-- update goes through with the job held). slurm_job_modify runs on every update,
+-- including the daemon's own holds and releases (as root or an admin uid).
+local function judge_modify(job_desc, job_rec, part_list, modify_uid)
     local conf = read_conf()
-    for uid in string.gmatch(conf.admin_uids or "", "%d+") do
-        if tonumber(uid) == modify_uid then return false end
-    end
-    if job_rec == nil or job_rec.priority ~= 0 then return false end
-    if not string.find(job_rec.admin_comment or "", MARKER, 1, true) then return false end
+    if job_rec == nil then return nil end
+    local admin = is_admin(modify_uid, conf)
     local prio = job_desc.priority
-    return prio ~= nil and prio ~= slurm.NO_VAL and prio ~= 0
+    local releases = prio ~= nil and prio ~= slurm.NO_VAL and prio ~= 0
+    local held = job_rec.priority == 0
+    -- a marked job is wattsched's until the daemon releases it, heartbeat or not
+    if not admin and held and releases and marked(job_rec.admin_comment) then return "refuse" end
+    if job_rec.job_state == nil or job_rec.job_state % 256 ~= 0 then return nil end  -- not pending
+    local moved = job_desc.partition ~= nil and job_desc.partition ~= ""
+    local partition = moved and job_desc.partition or job_rec.partition
+    if not managed(partition, conf, part_list) then return nil end
+    if moved and managed(job_rec.partition, conf, part_list) then moved = false end  -- stays managed
+    if not releases and not moved then return nil end
+    if not fresh(conf) then return nil end
+    if moved then
+        -- entering a managed partition: held, whatever the update also asked
+        job_desc.priority = 0
+        if admin then
+            local comment = job_desc.admin_comment
+            if comment == nil then comment = job_rec.admin_comment end
+            job_desc.admin_comment = with_marker(comment)
+        end
+        return "hold"
+    end
+    if not admin and held then return "refuse" end  -- a user's release in a managed partition
+    return nil
 end
 
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
-    local ok, refuse = pcall(refuse_release, job_desc, job_rec, modify_uid)
-    if ok and refuse then
-        slurm.log_user("job %s is held by wattsched (power management) and starts when power allows",
-                       tostring(job_rec.job_id))
-        return slurm.ERROR
+    -- fail-open like the submit gate: an error in the gate never blocks an update
+    local ok, verdict = pcall(judge_modify, job_desc, job_rec, part_list, modify_uid)
+    if not ok then
+        slurm.log_error("wattsched gate: %s (job update let through)", tostring(verdict))
+        return slurm.SUCCESS
+    end
+    if verdict == "refuse" then
+        slurm.log_info("wattsched gate: release of held job %s by uid %s refused",
+                       tostring(job_rec.job_id), tostring(modify_uid))
+        return ESLURM_JOB_HELD
+    end
+    if verdict == "hold" then
+        slurm.log_info("wattsched gate: job %s of uid %s moved into managed partition %s, held",
+                       tostring(job_rec.job_id), tostring(modify_uid), tostring(job_desc.partition))
     end
     return slurm.SUCCESS
 end

@@ -175,14 +175,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         predictor = info.get("predictor")
         if predictor:
             predictor = "oracle (real values)" if info.get("oracle") else predictor
-        print(f"{info.get('trace', config.trace)} on {info['nodes']} nodes, policy {info['policy']}"
-              f" {info['params'] or ''}".rstrip() + (f", predictor {predictor}" if predictor else ""))
+        params = f" ({readable(info['params'])})" if info.get("params") else ""
+        print(f"{info.get('trace', config.trace)} on {info['nodes']} nodes, policy {info['policy']}{params}"
+              + (f", predictor {predictor}" if predictor else ""))
+        print(f"machine: {info['machine']}")
         print(format_summary_table(outcome.summary))
         for note in info.get("notes", []):
             print(f"note: {note}")
         cleaning = info.get("cleaning") or {}
         if cleaning.get("dropped") or cleaning.get("skipped_lines"):
-            print(f"cleaning: dropped {cleaning.get('dropped')}, skipped lines {cleaning.get('skipped_lines', 0)}")
+            print(f"cleaning: {cleaning_text(cleaning)}")
         if info.get("plans_rejected"):
             print(f"warning: the guard rejected {info['plans_rejected']} plans (see summary.json)")
     if outcome.out_dir is not None:
@@ -190,6 +192,60 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"wrote {where}", file=sys.stderr)
     args.outcome = outcome  # held by main(): the process exits next, without tearing down the engine
     return 0
+
+
+def readable(value) -> str:
+    """A config or summary value as text for people: ``yes``/``no``, ``key: value`` lists, no Python reprs.
+
+    >>> readable({"check": "gaussian_99", "lookahead": True, "queue_ewt_s": {}, "p_off_w": None})
+    'check: gaussian_99, lookahead: yes, queue_ewt_s: none, p_off_w: default'
+    >>> readable({"queue_ewt_s": {"debug": 60.0, "long": 86400.0}}), readable([1.5, "a"])
+    ('queue_ewt_s: debug=60 long=86400', '1.5, a')
+    """
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "default"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, dict):
+        if not value:
+            return "none"
+        return ", ".join(f"{k}: {_readable_inner(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(readable(v) for v in value) if value else "none"
+    return str(value)
+
+
+def _readable_inner(value) -> str:
+    if isinstance(value, dict):
+        return " ".join(f"{k}={readable(v)}" for k, v in value.items()) if value else "none"
+    return readable(value)
+
+
+def _jobs(n: int) -> str:
+    return f"{n:,} job" + ("" if n == 1 else "s")
+
+
+def cleaning_text(cleaning: dict) -> str:
+    """What trace cleaning dropped, for people.
+
+    >>> cleaning_text({"dropped": {"procs_missing": 1}, "skipped_lines": 0})
+    'dropped procs missing: 1 job'
+    >>> cleaning_text({"dropped": {"procs_missing": 2, "runtime_missing": 1}, "skipped_lines": 1})
+    'dropped 3 jobs (procs missing: 2 jobs, runtime missing: 1 job); skipped 1 malformed line'
+    """
+    dropped = {k: int(v) for k, v in (cleaning.get("dropped") or {}).items() if v}
+    parts = []
+    reasons = ", ".join(f"{k.replace('_', ' ')}: {_jobs(v)}" for k, v in dropped.items())
+    if len(dropped) == 1:
+        parts.append(f"dropped {reasons}")
+    elif dropped:
+        parts.append(f"dropped {_jobs(sum(dropped.values()))} ({reasons})")
+    skipped = int(cleaning.get("skipped_lines") or 0)
+    if skipped:
+        parts.append(f"skipped {skipped:,} malformed line" + ("" if skipped == 1 else "s"))
+    return "; ".join(parts) or "nothing dropped"
 
 
 @contextlib.contextmanager
@@ -242,19 +298,17 @@ def cmd_export(args: argparse.Namespace) -> int:
         n = (write_swf if args.format == "swf" else write_batsim_jobs)(run, out)
     except OSError as exc:
         raise OptionError("--out", f"cannot write {out}: {exc.strerror}") from None
-    print(f"wrote {n} jobs to {out}", file=sys.stderr)
+    total = len(run.jobs["id"])
+    left = f"; {total - n} left out (they did not run to their end)" if n < total else ""
+    print(f"wrote {n} of {total} jobs to {out}{left}" if left else f"wrote {n} jobs to {out}", file=sys.stderr)
     return 0
 
 
 def _open_trace(args: argparse.Namespace):
-    """The workload of ``args.file``, SWF or job table."""
-    from wattsched.sim.run import is_swf
-    from wattsched.workload.swf import read_swf
-    from wattsched.workload.tables import read_job_table
+    """The workload of ``args.file``, in whichever format it is (:mod:`wattsched.workload.open`)."""
+    from wattsched.workload.open import open_trace
 
-    if is_swf(args.file):
-        return read_swf(args.file, cores_per_node=args.cores_per_node, skip_bad_lines=args.skip_bad_lines)
-    return read_job_table(args.file, cores_per_node=args.cores_per_node)
+    return open_trace(args.file, cores_per_node=args.cores_per_node, skip_bad_lines=args.skip_bad_lines)
 
 
 def cmd_traces_info(args: argparse.Namespace) -> int:
@@ -352,7 +406,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     config = load_config(args.file, CONFIG_KINDS[kind].model, env=os.environ)
     if kind == "simulation":
         from wattsched.policies import make_policy
-        from wattsched.sim.run import build_platform, validate_plugins
+        from wattsched.sim.build import build_platform, validate_plugins
 
         make_policy(config.policy, config.params, source=key_locator(config, "params"),
                     name_source=key_locator(config, "policy")())
@@ -426,7 +480,7 @@ def cmd_predict_evaluate(args: argparse.Namespace) -> int:
     import time
 
     from wattsched.config import SimConfig, merge_overrides
-    from wattsched.predictors.evaluate import format_table, run_evaluation, split_params, write_outputs
+    from wattsched.sim.evaluate import format_table, run_evaluation, split_params, write_outputs
 
     cli = {"trace": args.trace, "platform": args.platform, "procs": args.procs, "cores_per_node": args.cores_per_node,
            "seed": args.seed, "skip_bad_lines": args.skip_bad_lines}

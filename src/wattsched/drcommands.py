@@ -42,11 +42,9 @@ def cmd_dr_events_generate(args: argparse.Namespace) -> int:
         raise ConfigError("--span: give the time span with --span S or a trace with --trace FILE")
     span = args.span
     if span is None:
-        from wattsched.sim.run import is_swf
-        from wattsched.workload.swf import read_swf
-        from wattsched.workload.tables import read_job_table
+        from wattsched.workload.open import open_trace
 
-        wl = read_swf(args.trace) if is_swf(args.trace) else read_job_table(args.trace)
+        wl = open_trace(args.trace)
         submits = [j.submit_s for j in wl.jobs]
         if not submits:
             raise ConfigError(f"{args.trace}: no jobs")

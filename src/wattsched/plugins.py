@@ -1,4 +1,4 @@
-"""What policies and predictors share: a registry of short names with lazy imports, and typed parameters.
+"""What policies and predictors share: a registry of short names with lazy imports, typed parameters, tags.
 
 Built-in plugins map to ``module:attribute`` strings imported on first use, so
 a plugin whose optional dependency is missing keeps its name and explains
@@ -11,11 +11,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from importlib.metadata import entry_points
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from wattsched.errors import ConfigError, WattschedError
+from wattsched.validation import error_items
 
 
 class NoParams(BaseModel):
@@ -47,6 +48,32 @@ class Parametrized:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
+
+
+T = TypeVar("T")
+
+
+@runtime_checkable
+class _Tagged(Protocol):
+    """Anything with a ``tags()`` method (a policy or a predictor that declares its capabilities)."""
+
+    def tags(self) -> Any: ...
+
+
+def declared_tags(plugin: Any, kind: type[T], error: type[WattschedError], what: str) -> T:
+    """The tags ``plugin`` declares through ``tags()``, checked to be a ``kind``; without ``tags()``, ``kind()``.
+
+    The one place that looks at whether a plugin declares anything: callers
+    read capabilities from the frozen tags object it returns, never from
+    the plugin's other attributes (scikit-learn's ``get_tags``).
+    """
+    if not isinstance(plugin, _Tagged):
+        return kind()
+    tags = plugin.tags()
+    if not isinstance(tags, kind):
+        raise error(f"{what} {type(plugin).__qualname__}.tags() returned {type(tags).__qualname__}, "
+                    f"not {kind.__qualname__}; return dataclasses.replace(super().tags(), ...) from the base class")
+    return tags
 
 
 class Registry:
@@ -127,8 +154,6 @@ class Registry:
         try:
             return cls(params)
         except ValidationError as exc:
-            from wattsched.config.base import error_items
-
             where = source if callable(source) else (lambda loc: ".".join([source, *map(str, loc)]))
             lines = [f"{where(loc)}: {msg} ({self.kind} {name!r})"
                      for loc, msg in error_items(exc, params, cls.Params)]

@@ -17,6 +17,7 @@ from wattsched.model.guard import plan_problems
 from wattsched.model.job import Job, Unit
 from wattsched.model.platform import Node, NodeState, Platform
 from wattsched.policies import UnavailablePolicy, available, make_policy, policy_class
+from wattsched.policies.base import policy_tags
 from wattsched.sim.engine import Engine
 
 
@@ -172,12 +173,12 @@ def test_plans_with_job_units_are_feasible_and_leave_the_snapshot_alone(name, se
     before = copy.deepcopy((frozen_view(snap), dict(snap.node_free)))
     plan = policy.decide(snap, policy.init_state())
     assert (frozen_view(snap), dict(snap.node_free)) == before
-    if not getattr(policy, "maps_units", False):  # a whole-node policy: the simulator packs its starts
+    if not policy_tags(policy).maps_units:  # a whole-node policy: the simulator packs its starts
         plan = units.pack_starts(snap, plan)
     assert plan_problems(snap, plan) == []
     assert (frozen_view(snap), dict(snap.node_free)) == before
     again = make_policy(name).decide(random_unit_snapshot(seed), policy.init_state())
-    if not getattr(policy, "maps_units", False):
+    if not policy_tags(policy).maps_units:
         again = units.pack_starts(random_unit_snapshot(seed), again)
     assert again.actions == plan.actions
 

@@ -96,8 +96,8 @@ def test_scontrol_text_parsers(records, noise):
 @pytest.fixture(scope="module")
 def agent(munge_socket):
     root = make_fake_node(Path(tempfile.mkdtemp(prefix="wattsched-fuzz-sys-")) / "sys", packages=2, cpus=2)
-    server = AgentServer(Sysfs(root), Verifier({0}, socket=munge_socket), port=0, registry=CollectorRegistry(),
-                         timeout_s=1.0)
+    server = AgentServer(Sysfs(root), Verifier({0}, socket=munge_socket, node="fuzz"), port=0,
+                         registry=CollectorRegistry(), timeout_s=1.0)
     server.start()
     yield server, root, munge_socket
     server.shutdown()
@@ -144,7 +144,7 @@ def test_agent_authenticated_commands(agent, path, body):
     server, root, sock = agent
     limits = [root / f"class/powercap/intel-rapl:{i}/constraint_0_power_limit_uw" for i in range(2)]
     before = [p.read_text() for p in limits]
-    credential = sign_request("POST", path, body, sock)
+    credential = sign_request("POST", path, body, sock, node="fuzz")
     head = (f"POST {path} HTTP/1.1\r\nHost: agent\r\n{HEADER}: {credential}\r\nContent-Length: {len(body)}\r\n"
             "\r\n").encode()
     answer = _exchange(server, head + body)

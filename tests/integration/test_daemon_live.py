@@ -69,6 +69,67 @@ def test_user_cannot_release_a_gated_job(cluster):
     assert not cluster.jobs()[jid].held
 
 
+@pytest.fixture
+def only_batch_gated(cluster):
+    """The gate manages ``batch`` only (``shared`` is left to Slurm) for the test; restored afterwards."""
+    conf = cluster.dir / "etc" / "wattsched-gate.conf"
+    before = conf.read_text()
+    lines = [line for line in before.splitlines() if not line.startswith("partitions")]
+    conf.write_text("\n".join([*lines, "partitions = batch"]) + "\n")  # re-read at every submission and update
+    yield cluster
+    conf.write_text(before)
+
+
+def _stays_held(cluster, jid: int, seconds: float = 2.0) -> None:
+    """The job is still pending and held after ``seconds`` (Slurm starts a released job within a second here)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        job = cluster.jobs()[jid]
+        assert job.state == "PENDING" and job.held, (job.state, job.priority, job.reason)
+        time.sleep(0.2)
+
+
+def test_a_job_submitted_held_is_gated_and_its_user_cannot_release_it(cluster, daemon_config, daemon, tmp_path):
+    # the daemon is stopped but its heartbeat is fresh: the gate holds everything
+    cluster.fresh_heartbeat()
+    jid = cluster.submit(seconds=2, user="alice", extra=("--hold",))
+    job = cluster.jobs()[jid]
+    assert job.held and MARKER in job.admin_comment.split()  # gated although held by its user
+    proc = cluster.run("scontrol", "release", str(jid), user="alice", check=False)
+    assert proc.returncode != 0 and "held state" in proc.stderr
+    _stays_held(cluster, jid)
+    # the daemon takes it as its own and starts it
+    daemon(daemon_config(policy="easy"))
+    wait_for(lambda: jid not in cluster.active(), 60, "the daemon to start the job and the job to finish")
+    assert [int(t) for _, t, o, _, _ in audit_rows(tmp_path, "start") if o == "applied"] == [jid]
+
+
+def test_a_job_moved_into_a_managed_partition_is_held(only_batch_gated, daemon_config, daemon, tmp_path):
+    cluster = only_batch_gated
+    cluster.fresh_heartbeat()
+    jid = cluster.submit(seconds=2, user="alice", extra=("--hold", "-p", "shared"))  # not managed: not gated
+    job = cluster.jobs()[jid]
+    assert job.held and MARKER not in job.admin_comment.split()
+    cluster.run("scontrol", "update", f"jobid={jid}", "partition=batch", user="alice")
+    assert cluster.jobs()[jid].partition == "batch"
+    proc = cluster.run("scontrol", "release", str(jid), user="alice", check=False)
+    assert proc.returncode != 0 and "held state" in proc.stderr
+    _stays_held(cluster, jid)
+    # a job that was not held is held by the move itself
+    free = cluster.submit(seconds=2, user="alice", extra=("-p", "shared", "--begin", "now+600"))
+    cluster.run("scontrol", "update", f"jobid={free}", "partition=batch", user="alice")
+    assert cluster.jobs()[free].held
+    assert cluster.run("scontrol", "release", str(free), user="alice", check=False).returncode != 0
+    cluster.run("scontrol", "update", f"jobid={free}", "starttime=now", user="alice")
+    _stays_held(cluster, free)
+    # the daemon takes both holds over (marks them) and starts the jobs
+    daemon(daemon_config(policy="easy"))
+    wait_for(lambda: not {jid, free} & set(cluster.active()), 60, "the daemon to start both jobs and them to finish")
+    held = {int(t) for _, t, o, _, _ in audit_rows(tmp_path, "hold") if o == "applied"}
+    started = {int(t) for _, t, o, _, _ in audit_rows(tmp_path, "start") if o == "applied"}
+    assert {jid, free} <= held and started == {jid, free}
+
+
 def test_stale_heartbeat_opens_the_gate(cluster):
     cluster.stale_heartbeat()
     open_job = cluster.submit()
@@ -113,6 +174,7 @@ def test_dry_run_leaves_slurm_untouched(cluster, daemon_config, daemon, tmp_path
     gated = [cluster.submit(nodes=n, seconds=30) for n in (1, 2, 4)]
     cluster.stale_heartbeat()
     admin = cluster.submit(nodes=1, extra=("--hold",))
+    cluster.run("scontrol", "hold", str(admin))  # an administrator's hold (JobHeldAdmin): never ours
     before = _slurm_view(cluster)
     assert all(before["jobs"][j][1] == 0 for j in gated)
     d = daemon(daemon_config(policy="easy", dry_run=True))

@@ -37,7 +37,8 @@ def test_ven_registers_receives_events_opts_and_reports_to_a_real_vtn():
     metrics = DaemonMetrics(CollectorRegistry())
     hub = GridHub(OptRule(min_notice_s=5), metrics)
     hub.observe(power_w=900.0, measured_w=900.0, idle_w=100.0)
-    ven = OpenADR2Ven(OpenADR2Config(vtn_url=vtn.url, ven_name="hpc-test", report_interval_s=1), hub)
+    ven = OpenADR2Ven(OpenADR2Config(vtn_url=vtn.url, ven_name="hpc-test", report_interval_s=1,
+                                      allow_unsigned_events=True), hub)
     ven.start()
     try:
         assert ven.registered.wait(20), "the VEN did not register"
@@ -67,7 +68,7 @@ def test_an_unreachable_vtn_is_counted_and_retried_never_raised():
     metrics = DaemonMetrics(CollectorRegistry())
     hub = GridHub(OptRule(), metrics)
     url = f"http://127.0.0.1:{free_port()}/OpenADR2/Simple/2.0b"
-    ven = OpenADR2Ven(OpenADR2Config(vtn_url=url, ven_name="hpc-test", retry_s=0.5), hub)
+    ven = OpenADR2Ven(OpenADR2Config(vtn_url=url, ven_name="hpc-test", retry_s=0.5, allow_unsigned_events=True), hub)
     ven.start()
     try:
         deadline = time.monotonic() + 20

@@ -80,6 +80,7 @@ class VTN2:
 
     def config(self) -> dict:
         return {"openadr2": {"vtn_url": self.vtn.url, "ven_name": "hpc-centre", "report_interval_s": 1,
+                             "allow_unsigned_events": True,
                              "retry_s": 2}}
 
     def connected(self) -> None:

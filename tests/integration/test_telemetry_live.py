@@ -3,6 +3,7 @@ the real prometheus-node-exporter and prometheus, the wattsched agents, the daem
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -101,7 +102,9 @@ class NodeActions(BasePolicy):
     """Test policy: a cap on node 0 and a frequency on node 1, once."""
 
     name = "test-node-actions"
-    wants_empty_queue_calls = True
+
+    def tags(self):
+        return dataclasses.replace(super().tags(), wants_empty_queue_calls=True)
 
     def __init__(self, cap_w, freq_hz):
         super().__init__()
@@ -170,7 +173,7 @@ def test_agent_refuses_unauthenticated_unprivileged_and_out_of_range(cluster):
     with pytest.raises(urllib.error.HTTPError) as unpriv:
         urllib.request.urlopen(req, timeout=5)
     assert unpriv.value.code == 403
-    result = AgentClient(url, munge_socket=cluster.munge_socket).set_cap(-5)
+    result = AgentClient(url, "wst3", munge_socket=cluster.munge_socket).set_cap(-5)
     assert result["ok"] is False and "error" in result
     assert Sysfs(cluster.sysfs / "wst3").power_limit_w(before.packages()[0]) == limit
     assert (metric(f"{url}/metrics", "wattsched_agent_rejected_requests_total") or 0) >= 1

@@ -197,3 +197,24 @@ def test_a_demand_response_event_in_the_config_caps_the_replay_from_its_start(tr
     t, cap = run.timeline["t_s"], run.timeline["cap_w"]
     assert set(cap[(t >= 115) & (t < 200)].tolist()) == {1000.0}
     assert np.isinf(cap[t < 115]).all() and np.isinf(cap[t >= 200]).all()
+
+
+def test_simulate_summary_reads_as_text_not_python(tmp_path, capsys):
+    trace = tmp_path / "bad.swf"
+    trace.write_text(SWF + "5 140 0 10 -1 -1 -1 -1 20 -1 1 1 1 -1 1 -1 -1 -1\n")  # no processor count
+    assert main(["simulate", "--trace", str(trace), "--policy", "easy-pc", "--cap", "1500", "--out",
+                 str(tmp_path / "run"), "-q", "--no-report"]) == 0
+    printed = capsys.readouterr().out
+    assert "bad on 8 nodes, policy easy-pc (check: gaussian_99, order: fcfs, lookahead: yes)" in printed
+    assert "cleaning: dropped procs missing: 1 job\n" in printed
+    assert not any(token in printed for token in ("{'", "True", "False", "None"))
+
+
+def test_readable_values_and_cleaning():
+    from wattsched.cli import cleaning_text, readable
+
+    assert readable({"requeue": False, "p_off_w": None, "cap_margin": 0.01}) == (
+        "requeue: no, p_off_w: default, cap_margin: 0.01")
+    assert cleaning_text({"dropped": {"procs_missing": 2, "runtime_missing": 0}, "skipped_lines": 3}) == (
+        "dropped procs missing: 2 jobs; skipped 3 malformed lines")
+    assert cleaning_text({"dropped": {}, "skipped_lines": 1}) == "skipped 1 malformed line"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -20,7 +21,6 @@ class Recorder(BasePolicy):
     """FCFS that plays scripted actions at given times and records what each snapshot showed."""
 
     name = "recorder"
-    wants_empty_queue_calls = True
 
     class State(PolicyState):
         calls: int = 0
@@ -30,6 +30,9 @@ class Recorder(BasePolicy):
         self.script = script or {}
         self.wants_forecast = wants_forecast
         self.seen: list[dict] = []
+
+    def tags(self):
+        return dataclasses.replace(super().tags(), wants_empty_queue_calls=True, wants_forecast=self.wants_forecast)
 
     def decide(self, snapshot, state=None):
         assert isinstance(state, Recorder.State)

@@ -145,3 +145,47 @@ def test_batsim_jobs_load_in_evalys_for_a_gantt_chart_and_utilisation(run_dir, t
     fig.savefig(tmp_path / "gantt.png")
     assert (tmp_path / "gantt.png").read_bytes()[:4] == b"\x89PNG"
     plt.close(fig)
+
+
+def test_batsim_export_says_how_many_unfinished_jobs_it_leaves_out(tmp_path, capsys, caplog):
+    trace = tmp_path / "small.swf"
+    trace.write_text(SWF)
+    run_dir = tmp_path / "run"
+    # stopped at 60 s: job 2 (whole machine) is still running, job 4 waits behind it
+    assert main(["simulate", "--trace", str(trace), "--cores-per-node", "2", "--policy", "easy", "--out",
+                 str(run_dir), "-q", "--no-report", "--time-limit", "60"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "jobs.csv"
+    assert main(["export", str(run_dir), "--format", "batsim", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    # the warning goes to stderr through logging (here, pytest's handler)
+    assert "left out 2 of 5 jobs that did not run to their end (1 never started, 1 still running" in caplog.text
+    assert f"wrote 3 of 5 jobs to {out}; 2 left out (they did not run to their end)" in err
+    assert len(out.read_text().splitlines()) == 1 + 3
+    # nothing left out, nothing said
+    assert main(["export", str(run_dir), "--format", "swf", "--out", str(tmp_path / "s.swf")]) == 0
+    err = capsys.readouterr().err
+    assert "left out" not in err and "wrote 5 jobs" in err
+
+
+def test_batsim_writer_warns_about_jobs_without_an_end(tmp_path, caplog):
+    from wattsched.model.platform import Platform
+    from wattsched.sim.export import write_batsim_jobs
+    from wattsched.sim.result import SimResult
+
+    nan = math.nan
+    jobs = {
+        "id": np.array([1, 2, 3]), "user": np.array(["a", "b", "c"], dtype=object),
+        "submit_s": np.array([0.0, 5.0, 6.0]), "start_s": np.array([0.0, nan, 6.0]),
+        "end_s": np.array([10.0, nan, nan]), "wait_s": np.array([0.0, nan, 0.0]),
+        "runtime_s": np.array([10.0, nan, nan]), "walltime_s": np.array([20.0, 20.0, 20.0]),
+        "nodes": np.array([1, 1, 1]), "energy_j": np.zeros(3), "wasted_j": np.zeros(3),
+        "wasted_node_s": np.zeros(3), "evictions": np.zeros(3, dtype=int),
+        "state": np.array(["COMPLETED", "PENDING", "RUNNING"], dtype=object),
+    }
+    result = SimResult(jobs, {}, Platform.homogeneous_cluster(3), {"nodes": 3, "trace": "t", "policy": "p"})
+    with caplog.at_level("WARNING", logger="wattsched.sim.export"):
+        assert write_batsim_jobs(result, tmp_path / "j.csv") == 1
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+        "left out 2 of 3 jobs that did not run to their end (1 never started, 1 still running when the run "
+        "stopped)"]

@@ -51,6 +51,9 @@ class Recording:
     def __getattr__(self, name):
         return getattr(self._policy, name)
 
+    def tags(self):
+        return self._policy.tags()
+
     def decide(self, snapshot, state=None):
         plan = self._policy.decide(snapshot, state)
         self.starts += [(snapshot.now_s, a.job_id, tuple(a.nodes), a.freq_hz, a.cap_w)

@@ -10,7 +10,7 @@ import pytest
 
 from wattsched.cli import main
 from wattsched.config.platform import platform_from_procs
-from wattsched.predictors.evaluate import evaluate
+from wattsched.sim.evaluate import evaluate
 from wattsched.workload.records import TraceJob
 
 USER_POWER = {"alice": 120.0, "bob": 160.0, "carol": 180.0, "dave": 140.0}

@@ -100,6 +100,30 @@ def test_sigkill_halfway_then_restart_runs_only_the_remaining(write_sweep, tmp_p
     assert _stored(out) == 20
 
 
+def test_ctrl_c_prints_one_line_and_exits_130(write_sweep, tmp_path):
+    """A terminal's Ctrl-C reaches the client and its Dask workers (one process group): no traceback."""
+    out = tmp_path / "out"
+    path = write_sweep(SMALL.replace("count: 2, length_h: 24", "count: 4, length_h: 72"))  # 20 runs
+    proc = subprocess.Popen([*WATTSCHED, "sweep", str(path), "--out", str(out), "-q", "--no-report"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while _stored(out) < 1:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no progress"
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    done = _stored(out)
+    assert proc.returncode == 130, stderr
+    assert stdout == ""
+    assert stderr == f"interrupted: {done} of 20 runs saved in {out}; rerun the same command to resume\n"
+    assert 1 <= done < 20
+
+
 def test_a_failing_run_is_recorded_and_the_others_finish(write_sweep, tmp_path):
     (tmp_path / "metric.py").write_text(
         "def extra(result, run):\n"

@@ -59,13 +59,17 @@ def test_a_power_profile_gives_jobs_fluctuating_power_and_keeps_the_seed():
 def test_runs_on_a_platform_with_application_models_give_jobs_those_applications():
     from collections import Counter
 
-    from wattsched.sweep.execute import _platform, _whole_trace
+    from wattsched.sweep.execute import _config, _platform, _whole_trace
+
+    def prepared(spec):
+        config = _config(spec)
+        return _whole_trace(config, _platform(config, None))
 
     spec = {"trace": str(KTH), "sim": {"platform": "ahmed2017", "seed": 3}}
-    jobs = _whole_trace(spec, _platform(spec["sim"]))
+    jobs = prepared(spec)
     classes = Counter(j.app_class for j in jobs)
     assert set(classes) == {"qe", "gadget", "seissol", "walberla"}, classes
     assert min(classes.values()) > len(jobs) / 8  # about equal shares
     # a platform without them keeps the augmentation's own classes
     spec = {"trace": str(KTH), "sim": {"procs": 100, "seed": 3}}
-    assert {j.app_class for j in _whole_trace(spec, _platform(spec["sim"]))} <= {"cpu", "memory", "mixed"}
+    assert {j.app_class for j in prepared(spec)} <= {"cpu", "memory", "mixed"}

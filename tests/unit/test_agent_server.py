@@ -36,6 +36,7 @@ from wattsched.errors import ConfigError
 from wattsched.testing.fake_sysfs import make_fake_node
 
 NON_ROOT = "wsagent"
+NODE = "cn01"
 LIMIT = "class/powercap/intel-rapl:{}/constraint_0_power_limit_uw"
 POLICY = "devices/system/cpu/cpufreq/policy{}/scaling_max_freq"
 
@@ -141,7 +142,7 @@ def sign_as(user: str, payload: bytes, sock: Path) -> str:
 class Agent:
     def __init__(self, root, server, sock):
         self.root, self.server, self.sock = root, server, sock
-        self.client = AgentClient(server.url, munge_socket=sock)
+        self.client = AgentClient(server.url, NODE, munge_socket=sock)
 
     def read(self, rel: str) -> str:
         return (self.root / rel).read_text().strip()
@@ -168,7 +169,7 @@ class Agent:
 
 def start_agent(tmp_path, munge, packages=1, cpus=2, uids=(0,)):
     root = make_fake_node(tmp_path / "sys", packages=packages, cpus=cpus)
-    server = AgentServer(Sysfs(root), Verifier(set(uids), socket=munge["socket"]), port=0,
+    server = AgentServer(Sysfs(root), Verifier(set(uids), socket=munge["socket"], node=NODE), port=0,
                          registry=CollectorRegistry())
     server.start()
     return Agent(root, server, munge["socket"])
@@ -207,17 +208,18 @@ def test_parse_unmunge_reads_text_and_numeric_metadata():
 
 
 def test_canonical_message_binds_method_path_and_body():
-    msg = parse_message(canonical_message("post", "/v1/cap", b'{"watts": 1}', nonce="abc", timestamp=42))
+    msg = parse_message(canonical_message("post", "/v1/cap", b'{"watts": 1}', node=NODE, nonce="abc", timestamp=42))
+    assert msg.node == NODE
     assert msg.method == "POST" and msg.path == "/v1/cap" and msg.nonce == "abc" and msg.timestamp == 42
     assert msg.body_sha256 == hashlib.sha256(b'{"watts": 1}').hexdigest()
-    a, b = canonical_message("POST", "/v1/cap", b""), canonical_message("POST", "/v1/cap", b"")
+    a, b = canonical_message("POST", "/v1/cap", b"", node=NODE), canonical_message("POST", "/v1/cap", b"", node=NODE)
     assert a != b  # a fresh nonce each time: two identical commands never share a credential
 
 
 def test_verifier_replay_cache_catches_what_munged_does_not():
     """After a munged restart its replay cache is empty; the agent's own cache still refuses the credential."""
     body = b'{"hz": null}'
-    payload = canonical_message("POST", "/v1/freq", body)
+    payload = canonical_message("POST", "/v1/freq", body, node=NODE)
     now = time.time()
     out = (f"STATUS: 0\nENCODE_TIME: {int(now)}\nTTL: 300\nUID: 0\nGID: 0\n\n").encode() + payload
 
@@ -225,7 +227,7 @@ def test_verifier_replay_cache_catches_what_munged_does_not():
         assert cmd[0] == "unmunge" and "--numeric" in cmd and "--socket=/s" in cmd
         return subprocess.CompletedProcess(cmd, 0, out, b"")
 
-    v = Verifier({0}, socket="/s", run=run, clock=lambda: now)
+    v = Verifier({0}, socket="/s", run=run, clock=lambda: now, node=NODE)
     assert v.verify("MUNGE:abc:", "POST", "/v1/freq", body) == (0, "ok", "")
     uid, reason, detail = v.verify("MUNGE:abc:", "POST", "/v1/freq", body)
     assert (uid, reason) == (0, "replayed") and "agent's replay cache" in detail
@@ -236,8 +238,8 @@ def test_verifier_replay_cache_catches_what_munged_does_not():
 
 # --- munge ------------------------------------------------------------------------------------------------------------
 def test_root_credential_verifies_and_only_once(munge):
-    v = Verifier({0}, socket=munge["socket"])
-    cred = sign_request("POST", "/v1/cap", b"{}", munge["socket"])
+    v = Verifier({0}, socket=munge["socket"], node=NODE)
+    cred = sign_request("POST", "/v1/cap", b"{}", munge["socket"], node=NODE)
     assert cred.startswith("MUNGE:")
     assert v.verify(cred, "POST", "/v1/cap", b"{}").ok
     uid, reason, detail = v.verify(cred, "POST", "/v1/cap", b"{}")
@@ -245,8 +247,8 @@ def test_root_credential_verifies_and_only_once(munge):
 
 
 def test_credential_for_another_request_is_refused(munge):
-    v = Verifier({0}, socket=munge["socket"])
-    cred = sign_request("POST", "/v1/cap", b'{"watts": 100}', munge["socket"])
+    v = Verifier({0}, socket=munge["socket"], node=NODE)
+    cred = sign_request("POST", "/v1/cap", b'{"watts": 100}', munge["socket"], node=NODE)
     verdict = v.verify(cred, "POST", "/v1/cap", b'{"watts": 250}')
     assert verdict.reason == "payload_mismatch" and "body sha256" in verdict.detail
     cred = sign(b"just some bytes", munge["socket"])
@@ -254,23 +256,23 @@ def test_credential_for_another_request_is_refused(munge):
 
 
 def test_stale_and_garbage_credentials_are_refused(munge):
-    cred = sign_request("POST", "/v1/cap", b"", munge["socket"])
-    late = Verifier({0}, socket=munge["socket"], ttl_s=60, clock=lambda: time.time() + 120)
+    cred = sign_request("POST", "/v1/cap", b"", munge["socket"], node=NODE)
+    late = Verifier({0}, socket=munge["socket"], ttl_s=60, clock=lambda: time.time() + 120, node=NODE)
     verdict = late.verify(cred, "POST", "/v1/cap", b"")
     assert verdict.reason == "expired" and "ttl 60 s" in verdict.detail
-    v = Verifier({0}, socket=munge["socket"])
+    v = Verifier({0}, socket=munge["socket"], node=NODE)
     assert v.verify("MUNGE:not-a-credential:", "POST", "/v1/cap", b"").reason == "invalid_credential"
     assert v.verify("", "POST", "/v1/cap", b"").reason == "missing_credential"
-    gone = Verifier({0}, socket=munge["base"] / "no-such.socket")
+    gone = Verifier({0}, socket=munge["base"] / "no-such.socket", node=NODE)
     assert gone.verify(cred, "POST", "/v1/cap", b"").reason == "munge_unavailable"
 
 
 def test_non_root_credential_carries_its_uid(munge, non_root_user):
-    cred = sign_as(NON_ROOT, canonical_message("POST", "/v1/cap", b""), munge["socket"])
-    assert Verifier({0}, socket=munge["socket"]).verify(cred, "POST", "/v1/cap", b"") == (
+    cred = sign_as(NON_ROOT, canonical_message("POST", "/v1/cap", b"", node=NODE), munge["socket"])
+    assert Verifier({0}, socket=munge["socket"], node=NODE).verify(cred, "POST", "/v1/cap", b"") == (
         non_root_user, "uid_not_allowed", f"uid {non_root_user} is not in [0]")
-    cred = sign_as(NON_ROOT, canonical_message("POST", "/v1/cap", b""), munge["socket"])
-    assert Verifier({0, non_root_user}, socket=munge["socket"]).verify(cred, "POST", "/v1/cap", b"").ok
+    cred = sign_as(NON_ROOT, canonical_message("POST", "/v1/cap", b"", node=NODE), munge["socket"])
+    assert Verifier({0, non_root_user}, socket=munge["socket"], node=NODE).verify(cred, "POST", "/v1/cap", b"").ok
 
 
 # --- the agent over HTTP ----------------------------------------------------------------------------------------------
@@ -322,7 +324,7 @@ def test_out_of_range_cap_is_422_and_writes_nothing(agent, body, match):
     import re
 
     payload = json.dumps(body).encode()
-    status, answer = agent.post("/v1/cap", payload, sign_request("POST", "/v1/cap", payload, agent.sock))
+    status, answer = agent.post("/v1/cap", payload, sign_request("POST", "/v1/cap", payload, agent.sock, node=NODE))
     assert status == 422 and answer["ok"] is False and re.search(match, answer["error"])
     assert answer["state"]["packages"][0]["power_limit_w"] == 200.0  # read back: unchanged
     assert agent.read(LIMIT.format(0)) == "200000000"
@@ -331,7 +333,7 @@ def test_out_of_range_cap_is_422_and_writes_nothing(agent, body, match):
 
 def test_replayed_credential_is_403_and_counted(agent):
     body = b'{"watts": 150}'
-    cred = sign_request("POST", "/v1/cap", body, agent.sock)
+    cred = sign_request("POST", "/v1/cap", body, agent.sock, node=NODE)
     assert agent.post("/v1/cap", body, cred)[0] == 200
     agent.client.set_cap(120)
     status, answer = agent.post("/v1/cap", body, cred)
@@ -350,7 +352,7 @@ def test_missing_credential_is_401_and_counted(agent, caplog):
 
 def test_non_root_credential_is_403_logged_with_its_uid(agent, non_root_user, caplog):
     body = b'{"watts": 150}'
-    cred = sign_as(NON_ROOT, canonical_message("POST", "/v1/cap", body), agent.sock)
+    cred = sign_as(NON_ROOT, canonical_message("POST", "/v1/cap", body, node=NODE), agent.sock)
     status, answer = agent.post("/v1/cap", body, cred)
     assert (status, answer) == (403, {"ok": False, "error": "credential refused: uid_not_allowed"})
     assert agent.read(LIMIT.format(0)) == "200000000"
@@ -359,7 +361,7 @@ def test_non_root_credential_is_403_logged_with_its_uid(agent, non_root_user, ca
 
 
 def test_credential_signed_for_other_body_is_403(agent):
-    cred = sign_request("POST", "/v1/cap", b'{"watts": 100}', agent.sock)
+    cred = sign_request("POST", "/v1/cap", b'{"watts": 100}', agent.sock, node=NODE)
     status, answer = agent.post("/v1/cap", b'{"watts": 10}', cred)
     assert status == 403 and answer["error"] == "credential refused: payload_mismatch"
     assert agent.sample("wattsched_agent_rejected_requests_total", reason="payload_mismatch") == 1.0
@@ -367,7 +369,7 @@ def test_credential_signed_for_other_body_is_403(agent):
 
 def test_malformed_body_is_400(agent):
     for body in (b"not json", b'{"hz": 1}', b"[1, 2]"):
-        status, answer = agent.post("/v1/cap", body, sign_request("POST", "/v1/cap", body, agent.sock))
+        status, answer = agent.post("/v1/cap", body, sign_request("POST", "/v1/cap", body, agent.sock, node=NODE))
         expected = ('body is not valid JSON: Expecting value' if body == b"not json"
                     else 'body must be a JSON object with "watts", e.g. {"watts": 200}')
         assert status == 400 and answer["error"].startswith(expected)
@@ -409,7 +411,7 @@ def test_unreadable_energy_comes_back_as_data(agent):
 def test_client_against_a_closed_port_raises_agent_error():
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(AgentError, match=rf"^{url}/v1/state: cannot reach the agent: Connection refused"):
-        AgentClient(url, timeout_s=1).state()
+        AgentClient(url, NODE, timeout_s=1).state()
 
 
 # --- the command ------------------------------------------------------------------------------------------------------
@@ -435,10 +437,11 @@ def test_agent_command_serves_until_sigterm(tmp_path, munge):
             "p = argparse.ArgumentParser(); add_commands(p.add_subparsers())\n"
             "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))\n")
     proc = subprocess.Popen([sys.executable, "-c", code, "agent", "--sysfs-root", str(root), "--address",
-                             "127.0.0.1", "--port", str(port), "--munge-socket", str(munge["socket"])],
+                             "127.0.0.1", "--port", str(port), "--munge-socket", str(munge["socket"]),
+                             "--node-name", NODE],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        client = AgentClient(f"http://127.0.0.1:{port}", munge_socket=munge["socket"], timeout_s=2)
+        client = AgentClient(f"http://127.0.0.1:{port}", NODE, munge_socket=munge["socket"], timeout_s=2)
         for _ in range(200):
             try:
                 client.state()
@@ -502,14 +505,15 @@ def test_f33_unauthenticated_half_sent_bodies_are_answered_at_once(agent):
 
 def test_f33_idle_sockets_time_out_and_connections_are_capped(tmp_path, munge):
     root = make_fake_node(tmp_path / "sys")
-    server = AgentServer(Sysfs(root), Verifier({0}, socket=munge["socket"]), port=0, registry=CollectorRegistry(),
+    server = AgentServer(Sysfs(root), Verifier({0}, socket=munge["socket"], node=NODE), port=0,
+                         registry=CollectorRegistry(),
                          timeout_s=0.5, max_connections=2)
     assert server.address == "127.0.0.1"  # loopback unless told otherwise
     server.start()
     try:
         # an authenticated command whose body never arrives: 408 after the timeout, the write never happens
         body = b'{"watts": 100}' + b" " * 6
-        credential = sign_request("POST", "/v1/cap", body, munge["socket"])
+        credential = sign_request("POST", "/v1/cap", body, munge["socket"], node=NODE)
         start = time.monotonic()
         answer = _raw(server, _post_head(len(body), credential) + body[:1])
         assert answer.startswith(b"HTTP/1.0 408") and b"timed out reading the body" in answer, answer
@@ -519,7 +523,8 @@ def test_f33_idle_sockets_time_out_and_connections_are_capped(tmp_path, munge):
     finally:
         server.shutdown()
     # the cap on connections, on a server whose timeout outlasts any scheduling delay of a loaded machine
-    server = AgentServer(Sysfs(root), Verifier({0}, socket=munge["socket"]), port=0, registry=CollectorRegistry(),
+    server = AgentServer(Sysfs(root), Verifier({0}, socket=munge["socket"], node=NODE), port=0,
+                         registry=CollectorRegistry(),
                          timeout_s=30, max_connections=2)
     server.start()
     try:
@@ -556,6 +561,6 @@ def test_f34_bad_content_length_and_huge_numbers(agent):
         (b'{"watts": 1e400}', 422, '"watts" must be a finite number, got inf'),
         (b'{"watts": NaN}', 400, "body is not valid JSON: NaN is not a number"),
     ):
-        got, answer = agent.post("/v1/cap", body, sign_request("POST", "/v1/cap", body, agent.sock))
+        got, answer = agent.post("/v1/cap", body, sign_request("POST", "/v1/cap", body, agent.sock, node=NODE))
         assert (got, answer["ok"]) == (status, False) and answer["error"].startswith(message), answer
     assert agent.read(LIMIT.format(0)) == limit_before

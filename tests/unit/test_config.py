@@ -18,10 +18,10 @@ from wattsched.config import (
     parse_cap_value,
 )
 from wattsched.config.platform import load_platform
-from wattsched.config.reference import render_config_reference
 from wattsched.errors import ConfigError
 from wattsched.model.constraints import EnergyBudget
 from wattsched.model.platform import NodePowerModel, Platform
+from wattsched.reference import render_config_reference
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "config.md"
 
@@ -408,7 +408,7 @@ def test_every_field_is_documented():
 
 def test_docs_config_md_is_up_to_date():
     assert DOCS.read_text(encoding="utf-8") == render_config_reference(), (
-        "docs/config.md is stale; regenerate it with: python -c \"from wattsched.config.reference import "
+        "docs/config.md is stale; regenerate it with: python -c \"from wattsched.reference import "
         "render_config_reference as r; print(r(), end='')\" > docs/config.md"
     )
 

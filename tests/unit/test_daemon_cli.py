@@ -64,6 +64,52 @@ def test_daemon_on_the_simulated_cluster_then_audit_lists_its_starts(tmp_path, c
     assert only == starts[-1:]
 
 
+@pytest.mark.parametrize("config", ["embedded-demo", "file-without-telemetry"])
+def test_daemon_on_the_simulated_cluster_exports_measured_power(tmp_path, config):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    if config == "embedded-demo":
+        if port_in_use(9817):  # the embedded demo serves /metrics on the default port
+            pytest.skip("127.0.0.1:9817 is in use")
+        config = []
+    else:  # a file that selects the simulated cluster and says nothing of telemetry (endpoint off)
+        path = tmp_path / "sim.yaml"
+        path.write_text("slurm: {backend: sim}\npolicy: easy\nmetrics: {port: 0}\n")
+        config = ["-c", str(path)]
+    proc = wattsched("daemon", *config, "--backend", "sim", "--cycles", "3", "--poll-interval", "0.05",
+                     "--state-dir", str(tmp_path / "state"), "--show-metrics")
+    assert proc.returncode == 0, proc.stderr
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for fam in text_string_to_metric_families(proc.stdout) for s in fam.samples}
+    measured = samples[("wattsched_platform_power_watts", (("source", "measured"),))]
+    predicted = samples[("wattsched_platform_power_watts", (("source", "predicted"),))]
+    assert measured > 0 and predicted > 0
+    nodes = {labels for name, labels in samples if name == "wattsched_node_power_watts"}
+    assert len(nodes) == 100  # every simulated node reports its power
+    assert sum(v for (name, _), v in samples.items() if name == "wattsched_node_power_watts") == pytest.approx(
+        measured)
+    assert samples[("wattsched_telemetry_stale", ())] == 0
+    assert "measured on 100 of 100 nodes" in proc.stderr
+
+
+def test_the_simulated_cluster_reads_reported_power_unless_told_otherwise():
+    from wattsched.config.daemon import DaemonConfig, with_sim_telemetry
+
+    assert DaemonConfig.model_validate({"slurm": {"backend": "sim"}}).telemetry.source == "slurm"
+    assert DaemonConfig.model_validate({"slurm": {"backend": "sim"}, "telemetry": {"source": "none"}}
+                                       ).telemetry.source == "none"
+    assert DaemonConfig.model_validate({}).telemetry.source == "none"
+    cli = DaemonConfig.model_validate({})
+    sim = with_sim_telemetry(cli.model_copy(update={"slurm": cli.slurm.model_copy(update={"backend": "sim"})}))
+    assert sim.telemetry.source == "slurm"
+    explicit = DaemonConfig.model_validate({"telemetry": {"source": "none"}})
+    assert with_sim_telemetry(explicit.model_copy(
+        update={"slurm": explicit.slurm.model_copy(update={"backend": "sim"})})).telemetry.source == "none"
+    from wattsched.config import load_config
+
+    assert load_config(ROOT / "deploy" / "examples" / "sim.yaml", DaemonConfig).telemetry.source == "slurm"
+
+
 def test_daemon_refuses_a_busy_metrics_port_with_a_clear_error(tmp_path):
     config = tmp_path / "sim.yaml"
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
@@ -76,6 +122,20 @@ def test_daemon_refuses_a_busy_metrics_port_with_a_clear_error(tmp_path):
     assert proc.returncode == 2
     assert f"wattsched: error: metrics: cannot listen on 127.0.0.1:{port}" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_daemon_refuses_a_heartbeat_directory_others_can_write(tmp_path):
+    public = tmp_path / "public"
+    public.mkdir()
+    public.chmod(0o777)
+    config = tmp_path / "sim.yaml"
+    config.write_text(f"slurm: {{backend: sim}}\nsim: {{nodes: 8}}\nstate_dir: state\nmetrics: {{port: 0}}\n"
+                      f"heartbeat_file: {public / 'heartbeat'}\n")
+    proc = wattsched("daemon", "-c", str(config), "--cycles", "1")
+    assert proc.returncode == 2, proc.stderr
+    assert f"wattsched: error: {public}: the heartbeat directory (owned by " in proc.stderr
+    assert f"has mode 0777, writable by group and others; run: chmod go-w {public}" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (public / "heartbeat").exists()
 
 
 def make_store(state: Path) -> None:
@@ -368,7 +428,8 @@ def test_check_config_says_an_openadr2_block_needs_openleadr(tmp_path, capsys, m
 
     path = tmp_path / "wattsched.yaml"
     path.write_text("slurm: {backend: cli}\ndemand_response:\n  openadr2:\n"
-                    "    vtn_url: http://127.0.0.1:8080/OpenADR2/Simple/2.0b\n    ven_name: hpc\n")
+                    "    vtn_url: http://127.0.0.1:8080/OpenADR2/Simple/2.0b\n    ven_name: hpc\n"
+                    "    vtn_fingerprint: '8E:1B:00'\n")
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "openleadr" else real(name, *a))
     assert main(["check-config", str(path)]) == 2

@@ -18,10 +18,11 @@ from wattsched.config.platform import load_platform
 from wattsched.daemon.loop import Daemon
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier
-from wattsched.daemon.schedule import occurrences, parse_recurrence
+from wattsched.daemon.schedule import occurrences
 from wattsched.daemon.simcluster import SimCluster
 from wattsched.daemon.view import build_view
 from wattsched.model.platform import NodePowerModel, Platform
+from wattsched.model.recurrence import parse_recurrence
 from wattsched.sim.engine import Engine
 from wattsched.workload.records import TraceJob
 
@@ -371,8 +372,7 @@ def test_a_platform_file_gives_the_same_platform_power_in_the_simulator_and_the_
 class _Pinned:
     """Starts each job on given nodes, once they are free."""
 
-    name = "pinned"
-    wants_empty_queue_calls = False
+    name = "pinned"  # no tags(): the defaults (not called with an empty queue)
 
     def __init__(self, where):
         self.where = where

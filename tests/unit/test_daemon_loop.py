@@ -181,6 +181,33 @@ def test_heartbeat_holds_the_time_of_the_last_read(make_sim, make_daemon, clock)
     assert d.config.heartbeat_path.read_text() == f"{int(EPOCH + 42.0)}\n"
 
 
+def test_heartbeat_is_never_written_through_a_planted_symlink(make_sim, make_daemon, clock, tmp_path):
+    sim = make_sim([job(1)])
+    d = make_daemon(sim)
+    hb = d.config.heartbeat_path
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    # the fixed temporary name an earlier daemon wrote through, and the heartbeat itself
+    (hb.parent / "heartbeat.tmp").symlink_to(victim)
+    hb.symlink_to(victim)
+    d.cycle()
+    assert victim.read_text() == "precious\n"
+    assert not hb.is_symlink() and hb.read_text().strip().isdigit()
+    assert oct(hb.stat().st_mode & 0o777) == oct(0o644)  # read by the gate as SlurmUser, written by us only
+    assert [p.name for p in hb.parent.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()] == []
+
+
+def test_heartbeat_in_a_directory_others_can_write_is_not_written(make_sim, make_daemon, clock, tmp_path, caplog):
+    sim = make_sim([job(1)])
+    hb_dir = tmp_path / "public"
+    hb_dir.mkdir()
+    hb_dir.chmod(0o777)
+    d = make_daemon(sim, heartbeat_file=hb_dir / "heartbeat")
+    d.cycle()
+    assert not (hb_dir / "heartbeat").exists()
+    assert f"{hb_dir}: the heartbeat directory" in caplog.text and "chmod go-w" in caplog.text
+
+
 def test_cycle_number_survives_a_restart(make_sim, make_daemon, clock):
     sim = make_sim([job(1), job(2)])
     first = make_daemon(sim)
@@ -270,6 +297,22 @@ def test_jobs_held_by_the_gate_get_their_reason_recorded(make_sim, make_daemon, 
     holds = d.store.holds()
     assert set(holds) == {3, 4}
     assert all(reason for _source, reason in holds.values())
+
+
+def test_held_jobs_are_counted_by_kind_of_reason_with_the_full_text_in_the_store(make_sim, make_daemon, clock):
+    from wattsched.model.reasons import REASON_KINDS
+
+    sim = make_sim([job(i, 500) for i in range(1, 6)])
+    d = make_daemon(sim, policy="easy-pc", params={"check": "max"}, cap_w=800)
+    d.cycle()
+    assert held(sim) == {3, 4, 5}
+    values = {kind: sample(d, "wattsched_held_jobs", {"reason": kind}) for kind in REASON_KINDS}
+    assert values == {"nodes": 0, "power_cap": 1, "budget": 0, "reservation": 2, "queue_order": 0, "other": 0}
+    labels = {s.labels["reason"] for fam in d.metrics.registry.collect() if fam.name == "wattsched_held_jobs"
+              for s in fam.samples}
+    assert labels == set(REASON_KINDS)
+    reasons = {jid: reason for jid, (_source, reason) in d.store.holds().items()}
+    assert reasons[3].startswith("head of queue: needs 1 nodes (2 free) and predicted power under the cap")
 
 
 # --------------------------------------------------------------------------- dry run and failures

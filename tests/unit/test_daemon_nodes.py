@@ -35,6 +35,7 @@ from wattsched.daemon.notify import Notifier
 from wattsched.daemon.simcluster import SimCluster
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, Start
 from wattsched.model.platform import NodePowerModel, Platform
+from wattsched.policies.base import PolicyTags
 from wattsched.testing.fake_sysfs import make_fake_node
 from wattsched.workload.records import TraceJob
 
@@ -101,10 +102,12 @@ def agents(tmp_path, munge_socket):
     """One agent per node on 127.0.0.11.. (same port); returns (port, sysfs roots)."""
     port = _free_port()
     servers, roots = [], []
+    names = [n.name for n in Platform.homogeneous_cluster(NODES).nodes]  # the simulated cluster's node names
     for i in range(NODES):
         root = make_fake_node(tmp_path / f"sys{i}", cpus=2, max_power_w=250.0, tdp_w=200.0)
-        server = AgentServer(Sysfs(root), Verifier({0}, socket=str(munge_socket)), address=f"127.0.0.{11 + i}",
-                             port=port, registry=CollectorRegistry())
+        server = AgentServer(Sysfs(root), Verifier({0}, socket=str(munge_socket), node=names[i]),
+                             address=f"127.0.0.{11 + i}", port=port, registry=CollectorRegistry(),
+                             energy_period_s=0.0)  # the daemon cycles here faster than the agents' 1 s energy rate
         server.start()
         servers.append(server)
         roots.append(root)
@@ -290,7 +293,9 @@ class Scripted:
     """A policy returning a given plan per call (the daemon's dispatch of every action kind)."""
 
     name = "scripted"
-    wants_empty_queue_calls = True
+
+    def tags(self):
+        return PolicyTags(wants_empty_queue_calls=True)
 
     def __init__(self, plans):
         self.plans = list(plans)

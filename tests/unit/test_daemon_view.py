@@ -45,10 +45,11 @@ def with_node(state: ClusterState, name: str, **changes) -> ClusterState:
 
 
 def view(state: ClusterState, holds=None, starts=None, partitions=(), cap_w=NO_CAP, estimator=None,
-         include_adopted=False):
+         include_adopted=False, take_user_holds=False):
     return build_view(
         state, partitions=frozenset(partitions), holds=holds or {}, starts=starts or {}, power=POWER, cap_w=cap_w,
         estimator=estimator, epoch=1, include_adopted=include_adopted, platform_cache={},
+        take_user_holds=take_user_holds,
     )
 
 
@@ -67,6 +68,17 @@ def test_holds_of_others_are_never_ours(live):
     assert ids(c.adopt) == [4]
     assert ids(c.running) == [1]
     assert c.ours == [] and c.starting == []
+
+
+def test_with_the_lua_gate_a_user_hold_is_taken_over_and_an_admin_hold_is_not(live):
+    # the gate refuses a user's release in a managed partition while the heartbeat is
+    # fresh, and holds a job its user moves in without the marker (Slurm 22.05 refuses it)
+    c = classify(live, frozenset(), holds={}, starts={}, take_user_holds=True)
+    assert ids(c.others_held) == [2]  # JobHeldAdmin without our marker
+    assert ids(c.adopt) == [3, 4]  # 3: JobHeldUser
+    assert ids(view(live, take_user_holds=True).classified.adopt) == [3, 4]
+    marked = with_job(live, 3, admin_comment=MARKER)
+    assert ids(classify(marked, frozenset(), holds={}, starts={}, take_user_holds=True).ours) == [3]
 
 
 def test_the_marker_in_admin_comment_makes_an_admin_hold_ours(live):

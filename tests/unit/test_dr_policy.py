@@ -225,8 +225,11 @@ class _Watch:
     def __init__(self, policy):
         self.policy = policy
         self.seen = []
-        for k in ("name", "Params", "State", "wants_empty_queue_calls", "wants_end_table", "wants_forecast"):
+        for k in ("name", "Params", "State"):
             setattr(self, k, getattr(policy, k))
+
+    def tags(self):
+        return self.policy.tags()
 
     def init_state(self):
         return self.policy.init_state()

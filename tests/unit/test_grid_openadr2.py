@@ -118,3 +118,30 @@ def test_events_taken_part_in_survive_a_restart_through_the_state_store(tmp_path
     again.cycle()
     assert [n.event.label for n in again.last_view.snapshot.dr_events] == ["openadr3:ev9 (IMPORT_CAPACITY_LIMIT 4)"]
     again.store.close()
+
+
+def test_a_vtn_without_fingerprint_is_refused_unless_unsigned_events_are_allowed(tmp_path, caplog):
+    import yaml
+
+    from wattsched.config import load_config
+    from wattsched.config.daemon import DaemonConfig
+    from wattsched.errors import ConfigError
+
+    path = tmp_path / "d.yaml"
+    block = {"vtn_url": "https://vtn.example/OpenADR2/Simple/2.0b", "ven_name": "hpc"}
+
+    def load(**extra):
+        path.write_text(yaml.safe_dump({"kind": "daemon", "policy": "easy", "slurm": {"backend": "cli"},
+                                        "demand_response": {"openadr2": {**block, **extra}}}))
+        return load_config(path, DaemonConfig).demand_response.openadr2
+
+    with pytest.raises(ConfigError, match=r"d.yaml:\d+: demand_response.openadr2.vtn_fingerprint: required: without "
+                       r"it events signed by anyone \(or unsigned\) are obeyed.*allow_unsigned_events: true"):
+        load()
+    assert load(vtn_fingerprint="8E:1B:00").vtn_fingerprint == "8E:1B:00"
+    allowed = load(allow_unsigned_events=True)
+    pytest.importorskip("openleadr")
+    from wattsched.daemon.grid.openadr2 import OpenADR2Ven
+
+    OpenADR2Ven(allowed, GridHub(OptRule(), DaemonMetrics(CollectorRegistry())))
+    assert "no vtn_fingerprint (allow_unsigned_events: true): events from https://vtn.example" in caplog.text

@@ -14,7 +14,7 @@ JOBS = [Job(i, float(i), 3600.0, 1) for i in range(200)]
 
 def oracle(**params):
     p = make_predictor("oracle", params)
-    p.truth_ = TRUTH.__getitem__
+    p.observe_truth(TRUTH.__getitem__)
     return p
 
 

@@ -271,9 +271,9 @@ def test_daemon_config_makes_a_rest_backend_and_requires_url_and_token(tmp_path,
     from wattsched.daemon.commands import make_backend
 
     config = DaemonConfig.model_validate({"kind": "daemon", "policy": "easy", "slurm": {
-        "backend": "rest", "url": "http://slurmrestd:6820/", "token_file": str(token_file), "api_version": "0.0.38"}})
+        "backend": "rest", "url": "https://slurmrestd:6820/", "token_file": str(token_file), "api_version": "0.0.38"}})
     backend = make_backend(config)
-    assert isinstance(backend, SlurmREST) and backend.url == "http://slurmrestd:6820" and backend.version() == "0.0.38"
+    assert isinstance(backend, SlurmREST) and backend.url == "https://slurmrestd:6820" and backend.version() == "0.0.38"
     path = tmp_path / "d.yaml"
     path.write_text(yaml.safe_dump({"kind": "daemon", "policy": "easy", "slurm": {"backend": "rest",
                                                                                    "url": "slurmrestd:6820"}}))
@@ -375,3 +375,54 @@ def test_a_bad_job_record_in_a_reply_is_skipped_and_counted(server, token_file):
     server.route("GET", "/slurm/v0.0.38/jobs", (200, json.dumps(doc)))
     state = SlurmREST(server.url, token_file, api_version="0.0.38").read_state()
     assert len(state.jobs) == len(doc["jobs"]) - 1 and state.skipped_records == 1
+
+
+def test_plain_http_to_another_host_is_refused_unless_allowed(tmp_path, token_file):
+    import yaml
+
+    from wattsched.config import load_config
+    from wattsched.config.daemon import DaemonConfig
+
+    path = tmp_path / "d.yaml"
+
+    def load(**slurm):
+        path.write_text(yaml.safe_dump({"kind": "daemon", "policy": "easy", "slurm": {
+            "backend": "rest", "token_file": str(token_file), **slurm}}))
+        return load_config(path, DaemonConfig)
+
+    with pytest.raises(ConfigError, match=r"d.yaml:\d+: slurm.url: http://slurmrestd:6820 would send the slurmrestd "
+                       r"token in clear text .*use https://, or set slurm.allow_insecure_http: true"):
+        load(url="http://slurmrestd:6820")
+    assert load(url="http://slurmrestd:6820", allow_insecure_http=True).slurm.allow_insecure_http
+    for url in ("https://slurmrestd:6820", "http://127.0.0.1:6820", "http://localhost:6820", "http://[::1]:6820"):
+        assert load(url=url).slurm.url == url
+
+
+def test_a_redirect_is_not_followed_with_the_token(server, token_file):
+    """slurmrestd (or whoever answers for it) redirecting elsewhere: the token must not follow."""
+    elsewhere = Server()
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(307)
+            self.send_header("Location", elsewhere.url + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    v38(elsewhere)
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        backend = SlurmREST(url, token_file, api_version="0.0.38", sleep=lambda s: None)
+        with pytest.raises(SlurmRESTError, match=rf"GET {url}/slurm/v0.0.38/jobs: HTTP 307: redirected to "
+                           rf"{elsewhere.url}/slurm/v0.0.38/jobs; redirects are not followed.*set slurm.url"):
+            backend.request("GET", "/slurm/v0.0.38/jobs")
+        assert elsewhere.requests == []  # the token never left for the other address
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        elsewhere.close()

@@ -291,8 +291,10 @@ def test_mixed_timestamps_and_seconds_rejected(tmp_path):
 
 
 def test_unknown_suffix_empty_file_and_missing_file(tmp_path):
-    with pytest.raises(TraceError, match=r"jobs\.txt: unknown job-table format"):
+    with pytest.raises(TraceError, match=r"jobs\.txt: no such file"):
         read_job_table(tmp_path / "jobs.txt")
+    write_csv(tmp_path / "jobs.txt", ["job_id", "submit_time", "run_time", "num_nodes"], [[1, 0, 5, 2]])
+    assert [j.nodes for j in read_job_table(tmp_path / "jobs.txt").jobs] == [2]  # a table named otherwise: by content
     (tmp_path / "empty.csv").write_text("", encoding="utf-8")
     with pytest.raises(TraceError, match=r"empty\.csv: empty file"):
         read_job_table(tmp_path / "empty.csv")

@@ -657,3 +657,16 @@ def test_every_dashboard_query_runs_on_prometheus(lab):
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(lab.url + "/api/v1/query", data=b"query=rate(x[1m]", timeout=5)
     assert info.value.code == 400 and json.loads(info.value.read())["errorType"] == "bad_data"
+
+
+def test_oversized_replies_are_refused_naming_the_url_and_limit(canned, agents):
+    """A reply past the bound is refused, not read into the daemon's memory."""
+    url = canned((200, json.dumps(vector(({"instance": "a:1"}, [1000, "1"])) | {"pad": "x" * 5000}).encode()))
+    with pytest.raises(TelemetryError, match=r"the reply from http://127\.0\.0\.1:\d+/prom/api/v1/query is larger "
+                       r"than 4096 bytes and was refused"):
+        PrometheusSource(url, "ipmi", max_reply_bytes=4096).read()
+    assert PrometheusSource(url, "ipmi", node_map=STRIP_PORT, clock=lambda: 1000.0).read().watts == {"a": 1.0}
+    _, _, metrics = agents({f"package-{i}": 1.0 for i in range(200)})
+    with pytest.raises(TelemetryError, match=rf"\({metrics}: the answer is larger than 4096 bytes and was refused "
+                       r"\(an agent's /metrics is a few KiB\)\)"):
+        AgentScraper({"cn01": metrics}, max_reply_bytes=4096).read()

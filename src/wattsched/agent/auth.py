@@ -1,10 +1,11 @@
 """Command authentication with munge credentials, the way Slurm authenticates its own RPCs.
 
-The client runs ``munge`` on a *canonical message* that binds the credential to one request::
+The client runs ``munge`` on a *canonical message* that binds the credential to one request on one node::
 
-    wattsched-agent-v1
+    wattsched-agent-v2
     POST
     /v1/cap
+    <the target node's name, as the agent knows itself (``--node-name``)>
     <sha256 of the body, hex>
     <random nonce, hex>
     <unix time, integer seconds>
@@ -12,9 +13,18 @@ The client runs ``munge`` on a *canonical message* that binds the credential to 
 and sends the credential text in the ``X-Wattsched-Munge`` header. munged encodes the caller's UID and GID into the
 credential; nobody can forge them without the cluster's munge key. The agent runs ``unmunge`` on it and accepts the
 request only if munged decodes it (``STATUS`` 0), its ``UID`` is allowed (root and the SlurmUser), it is fresh (its
-``ENCODE_TIME`` within ``ttl_s``), it was never seen before, and the message matches this request's method, path and
-body hash. munged keeps its own replay cache and answers ``Replayed credential`` (status 17); the agent also keeps
-the hashes of the credentials it accepted until they expire, so a replay is refused even across a munged restart.
+``ENCODE_TIME`` within ``ttl_s``), it was never seen before, and the message matches this request's method, path,
+body hash and *this* node: munge's key is shared by the whole cluster and each munged keeps its own replay cache, so
+without the node name a command captured on its way to one node would be accepted by every other one. munged
+answers ``Replayed credential`` (status 17) to a credential it has decoded before; the agent also keeps the hashes
+of the credentials it accepted until they expire, so a replay is refused even across a munged restart.
+
+Replies are signed too. The client sends a fresh nonce in ``X-Wattsched-Nonce``; the agent answers with a munge
+credential over a :func:`reply_message` (its node name, the HTTP status, that nonce and the body's hash) in
+``X-Wattsched-Reply-Munge``, and the client accepts the answer only if munged decodes it with the UID the agent runs
+as (root). The agent's port (9818) is unprivileged: while the agent is down, any local user may bind it and receive
+the daemon's commands; such an impostor can mint munge credentials only with its own UID, so its "ok" is refused
+(:func:`check_reply`) and the daemon records the node's command as failed instead of applied.
 
 ``unmunge`` prints metadata lines (``KEY: value``), a blank line and the payload; with ``--numeric`` the values are
 numbers (``STATUS: 17``), without it they are text with the number in parentheses
@@ -27,6 +37,7 @@ Every munge and unmunge call goes through :func:`run_command`.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import re
 import secrets
@@ -40,12 +51,17 @@ from typing import NamedTuple
 from wattsched.errors import WattschedError
 
 __all__ = [
-    "HEADER", "PROTOCOL", "Credential", "MungeError", "Verdict", "Verifier", "canonical_message", "parse_message",
-    "parse_unmunge", "run_command", "sign", "sign_request",
+    "HEADER", "NONCE_HEADER", "PROTOCOL", "REPLY_HEADER", "Credential", "MungeError", "Verdict", "Verifier",
+    "canonical_message", "check_reply", "parse_message", "parse_unmunge", "reply_message", "run_command", "sign",
+    "sign_request", "valid_nonce",
 ]
 
-PROTOCOL = "wattsched-agent-v1"
+PROTOCOL = "wattsched-agent-v2"
+REPLY_PROTOCOL = "wattsched-agent-reply-v1"
 HEADER = "X-Wattsched-Munge"
+NONCE_HEADER = "X-Wattsched-Nonce"
+REPLY_HEADER = "X-Wattsched-Reply-Munge"
+_NONCE = re.compile(r"[0-9a-f]{16,64}")
 
 # munge_err_t (munge.h)
 EMUNGE_SUCCESS = 0
@@ -56,7 +72,7 @@ EMUNGE_CRED_REWOUND = 16
 EMUNGE_CRED_REPLAYED = 17
 
 REASONS = ("ok", "missing_credential", "invalid_credential", "replayed", "expired", "clock_skew", "uid_not_allowed",
-           "payload_mismatch", "munge_unavailable")
+           "payload_mismatch", "wrong_node", "munge_unavailable")
 """Every ``Verdict.reason``; a fixed set, so it can label a metric."""
 
 
@@ -83,22 +99,49 @@ def run_command(cmd: list[str], stdin: bytes, timeout_s: float = 10.0) -> subpro
         raise MungeError(cmd, None, str(exc)) from exc
 
 
-def canonical_message(method: str, path: str, body: bytes, *, nonce: str | None = None,
-                      timestamp: int | None = None) -> bytes:
-    """The message a request's credential carries.
+def _check_node(node: str) -> str:
+    if not isinstance(node, str) or not node or any(c.isspace() for c in node):
+        raise ValueError(f"a node name must be a non-empty word, got {node!r}")
+    return node
 
-    >>> canonical_message("post", "/v1/cap", b"", nonce="ab", timestamp=7).decode().splitlines()[:2]
-    ['wattsched-agent-v1', 'POST']
+
+def canonical_message(method: str, path: str, body: bytes, *, node: str, nonce: str | None = None,
+                      timestamp: int | None = None) -> bytes:
+    """The message a request's credential carries: bound to the method, path, body and target ``node``.
+
+    >>> canonical_message("post", "/v1/cap", b"", node="cn01", nonce="ab", timestamp=7).decode().splitlines()[:4]
+    ['wattsched-agent-v2', 'POST', '/v1/cap', 'cn01']
     """
     nonce = secrets.token_hex(16) if nonce is None else nonce
     timestamp = int(time.time()) if timestamp is None else int(timestamp)
-    lines = [PROTOCOL, method.upper(), path, hashlib.sha256(body).hexdigest(), nonce, str(timestamp)]
+    lines = [PROTOCOL, method.upper(), path, _check_node(node), hashlib.sha256(body).hexdigest(), nonce,
+             str(timestamp)]
     return ("\n".join(lines) + "\n").encode()
+
+
+def reply_message(node: str, status: int, nonce: str, body: bytes) -> bytes:
+    """What an agent signs to vouch for one answer: its node name, the status, the request's nonce, the body.
+
+    >>> reply_message("cn01", 200, "00ff", b"{}").decode().splitlines()[:4]
+    ['wattsched-agent-reply-v1', 'cn01', '200', '00ff']
+    """
+    lines = [REPLY_PROTOCOL, _check_node(node), str(int(status)), nonce, hashlib.sha256(body).hexdigest()]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def valid_nonce(text: str | None) -> bool:
+    """Whether ``text`` is a nonce a client may send (16 to 64 lowercase hex digits).
+
+    >>> valid_nonce("0123456789abcdef"), valid_nonce("not hex at all!!"), valid_nonce(None)
+    (True, False, False)
+    """
+    return bool(text) and _NONCE.fullmatch(text) is not None
 
 
 class Message(NamedTuple):
     method: str
     path: str
+    node: str
     body_sha256: str
     nonce: str
     timestamp: int
@@ -107,7 +150,7 @@ class Message(NamedTuple):
 def parse_message(payload: bytes) -> Message | None:
     """The fields of a canonical message, or ``None`` if ``payload`` is not one.
 
-    >>> parse_message(canonical_message("POST", "/v1/freq", b"{}", nonce="n", timestamp=5)).path
+    >>> parse_message(canonical_message("POST", "/v1/freq", b"{}", node="cn01", nonce="n", timestamp=5)).path
     '/v1/freq'
     >>> parse_message(b"hello") is None
     True
@@ -116,9 +159,9 @@ def parse_message(payload: bytes) -> Message | None:
         lines = payload.decode().split("\n")
     except UnicodeDecodeError:
         return None
-    if len(lines) != 7 or lines[0] != PROTOCOL or lines[6] != "" or not lines[5].isdigit():
+    if len(lines) != 8 or lines[0] != PROTOCOL or lines[7] != "" or not lines[6].isdigit():
         return None
-    return Message(lines[1], lines[2], lines[3], lines[4], int(lines[5]))
+    return Message(lines[1], lines[2], lines[3], lines[4], lines[5], int(lines[6]))
 
 
 def _socket_args(socket: str | os.PathLike | None) -> list[str]:
@@ -138,9 +181,38 @@ def sign(payload: bytes, socket: str | os.PathLike | None = None, *, munge: str 
     return proc.stdout.decode().strip()
 
 
-def sign_request(method: str, path: str, body: bytes, socket: str | os.PathLike | None = None, **kwargs) -> str:
-    """A credential bound to one request: :func:`sign` of its :func:`canonical_message`."""
-    return sign(canonical_message(method, path, body), socket, **kwargs)
+def sign_request(method: str, path: str, body: bytes, socket: str | os.PathLike | None = None, *, node: str,
+                 **kwargs) -> str:
+    """A credential bound to one request to ``node``: :func:`sign` of its :func:`canonical_message`."""
+    return sign(canonical_message(method, path, body, node=node), socket, **kwargs)
+
+
+def check_reply(credential: str | None, *, node: str, status: int, nonce: str, body: bytes,
+                agent_uids: set[int] | frozenset[int] = frozenset({0}), socket: str | os.PathLike | None = None,
+                unmunge: str = "unmunge", run: Callable[..., subprocess.CompletedProcess] = run_command) -> str:
+    """Why an agent's answer is not vouched for by the agent of ``node`` (``""`` if it is).
+
+    ``credential`` is the answer's ``X-Wattsched-Reply-Munge`` header. It must decode (munged checks its MAC, age
+    and replay), carry one of ``agent_uids`` (the agent runs as root; a local user squatting the agent's port can
+    only sign with its own UID) and sign exactly :func:`reply_message` of this node, status, nonce and body.
+    """
+    if not credential:
+        return f"the answer carries no {REPLY_HEADER} header (not the wattsched agent of {node}, or an old one)"
+    cmd = [unmunge, "--numeric", *_socket_args(socket)]
+    try:
+        proc = run(cmd, credential.strip().encode() + b"\n")
+    except MungeError as exc:
+        return f"cannot check the answer's signature: {exc}"
+    cred = parse_unmunge(proc.stdout, proc.returncode)
+    if cred.status != EMUNGE_SUCCESS:
+        stderr = proc.stderr.decode(errors="replace").strip()
+        return f"the answer's signature is refused by munged (status {cred.status}{': ' + stderr if stderr else ''})"
+    if cred.uid not in agent_uids:
+        return (f"the answer is signed by uid {cred.uid}, not by the agent's uid {sorted(agent_uids)} (another "
+                "process may be listening on the agent's port)")
+    if not hmac.compare_digest(cred.payload, reply_message(node, status, nonce, body)):
+        return f"the answer's signature is not for this answer from node {node}"
+    return ""
 
 
 @dataclass
@@ -225,14 +297,17 @@ class Verifier:
     ttl_s : float
         Maximum age of a credential, from munged's ``ENCODE_TIME``; also how long its hash stays in the replay
         cache. munged enforces its own TTL (300 s by default) as well.
+    node : str
+        The name this agent answers to (its Slurm node name): a credential for another node is refused.
     clock : callable
         Epoch seconds (injected for tests).
     """
 
     def __init__(self, allowed_uids: set[int], socket: str | os.PathLike | None = None, ttl_s: float = 300, *,
-                 clock: Callable[[], float] = time.time, unmunge: str = "unmunge",
+                 node: str, clock: Callable[[], float] = time.time, unmunge: str = "unmunge",
                  run: Callable[..., subprocess.CompletedProcess] = run_command):
         self.allowed_uids = set(allowed_uids)
+        self.node = _check_node(node)
         self.socket = socket
         self.ttl_s = ttl_s
         self.clock = clock
@@ -242,7 +317,8 @@ class Verifier:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"Verifier(allowed_uids={sorted(self.allowed_uids)}, socket={self.socket!r}, ttl_s={self.ttl_s!r})"
+        return (f"Verifier(allowed_uids={sorted(self.allowed_uids)}, socket={self.socket!r}, ttl_s={self.ttl_s!r}, "
+                f"node={self.node!r})")
 
     def verify(self, credential: str, method: str, path: str, body: bytes) -> Verdict:
         """Decide whether ``credential`` authorizes this request. Never raises for a bad credential."""
@@ -320,4 +396,6 @@ class Verifier:
         if (msg.method, msg.path) != (method.upper(), path):
             return Verdict(uid, "payload_mismatch",
                            f"credential is for {msg.method} {msg.path}, request is {method.upper()} {path}")
+        if msg.node != self.node:
+            return Verdict(uid, "wrong_node", f"credential is for node {msg.node!r}, this agent is {self.node!r}")
         return _Accepted(Verdict(uid, "ok"), msg)

@@ -6,6 +6,7 @@ import argparse
 import logging
 import pwd
 import signal
+import socket
 import threading
 
 from wattsched.cliargs import finite_float, int_in, positive_int
@@ -41,6 +42,14 @@ def allowed_uids(allow: list[int], slurm_user: str | None) -> set[int]:
     return uids
 
 
+def node_name(given: str | None) -> str:
+    """The name the agent answers to: ``--node-name``, else this host's short name (Slurm's default NodeName)."""
+    name = given or socket.gethostname().split(".", 1)[0]
+    if not name or any(c.isspace() for c in name):
+        raise OptionError("--node-name", f"must be the node's Slurm NodeName, got {name!r}")
+    return name
+
+
 def cmd_agent(args: argparse.Namespace) -> int:
     from wattsched.agent.auth import Verifier
     from wattsched.agent.server import AgentServer
@@ -58,10 +67,10 @@ def cmd_agent(args: argparse.Namespace) -> int:
         log.warning("no cpufreq policies under %s/devices/system/cpu/cpufreq: frequency commands will be refused",
                     args.sysfs_root)
     uids = allowed_uids(args.allow_uid, args.slurm_user)
-    verifier = Verifier(uids, socket=args.munge_socket, ttl_s=args.ttl)
+    verifier = Verifier(uids, socket=args.munge_socket, ttl_s=args.ttl, node=node_name(args.node_name))
     try:
         server = AgentServer(sysfs, verifier, address=args.address, port=args.port, timeout_s=args.timeout_s,
-                             max_connections=args.max_connections)
+                             max_connections=args.max_connections, max_per_peer=args.max_per_peer)
     except OSError as exc:
         raise ConfigError(f"cannot listen on {args.address}:{args.port}: {exc.strerror or exc} "
                           "(is another agent running? use --port)") from exc
@@ -75,8 +84,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     thread = server.start()
-    log.info("wattsched agent on %s: sysfs %s (%d RAPL packages, %d cpufreq policies), munge socket %s, "
-             "allowed uids %s", server.url, args.sysfs_root, len(packages), len(policies),
+    log.info("wattsched agent of node %s on %s: sysfs %s (%d RAPL packages, %d cpufreq policies), munge socket %s, "
+             "allowed uids %s", verifier.node, server.url, args.sysfs_root, len(packages), len(policies),
              args.munge_socket or "default", sorted(uids))
     try:
         while not stop.wait(1.0):
@@ -102,10 +111,15 @@ def add_commands(sub) -> None:
                    "address, or 0.0.0.0 for every interface, so the daemon can reach the agent)")
     p.add_argument("--port", type=int_in(0, 65535, "a port number"), default=9818,
                    help="port to listen on (default 9818)")
+    p.add_argument("--node-name", metavar="NAME",
+                   help="this node's Slurm NodeName: commands signed for another node are refused, and answers are "
+                   "signed with it (default: the short hostname)")
     p.add_argument("--timeout", type=finite_float(), default=10.0, metavar="S", dest="timeout_s",
-                   help="close a connection idle for S seconds (default 10)")
+                   help="a request (head and body) must arrive within S seconds in total (default 10)")
     p.add_argument("--max-connections", type=positive_int, default=16, metavar="N",
                    help="requests served at once; more are answered 503 (default 16)")
+    p.add_argument("--max-per-peer", type=positive_int, default=4, metavar="N",
+                   help="requests served at once for one client address; more are answered 503 (default 4)")
     p.add_argument("--munge-socket", metavar="PATH", help="munged's socket (default: munge's default)")
     p.add_argument("--allow-uid", type=_uid, action="append", default=[], metavar="UID",
                    help="also accept commands from this UID (repeatable; root is always allowed)")

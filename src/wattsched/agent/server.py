@@ -23,23 +23,34 @@ Both POSTs accept an optional ``"request_id"`` that is echoed and logged, and ne
 unreachable → 503). Malformed bodies → 400; values outside the hardware range → 422 and nothing is written; a sysfs
 write failure → 500. Every rejection is logged with the UID and reason and counted.
 
-``GET /v1/state`` and ``/metrics`` are not authenticated, like node_exporter. They expose package energy, which the
-kernel restricts to root since 5.10 (CVE-2020-8694); bind the agent to the management network only.
+``GET /v1/state`` and ``/metrics`` are not authenticated, like node_exporter. The kernel restricts the raw RAPL
+``energy_uj`` to root since 5.10: read at a fine rate it leaks what the CPU computes (PLATYPUS, CVE-2020-8694). The
+agent therefore never serves the raw counter: energy is rounded down to whole joules and read from sysfs at most
+once per ``energy_period_s`` (1 s), for every reader, which is ample for power averaged over a scrape interval and for
+energy budgets, and far too coarse for the attack (which needs sub-millisecond, microjoule samples).
+
+Every answer to a request that carries ``X-Wattsched-Nonce`` is signed (``X-Wattsched-Reply-Munge``, see
+:mod:`wattsched.agent.auth`), so the daemon can tell the agent from another process bound to its port.
 
 Hardening: the agent listens on 127.0.0.1 unless told otherwise (``wattsched agent --address ADDR``, the node's
 management-network address, or ``0.0.0.0`` for every interface); a POST is authenticated from its headers before
-its body is read (a request without a credential is answered 401 at once, its body never read); a socket idle for
-``timeout_s`` (default 10 s) is closed, a half-sent body answered 408; at most ``max_connections`` (default 16)
-requests are served at once, others get 503 at once; ``Content-Length`` must be a number in [0, 65536] (400, 413).
+its body is read (a request without a credential is answered 401 at once, its body never read); each request, from
+its first byte to the end of its body, must arrive within ``timeout_s`` (default 10 s) in total, however slowly it
+trickles in (a half-sent body is answered 408, a half-sent head closed); at most ``max_connections`` (default 16)
+requests are served at once and at most ``max_per_peer`` (default 4) from one address, others get 503 at once, so a
+few slow clients cannot lock the daemon out; ``Content-Length`` must be a number in [0, 65536] (400, 413).
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 import math
 import threading
+import time
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -47,7 +58,8 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 
-from wattsched.agent.auth import HEADER, REASONS, Verifier
+from wattsched.agent.auth import HEADER, NONCE_HEADER, REASONS, REPLY_HEADER, Verifier, reply_message, valid_nonce
+from wattsched.agent.auth import sign as munge_sign
 from wattsched.agent.sysfs import Package, Sysfs, SysfsError
 
 __all__ = ["AgentServer", "SysfsCollector"]
@@ -57,17 +69,51 @@ log = logging.getLogger("wattsched.agent")
 MAX_BODY = 64 * 1024
 TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 16
+MAX_PER_PEER = 4
+ENERGY_PERIOD_S = 1.0
 MAX_DIGITS = 24  # a JSON integer longer than this is not a power or a frequency
 COMMANDS = ("cap", "freq")
 OUTCOMES = ("ok", "invalid", "bad_request", "error")
 
 
-class SysfsCollector:
-    """Prometheus collector reading RAPL and cpufreq at scrape time. A failed read drops that series and counts."""
+class CoarseEnergy:
+    """RAPL package energy as the agent serves it: whole joules, read from sysfs at most once per ``period_s``.
 
-    def __init__(self, sysfs: Sysfs, errors: Counter | None = None):
+    The raw ``energy_uj`` is root-only since Linux 5.10 (CVE-2020-8694, PLATYPUS); this is what unauthenticated
+    readers get instead. Values are microjoules (multiples of 10**6), so the counter keeps its unit and its wrap
+    at ``max_energy_range_uj``.
+    """
+
+    def __init__(self, sysfs: Sysfs, period_s: float = ENERGY_PERIOD_S, *,
+                 clock: Callable[[], float] = time.monotonic):
+        self.sysfs = sysfs
+        self.period_s = period_s
+        self.clock = clock
+        self._cache: dict[int, tuple[float, int]] = {}
+        self._lock = threading.Lock()
+
+    def energy_uj(self, p: Package) -> int:
+        now = self.clock()
+        with self._lock:
+            cached = self._cache.get(p.index)
+            if cached is not None and now - cached[0] < self.period_s:
+                return cached[1]
+        value = int(self.sysfs.energy_uj(p)) // 1_000_000 * 1_000_000
+        with self._lock:
+            self._cache[p.index] = (now, value)
+        return value
+
+
+class SysfsCollector:
+    """Prometheus collector reading RAPL and cpufreq at scrape time. A failed read drops that series and counts.
+
+    Energy comes through ``energy`` (a :class:`CoarseEnergy` over ``sysfs`` by default), never the raw counter.
+    """
+
+    def __init__(self, sysfs: Sysfs, errors: Counter | None = None, energy: CoarseEnergy | None = None):
         self.sysfs = sysfs
         self.errors = errors
+        self.energy = energy if energy is not None else CoarseEnergy(sysfs)
 
     def describe(self):
         # Without describe() the registry would call collect() (read sysfs) at registration.
@@ -98,7 +144,7 @@ class SysfsCollector:
             packages = []
         for p in packages:
             label = [str(p.index)]
-            for family, read, scale in ((energy, self.sysfs.energy_uj, 1e-6), (limit, self.sysfs.power_limit_w, 1),
+            for family, read, scale in ((energy, self.energy.energy_uj, 1e-6), (limit, self.sysfs.power_limit_w, 1),
                                         (top, self.sysfs.max_power_w, 1)):
                 try:
                     family.add_metric(label, read(p) * scale)
@@ -125,18 +171,56 @@ class _Reply(Exception):
         self.body = body
 
 
+class _DeadlineReader(io.RawIOBase):
+    """A socket's input that ends in ``TimeoutError`` at ``handler.deadline``, however the bytes trickle in.
+
+    A plain socket timeout restarts with every byte received, so a client sending one byte per timeout holds a
+    connection for ever (slowloris); each read here waits only for what is left of the request's deadline.
+    """
+
+    def __init__(self, sock, handler: _Handler):
+        self.sock = sock
+        self.handler = handler
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        left = self.handler.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"request not received within {self.handler.timeout:g} s")
+        self.sock.settimeout(left)
+        return self.sock.recv_into(buffer)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server_version = "wattsched-agent"
     agent: AgentServer  # set on the per-server subclass
-    timeout = TIMEOUT_S  # socket timeout: StreamRequestHandler applies it to the connection (set per server)
+    timeout = TIMEOUT_S  # the whole-request deadline (and the socket timeout of writes); set per server
+    deadline = 0.0
+
+    def setup(self):
+        super().setup()
+        self.rfile = io.BufferedReader(_DeadlineReader(self.connection, self))
+
+    def handle_one_request(self):
+        self.deadline = time.monotonic() + self.timeout  # the next request, head and body, must arrive by then
+        super().handle_one_request()
 
     def log_message(self, format, *args):  # the stdlib's signature
         log.debug("%s %s", self.address_string(), format % args)
 
     def _send(self, status: int, body: bytes, content_type: str) -> None:
+        self.connection.settimeout(self.timeout)  # the answer gets its own time, not what the request left
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        headers = getattr(self, "headers", None)
+        nonce = headers.get(NONCE_HEADER) if headers is not None else None
+        if valid_nonce(nonce):
+            credential = self.agent.sign_reply(status, nonce, body)
+            if credential:
+                self.send_header(REPLY_HEADER, credential)
         self.end_headers()
         self.wfile.write(body)
 
@@ -167,29 +251,55 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _BoundedServer(ThreadingHTTPServer):
-    """A ``ThreadingHTTPServer`` serving at most ``max_connections`` connections at once; others get 503."""
+    """A ``ThreadingHTTPServer`` serving at most ``max_connections`` connections at once, and at most
+    ``max_per_peer`` from one address; others get 503 at once."""
 
     daemon_threads = True
 
-    def __init__(self, address, handler, max_connections: int):
+    def __init__(self, address, handler, max_connections: int, max_per_peer: int = MAX_PER_PEER):
         self._slots = threading.BoundedSemaphore(max_connections)
         self.max_connections = max_connections
+        self.max_per_peer = max_per_peer
+        self._peers: dict[str, int] = {}
+        self._peers_lock = threading.Lock()
         super().__init__(address, handler)
 
+    def _refuse(self, request, client_address, why: str) -> None:
+        body = json.dumps({"ok": False, "error": why}).encode() + b"\n"
+        with contextlib.suppress(OSError):
+            request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                            b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        log.warning("refused a connection from %s: %s", client_address[0], why)
+        self.shutdown_request(request)
+
+    def _leave(self, peer: str) -> None:
+        with self._peers_lock:
+            left = self._peers.get(peer, 1) - 1
+            if left > 0:
+                self._peers[peer] = left
+            else:
+                self._peers.pop(peer, None)
+
     def process_request(self, request, client_address):
+        peer = client_address[0]
+        with self._peers_lock:
+            if self._peers.get(peer, 0) >= self.max_per_peer:
+                busy = True
+            else:
+                busy = False
+                self._peers[peer] = self._peers.get(peer, 0) + 1
+        if busy:
+            self._refuse(request, client_address, f"too many connections from {peer} ({self.max_per_peer} open)")
+            return
         if not self._slots.acquire(blocking=False):
-            with contextlib.suppress(OSError):
-                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                                b"Connection: close\r\nContent-Length: 47\r\n\r\n"
-                                b'{"ok": false, "error": "too many connections"}\n')
-            log.warning("refused a connection from %s: %d connections open", client_address[0],
-                        self.max_connections)
-            self.shutdown_request(request)
+            self._leave(peer)
+            self._refuse(request, client_address, f"too many connections ({self.max_connections} open)")
             return
         try:
             super().process_request(request, client_address)
         except Exception:
             self._slots.release()
+            self._leave(peer)
             raise
 
     def process_request_thread(self, request, client_address):
@@ -197,6 +307,7 @@ class _BoundedServer(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
+            self._leave(client_address[0])
 
 
 class AgentServer:
@@ -214,16 +325,29 @@ class AgentServer:
     registry : CollectorRegistry, optional
         Where the agent's metrics go; a fresh registry by default (never the global one).
     timeout_s : float
-        A connection idle this long is closed (a half-sent request answered 408).
+        Deadline of one request, head and body together, from its first byte (a half-sent body is answered 408).
     max_connections : int
         Requests served at once; more get 503 without being read.
+    max_per_peer : int
+        Requests served at once for one client address; more get 503 without being read.
+    energy_period_s : float
+        Energy is read from sysfs at most this often and served in whole joules (:class:`CoarseEnergy`).
+    sign : callable, optional
+        Signs a reply payload (:func:`wattsched.agent.auth.sign` through the verifier's munged by default).
+
+    The agent's node name, which commands must be for and replies name, is ``verifier.node``.
     """
 
     def __init__(self, sysfs: Sysfs, verifier: Verifier, address: str = "127.0.0.1", port: int = 9818,
                  registry: CollectorRegistry | None = None, *, timeout_s: float = TIMEOUT_S,
-                 max_connections: int = MAX_CONNECTIONS):
+                 max_connections: int = MAX_CONNECTIONS, max_per_peer: int = MAX_PER_PEER,
+                 energy_period_s: float = ENERGY_PERIOD_S, sign: Callable[[bytes], str] | None = None):
         self.sysfs = sysfs
         self.verifier = verifier
+        self.node = verifier.node
+        self._sign = sign if sign is not None else (lambda payload: munge_sign(payload, verifier.socket,
+                                                                               run=verifier.run))
+        self.energy = CoarseEnergy(sysfs, energy_period_s)
         self.registry = registry if registry is not None else CollectorRegistry()
         self.commands = Counter("wattsched_agent_commands", "Authenticated commands, by command and outcome",
                                 ["command", "outcome"], registry=self.registry)
@@ -236,11 +360,11 @@ class AgentServer:
                 self.commands.labels(command, outcome)
         for reason in REASONS[1:]:
             self.rejected.labels(reason)
-        self.registry.register(SysfsCollector(sysfs, self.sysfs_errors))
+        self.registry.register(SysfsCollector(sysfs, self.sysfs_errors, self.energy))
         self._lock = threading.Lock()
         self._serving = False
         handler = type("AgentHandler", (_Handler,), {"agent": self, "timeout": timeout_s})
-        self.httpd = _BoundedServer((address, port), handler, max_connections)
+        self.httpd = _BoundedServer((address, port), handler, max_connections, max_per_peer)
 
     @property
     def address(self) -> str:
@@ -281,11 +405,19 @@ class AgentServer:
     def __exit__(self, *exc) -> None:
         self.shutdown()
 
+    def sign_reply(self, status: int, nonce: str, body: bytes) -> str | None:
+        """The credential vouching for one answer, or ``None`` (logged) if munged cannot sign."""
+        try:
+            return self._sign(reply_message(self.node, status, nonce, body))
+        except Exception as exc:  # munged down: the answer goes out unsigned, the client refuses it
+            log.error("cannot sign a reply: %s", exc)
+            return None
+
     # --- state ------------------------------------------------------------------------------------------------------
     def _package_state(self, p: Package, errors: list[str]) -> dict:
         entry: dict = {"package": p.index, "name": p.name}
         for key, read in (("power_limit_w", self.sysfs.power_limit_w), ("max_power_w", self.sysfs.max_power_w),
-                          ("energy_uj", self.sysfs.energy_uj),
+                          ("energy_uj", self.energy.energy_uj),
                           ("max_energy_range_uj", self.sysfs.max_energy_range_uj)):
             try:
                 entry[key] = read(p)

@@ -1,7 +1,7 @@
 """Configuration: typed models of every config file wattsched reads, and how they are read.
 
 The package is layered, each module importing only earlier ones (and nothing above
-:mod:`wattsched.model` but :mod:`wattsched.errors`):
+:mod:`wattsched.model` but the leaves :mod:`wattsched.errors` and :mod:`wattsched.validation`):
 
 - :mod:`~wattsched.config.base`: strict frozen models, YAML with line numbers, errors as
   ``FILE:LINE: KEY: message``, the precedence layers (command line > ``WATTSCHED_*`` > file > defaults);
@@ -11,7 +11,8 @@ The package is layered, each module importing only earlier ones (and nothing abo
 - :mod:`~wattsched.config.daemon`: the daemon config;
 - :mod:`~wattsched.config.kinds`: the static table of config kinds ``check-config`` tells apart.
 
-:mod:`~wattsched.config.reference` renders ``docs/config.md`` (``make docs``); nothing imports it.
+:mod:`~wattsched.config.reference` renders this package's sections of ``docs/config.md``; :mod:`wattsched.reference`,
+above every layer, assembles the document (``make docs``).
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from wattsched.config.caps import (
     read_cap_entries,
 )
 from wattsched.config.platform import PowerModelConfig
+from wattsched.model.recurrence import parse_recurrence
 
 
 class SlurmConfig(StrictModel):
@@ -81,7 +82,8 @@ class SlurmConfig(StrictModel):
     )
     url: str | None = Field(
         default=None,
-        description="With `backend: rest`: slurmrestd's base URL. Required for `rest`. Example: `http://slurmrestd:6820`.",
+        description="With `backend: rest`: slurmrestd's base URL. Required for `rest`; `http://` only on loopback "
+        "unless `allow_insecure_http`. Example: `https://slurmrestd:6820`.",
     )
     token_file: Path | None = Field(
         default=None,
@@ -114,6 +116,12 @@ class SlurmConfig(StrictModel):
         ),
     )
 
+    allow_insecure_http: bool = Field(
+        default=False,
+        description="With `backend: rest`: accept an `http://` `url` on a host other than loopback, although the "
+        "JWT (often root's) then crosses the network in clear text. Default: `false` (use `https://`).",
+    )
+
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
@@ -132,6 +140,10 @@ class SlurmConfig(StrictModel):
                        if getattr(self, k) is None]
             if missing:
                 raise field_problems(missing)
+            if not self.allow_insecure_http and cleartext_remote(self.url):
+                raise field_problems([("url", f"{self.url} would send the slurmrestd token in clear text to a host "
+                                       "that is not loopback: use https://, or set slurm.allow_insecure_http: true "
+                                       "on a network you trust")])
         return self
 
 
@@ -185,7 +197,8 @@ class TelemetryConfig(StrictModel):
         description="`prometheus`: the Prometheus HTTP API at `url` with the PromQL `query`; `agents`: scrape the "
         "wattsched agents' `/metrics` directly (`agent_url`); `slurm`: the nodes' `CurrentWatts` as Slurm reports "
         "them (needs an `AcctGatherEnergyType` plugin; nodes reporting 0 have no data); `none`: predictions "
-        "only. Default: `none`.",
+        "only. Default: `none`, and `slurm` with the simulated cluster (`slurm.backend: sim`, whose nodes "
+        "report the simulated power as Slurm's `CurrentWatts`) when the file has no `telemetry` block.",
     )
     url: str = Field(
         default="http://127.0.0.1:9090",
@@ -290,8 +303,6 @@ class DaemonCapEntryConfig(CapEntryConfig):
     @classmethod
     def _every(cls, v):
         if v is not None:
-            from wattsched.daemon.schedule import parse_recurrence
-
             parse_recurrence(v)
         return v
 
@@ -346,8 +357,6 @@ class DaemonBudgetConfig(StrictModel):
     @classmethod
     def _every(cls, v):
         if v is not None:
-            from wattsched.daemon.schedule import parse_recurrence
-
             parse_recurrence(v)
         return v
 
@@ -412,6 +421,31 @@ class OptRuleConfig(StrictModel):
     )
 
 
+def cleartext_remote(url: str | None) -> bool:
+    """Whether ``url`` is plain ``http://`` to a host other than loopback (credentials there travel in clear).
+
+    >>> cleartext_remote("http://slurmrestd:6820"), cleartext_remote("http://127.0.0.1:6820")
+    (True, False)
+    >>> cleartext_remote("http://[::1]:8080/api"), cleartext_remote("http://localhost"), cleartext_remote("https://x")
+    (False, False, False)
+    """
+    import ipaddress
+    import urllib.parse
+
+    if not url:
+        return False
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme.lower() != "http":
+        return False
+    host = (parts.hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True
+
+
 def _check_url(value: str) -> str:
     if not re.match(r"^https?://[^/\s]+", value):
         raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
@@ -447,7 +481,13 @@ class OpenADR2Config(StrictModel):
                                  "certificate. Default: none.")
     vtn_fingerprint: str | None = Field(
         default=None, description="Fingerprint of the VTN's certificate; messages not signed by it are ignored. "
-        "Default: none (not checked).",
+        "Required unless `allow_unsigned_events: true`.",
+    )
+    allow_unsigned_events: bool = Field(
+        default=False,
+        description="Run without `vtn_fingerprint`: events are then accepted whoever signed them (or nobody), so "
+        "anyone who can answer for the VTN's address can cap the cluster; a warning is logged at start. "
+        "Default: `false`.",
     )
     simple_levels: dict[int, float] = Field(
         default_factory=lambda: {1: 0.1, 2: 0.2, 3: 0.4},
@@ -485,6 +525,10 @@ class OpenADR2Config(StrictModel):
     def _pair(self):
         if (self.cert is None) != (self.key is None):
             raise field_problems([("key" if self.key is None else "cert", "give cert and key together")])
+        if self.vtn_fingerprint is None and not self.allow_unsigned_events:
+            raise field_problems([("vtn_fingerprint", "required: without it events signed by anyone (or unsigned) "
+                                   "are obeyed; give the fingerprint of the VTN's certificate, or set "
+                                   "allow_unsigned_events: true to accept that")])
         return self
 
 
@@ -523,6 +567,11 @@ class OpenADR3Config(StrictModel):
         description="Post a report of measured platform power (`USAGE`, W) for each event opted in, at every "
         "poll while it is in force. Default: `true`.",
     )
+    allow_insecure_http: bool = Field(
+        default=False,
+        description="Accept an `http://` `vtn_url` on a host other than loopback together with `token_file`, "
+        "although the bearer token then crosses the network in clear text. Default: `false`.",
+    )
 
     @field_validator("vtn_url")
     @classmethod
@@ -533,6 +582,14 @@ class OpenADR3Config(StrictModel):
     @classmethod
     def _levels(cls, v):
         return _check_levels(v)
+
+    @model_validator(mode="after")
+    def _token_over_tls(self):
+        if self.token_file is not None and not self.allow_insecure_http and cleartext_remote(self.vtn_url):
+            raise field_problems([("vtn_url", f"{self.vtn_url} would send the bearer token of token_file in clear "
+                                   "text to a host that is not loopback: use https://, or set "
+                                   "allow_insecure_http: true on a network you trust")])
+        return self
 
 
 class DemandResponseConfig(StrictModel):
@@ -565,6 +622,20 @@ class DemandResponseConfig(StrictModel):
         default=None,
         description="Receive events from an OpenADR 3.0 VTN (see *Openadr3 block*). Default: none.",
     )
+
+
+def sim_backend(slurm) -> bool:
+    """Whether a ``slurm`` block (a mapping or a :class:`SlurmConfig`) selects the simulated cluster."""
+    backend = slurm.get("backend") if isinstance(slurm, dict) else getattr(slurm, "backend", None)
+    return backend == "sim"
+
+
+def with_sim_telemetry(config: DaemonConfig) -> DaemonConfig:
+    """``config``, reading the nodes' reported power when it runs on the simulated cluster without a
+    ``telemetry`` block (for a backend chosen on the command line, after the file was validated)."""
+    if sim_backend(config.slurm) and "telemetry" not in config.model_fields_set:
+        return config.model_copy(update={"telemetry": config.telemetry.model_copy(update={"source": "slurm"})})
+    return config
 
 
 class DaemonConfig(StrictModel):
@@ -658,7 +729,8 @@ class DaemonConfig(StrictModel):
         description="Who holds new jobs: `lua` (the `deploy/slurm/job_submit.lua` gate, at submission, only "
         "while the heartbeat is fresh) or `daemon` (the daemon holds them each cycle; a job can start "
         "between its submission and the next cycle). With `lua`, the daemon still holds jobs the gate "
-        "let through while it was down. Default: `lua`.",
+        "let through while it was down, and takes over holds users put on jobs of its partitions (the gate "
+        "refuses their releases). Default: `lua`.",
     )
     poll_interval_s: float = Field(
         default=30.0, gt=0, description="Seconds between cycles. Default: `30`."
@@ -720,6 +792,18 @@ class DaemonConfig(StrictModel):
     _source: str | None = PrivateAttr(default=None)  # where it was read from, for error lines
     _origins: dict[str, str] = PrivateAttr(default_factory=dict)
     _lines: dict = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sim_reports_power(cls, data):
+        """With the simulated cluster and no ``telemetry`` block, read the nodes' power as Slurm reports it.
+
+        The simulated cluster gives every node the engine's power as ``CurrentWatts``; without this the
+        daemon would export predictions only.
+        """
+        if isinstance(data, dict) and "telemetry" not in data and sim_backend(data.get("slurm")):
+            data = {**data, "telemetry": {"source": "slurm"}}
+        return data
 
     @field_validator("heartbeat_file")
     @classmethod

@@ -138,7 +138,7 @@ class AgentActuator:
     def _client(self, node: SlurmNode):
         from wattsched.agent.client import AgentClient
 
-        return AgentClient(agent_url(self.url_template, node), munge_socket=self.munge_socket,
+        return AgentClient(agent_url(self.url_template, node), node.name, munge_socket=self.munge_socket,
                            timeout_s=self.timeout_s)
 
     def _post(self, node: SlurmNode, what: str, send) -> Outcome:

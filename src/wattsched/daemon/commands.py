@@ -36,7 +36,7 @@ def load_daemon_config(args: argparse.Namespace, environ=None):
     ``--poll-interval: Input should be greater than 0, got -3``.
     """
     from wattsched.config import load_config, merge_overrides
-    from wattsched.config.daemon import DaemonConfig
+    from wattsched.config.daemon import DaemonConfig, with_sim_telemetry
 
     env = os.environ if environ is None else environ
     cli = {}
@@ -57,6 +57,7 @@ def load_daemon_config(args: argparse.Namespace, environ=None):
         raise _against_options(exc) from None
     if backend:
         config = config.model_copy(update={"slurm": config.slurm.model_copy(update={"backend": backend})})
+        config = with_sim_telemetry(config)  # the simulated cluster reports node power: export it
     return config, None if args.config is None else Path(args.config)
 
 
@@ -102,6 +103,11 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     config, path = load_daemon_config(args)
     if args.verbose == 0:
         logging.getLogger("wattsched").setLevel(logging.INFO)
+    if not config.dry_run:
+        from wattsched.daemon.files import ensure_dir
+
+        # refuse at start, not only cycle by cycle, a heartbeat directory other users could change
+        ensure_dir(config.heartbeat_path.parent, 0o755, what="heartbeat directory")
     backend = make_backend(config)
     daemon = Daemon(config, backend)
     daemon.config_path = path
@@ -155,6 +161,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     view = build_view(
         view_state, partitions=daemon.partitions, holds=store.holds(), starts=store.starts(), power=daemon.power,
         cap_w=daemon._cap_w, estimator=None, epoch=0, include_adopted=False, platform_cache={},
+        take_user_holds=config.gate == "lua",
     )
     c, snap = view.classified, view.snapshot
     # announced demand-response events as the daemon sees them (same baselines)

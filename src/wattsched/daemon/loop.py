@@ -37,6 +37,7 @@ from wattsched.config import key_locator
 from wattsched.config.daemon import DaemonConfig
 from wattsched.daemon import policystate
 from wattsched.daemon.actuators import NodeSetting, Outcome, make_actuator, same_cap, same_freq
+from wattsched.daemon.files import UnsafeDirError, ensure_dir, write_atomic
 from wattsched.daemon.grid.events import OptRule
 from wattsched.daemon.grid.hub import GridHub
 from wattsched.daemon.metrics import DaemonMetrics
@@ -55,6 +56,7 @@ from wattsched.model.platform import NodePowerModel, NodeState
 from wattsched.model.response import LinearResponse
 from wattsched.model.units import pack_starts
 from wattsched.policies import make_policy
+from wattsched.policies.base import policy_tags
 from wattsched.predictors import make_predictor
 
 NODE_ACTIONS = {"cap": "set_cap", "freq": "set_freq"}
@@ -252,6 +254,7 @@ class Daemon:
             estimator=estimator,
             epoch=self.cycle_no,
             include_adopted=cfg.dry_run,
+            take_user_holds=cfg.gate == "lua",
             platform_cache=self._platform_cache,
             measured=measured,
             settle_s=cfg.telemetry.settle_s,
@@ -273,9 +276,15 @@ class Daemon:
         self._learn(state, view)
         # 1. Starts released earlier: confirm, or take back after too many cycles.
         self._check_starts(view, starts, audit, report, now)
-        # 2. Pending jobs nobody holds (gate: daemon, or let through while the gate was open): hold them.
+        # 2. Pending jobs nobody holds (gate: daemon, or let through while the gate was open) or their
+        #    users hold (moved in, or held by hand): hold them as ours.
         for job in c.adopt:
-            reason = "held on arrival" if cfg.gate == "daemon" else "submitted while the gate was open; held"
+            if job.held:
+                reason = "held by its user in a managed partition; the hold is wattsched's now"
+            elif cfg.gate == "daemon":
+                reason = "held on arrival"
+            else:
+                reason = "submitted while the gate was open; held"
             if self._act("hold", job.job_id, reason, audit, now,
                          lambda j=job: self.backend.hold(j.job_id, with_marker(j.admin_comment))):
                 self.store.add_hold(job.job_id, "daemon", reason, now)
@@ -283,9 +292,10 @@ class Daemon:
         # 3. Decide on the queue of held jobs.
         snap = view.snapshot
         report.pending, report.running = len(snap.pending), len(snap.running)
-        wanted = snap.pending or snap.running or getattr(self.policy, "wants_empty_queue_calls", False)
+        tags = policy_tags(self.policy)
+        wanted = snap.pending or snap.running or tags.wants_empty_queue_calls
         plan = self.policy.decide(snap, self.policy_state) if wanted else None
-        if plan is not None and snap.pending and not getattr(self.policy, "maps_units", False):
+        if plan is not None and snap.pending and not tags.maps_units:
             plan = pack_starts(snap, plan)  # jobs of units a whole-node policy started, packed as in replay
         if plan is not None:
             policystate.save(self.store, cfg.policy, cfg.params, self.policy_state)
@@ -374,11 +384,10 @@ class Daemon:
     def _heartbeat(self, now: float) -> None:
         path = self.config.heartbeat_path
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(f"{int(now)}\n")
-            os.replace(tmp, path)
-        except OSError as exc:
+            ensure_dir(path.parent, 0o755, what="heartbeat directory")
+            # readable by slurmctld's SlurmUser (the gate), writable by the daemon only; a bare time
+            write_atomic(path, f"{int(now)}\n", 0o644, what="heartbeat directory")
+        except (OSError, UnsafeDirError) as exc:
             log.warning("cannot write the heartbeat %s: %s (the lua gate stays open)", path, exc)
 
     def _act(self, action: str, target, reason: str, audit: list[AuditEntry], now: float, fn, args=None) -> bool:

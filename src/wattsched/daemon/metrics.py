@@ -6,6 +6,8 @@ import math
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info
 
+from wattsched.model.reasons import REASON_KINDS, reason_kind
+
 
 class DaemonMetrics:
     """Every series the daemon exports. Pass a fresh ``CollectorRegistry`` in tests."""
@@ -35,6 +37,8 @@ class DaemonMetrics:
         self.held_reasons = Gauge(
             "wattsched_held_jobs", "Jobs wattsched holds, by the kind of reason they wait", ["reason"], registry=r
         )
+        for kind in REASON_KINDS:  # every series from the start, as for cycle failures
+            self.held_reasons.labels(kind)
         self.nodes = Gauge("wattsched_nodes", "Managed nodes by state", ["state"], registry=r)
         self.decisions = Counter(
             "wattsched_decisions", "Actions decided, by action and outcome", ["action", "outcome"], registry=r
@@ -177,9 +181,16 @@ class DaemonMetrics:
             self.jobs.labels(state).set(counts.get(state, 0))
 
     def set_held_reasons(self, counts: dict[str, int]) -> None:
-        self.held_reasons.clear()
+        """Held jobs by kind of reason, from counts by reason (its template or text; full text goes to the log).
+
+        The label takes only the values of :data:`~wattsched.model.reasons.REASON_KINDS`, each exported
+        every cycle (0 when no job waits for it), never a reason's text or numbers.
+        """
+        by_kind = dict.fromkeys(REASON_KINDS, 0)
         for reason, n in counts.items():
-            self.held_reasons.labels(reason).set(n)
+            by_kind[reason_kind(reason)] += n
+        for kind, n in by_kind.items():
+            self.held_reasons.labels(kind).set(n)
 
     def set_nodes(self, counts: dict[str, int]) -> None:
         self.nodes.clear()

@@ -132,30 +132,33 @@ class SimCluster:
 
     @classmethod
     def from_config(cls, sim) -> SimCluster:
-        """Build from the daemon config's ``sim`` block (the bundled trace by default)."""
+        """Build from the daemon config's ``sim`` block (the bundled trace by default).
+
+        The trace is opened and its power augmented as every run of the simulator does it
+        (:func:`wattsched.sim.build.prepare_trace`), on the block's platform cut to ``nodes``.
+        """
         from importlib.resources import as_file, files
 
-        from wattsched.config.platform import load_platform
-        from wattsched.workload.augment import AugmentParams, augment_workload
-        from wattsched.workload.swf import read_swf
+        from wattsched.config import SimConfig
+        from wattsched.sim.build import build_platform, prepare_trace
 
-        platform = load_platform(sim.platform)
-        if sim.nodes is not None and sim.nodes > len(platform):
-            from wattsched.errors import ConfigError
+        def build(trace) -> SimCluster:
+            config = SimConfig.model_validate({"trace": str(trace), "platform": sim.platform, "seed": sim.seed})
+            platform = build_platform(config)
+            if sim.nodes is not None and sim.nodes > len(platform):
+                from wattsched.errors import ConfigError
 
-            raise ConfigError(f"sim.nodes: {sim.nodes} nodes, but platform {sim.platform!r} has only {len(platform)}")
-        if sim.nodes is not None and sim.nodes < len(platform):
-            platform = Platform(platform.nodes[: sim.nodes], name=platform.name,
-                                response_classes=platform.response_classes, source=platform.source)
+                raise ConfigError(f"sim.nodes: {sim.nodes} nodes, but platform {sim.platform!r} has only "
+                                  f"{len(platform)}")
+            if sim.nodes is not None and sim.nodes < len(platform):
+                platform = Platform(platform.nodes[: sim.nodes], name=platform.name,
+                                    response_classes=platform.response_classes, source=platform.source)
+            return cls(list(prepare_trace(config, platform).workload.jobs), platform, speedup=sim.speedup)
+
         if sim.trace == "bundled":
-            ref = files("wattsched") / "data" / "traces" / "KTH-SP2-1996-2.1-cln-first5000.swf.gz"
-            with as_file(ref) as path:
-                workload = read_swf(path, cores_per_node=1, machine_procs=len(platform))
-                jobs = list(augment_workload(workload, platform.reference_power, AugmentParams(), sim.seed).jobs)
-        else:
-            workload = read_swf(sim.trace, cores_per_node=1, machine_procs=len(platform))
-            jobs = list(augment_workload(workload, platform.reference_power, AugmentParams(), sim.seed).jobs)
-        return cls(jobs, platform, speedup=sim.speedup)
+            with as_file(files("wattsched") / "data" / "traces" / "KTH-SP2-1996-2.1-cln-first5000.swf.gz") as path:
+                return build(path)
+        return build(sim.trace)
 
     # ------------------------------------------------------------------ time
 

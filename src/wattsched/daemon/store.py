@@ -30,6 +30,7 @@ Tables:
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wattsched.daemon.files import UnsafeDirError, ensure_dir, restrict_file
 from wattsched.errors import StateError
 
 SCHEMA_VERSION = 2
@@ -125,14 +127,24 @@ class Store:
         if read_only:
             self._open_read_only()
             return
+        # 0711: others may reach the heartbeat the lua gate reads (when it lives here) but not list
+        ensure_dir(self.path.parent, 0o711, what="state directory")
+        # the store holds job and user history: the database and its WAL files are the daemon's only
+        # (SQLite creates -wal and -shm with the mode of the database; the umask covers a new database)
+        old_umask = os.umask(0o077)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            for suffix in ("", "-wal", "-shm"):
+                restrict_file(f"{self.path}{suffix}", 0o600)
             self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=10.0)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
+            for suffix in ("", "-wal", "-shm"):  # without opening them: see restrict_file
+                restrict_file(f"{self.path}{suffix}", 0o600)
+        except (OSError, sqlite3.Error, UnsafeDirError) as exc:
             raise StoreError(f"{self.path}: cannot open the state store: {exc}") from exc
+        finally:
+            os.umask(old_umask)
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:
             self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))

@@ -12,7 +12,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from wattsched.daemon.slurm.backend import MARKER
-from wattsched.daemon.slurm.records import COMPLETING, PENDING, RUNNING, SUSPENDED, ClusterState, SlurmJob, SlurmNode
+from wattsched.daemon.slurm.records import (
+    COMPLETING,
+    HELD_USER,
+    PENDING,
+    RUNNING,
+    SUSPENDED,
+    ClusterState,
+    SlurmJob,
+    SlurmNode,
+)
 from wattsched.model import units as U
 from wattsched.model.constraints import CapSchedule
 from wattsched.model.job import Job, PowerEstimate, RunningJob, Unit
@@ -35,10 +44,11 @@ class Classified:
     """Managed jobs sorted by what the daemon does with them."""
 
     ours: list[SlurmJob] = field(default_factory=list)  # pending, held by wattsched: the policy's queue
-    adopt: list[SlurmJob] = field(default_factory=list)  # pending, not held, not awaiting start: to hold
+    # pending, not held (or, with the lua gate, held by its user) and not awaiting start: to hold as ours
+    adopt: list[SlurmJob] = field(default_factory=list)
     starting: list[SlurmJob] = field(default_factory=list)  # released by wattsched, not yet running
     running: list[SlurmJob] = field(default_factory=list)
-    others_held: list[SlurmJob] = field(default_factory=list)  # held by a user or an admin: never touched
+    others_held: list[SlurmJob] = field(default_factory=list)  # held by an admin (or a user): never touched
 
 
 def is_managed_job(job: SlurmJob, partitions: frozenset[str]) -> bool:
@@ -54,9 +64,30 @@ def is_our_hold(job: SlurmJob, holds: Mapping[int, object]) -> bool:
     return MARKER in job.admin_comment.split() or job.job_id in holds
 
 
+def is_user_hold(job: SlurmJob) -> bool:
+    """A held job whose hold is its user's (``JobHeldUser``) and not marked as wattsched's.
+
+    In a managed partition wattsched takes such a hold over: the submit gate refuses a
+    user's release of a held job there while the heartbeat is fresh, and holds (without
+    the marker, which Slurm 22.05 does not let it set on a user's update) a job its user
+    moves in from another partition. Holds by administrators are never taken over.
+    """
+    return job.held and job.reason == HELD_USER and MARKER not in job.admin_comment.split()
+
+
 def classify(
-    state: ClusterState, partitions: frozenset[str], holds: Mapping[int, object], starts: Mapping[int, object]
+    state: ClusterState,
+    partitions: frozenset[str],
+    holds: Mapping[int, object],
+    starts: Mapping[int, object],
+    take_user_holds: bool = False,
 ) -> Classified:
+    """Sort the managed jobs; ``take_user_holds`` puts jobs their users hold among those to adopt.
+
+    The daemon takes user holds over with the lua gate only: the gate refuses users'
+    releases in managed partitions while the heartbeat is fresh, so such a job would
+    otherwise wait for ever. Without the gate (``gate: daemon``) a user's hold is hers.
+    """
     out = Classified()
     for job in state.jobs:
         if not is_managed_job(job, partitions):
@@ -65,7 +96,12 @@ def classify(
             out.running.append(job)
         elif job.state == PENDING:
             if job.held:
-                (out.ours if is_our_hold(job, holds) else out.others_held).append(job)
+                if is_our_hold(job, holds):
+                    out.ours.append(job)
+                elif take_user_holds and is_user_hold(job):
+                    out.adopt.append(job)
+                else:
+                    out.others_held.append(job)
             elif job.job_id in starts:
                 out.starting.append(job)
             else:
@@ -315,6 +351,7 @@ def build_view(
     measured: Mapping[str, float] | None = None,
     settle_s: float = 0.0,
     default_class: str = "",
+    take_user_holds: bool = False,
 ) -> View:
     """The snapshot a policy decides on.
 
@@ -325,8 +362,9 @@ def build_view(
     ``settle_s`` ago keeps its predicted power: rate-based telemetry still shows
     (part of) the idle node it replaced. ``default_class`` is the application
     class of jobs whose comment names none (:func:`job_class`).
+    ``take_user_holds``: see :func:`classify`.
     """
-    c = classify(state, partitions, holds, starts)
+    c = classify(state, partitions, holds, starts, take_user_holds)
     nodes = managed_nodes(state, partitions)
     platform = managed_platform(state, partitions, power, platform_cache, nodes)
     index = {n.name: i for i, n in enumerate(nodes)}

@@ -367,7 +367,7 @@ def format_units(units: Sequence[Unit]) -> str:
 def pack_starts(snapshot: Snapshot, plan: Plan) -> Plan:
     """Map the jobs of units a whole-node policy started: their units packed onto shared and given nodes.
 
-    A policy that maps units itself declares ``maps_units = True`` (``ls``,
+    A policy that maps units itself declares ``maps_units=True`` in its tags (``ls``,
     ``dec``); for every other, the simulator passes its plan through this
     before the guard. Each Start of a job of units is re-mapped, first fit in
     :func:`loaded_first` order, over the partly used nodes, the nodes the

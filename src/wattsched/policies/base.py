@@ -7,20 +7,76 @@ in the explicit ``state`` object the caller keeps (the simulator engine, or
 the daemon's state store), created by :meth:`Policy.init_state`: an instance
 of the policy's declared ``State`` model (a
 :class:`~wattsched.model.state.PolicyState`), which round-trips through JSON.
+
+What a policy needs from its caller (calls with an empty queue, the end
+table, a forecast in replay, ticks, unit mapping of its own, a response
+scenario for the replay) it declares in its tags: :meth:`BasePolicy.tags`
+returns a frozen :class:`PolicyTags`, as scikit-learn's ``__sklearn_tags__``
+returns its ``Tags``. The engine and the daemon read them through
+:func:`policy_tags` and never probe a policy for attributes.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Protocol, runtime_checkable
+import dataclasses
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from wattsched.errors import PolicyError
 from wattsched.model.plan import Plan
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import NoState, PolicyState
-from wattsched.plugins import NoParams, Parametrized
+from wattsched.plugins import NoParams, Parametrized, declared_tags
 
-__all__ = ["BasePolicy", "NoParams", "NoState", "Policy", "PolicyState", "ResponseParams"]
+if TYPE_CHECKING:
+    from wattsched.model.response import ResponseScenario
+
+__all__ = ["BasePolicy", "NoParams", "NoState", "Policy", "PolicyState", "PolicyTags", "ResponseParams",
+           "policy_tags"]
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyTags:
+    """What a policy declares it needs from the engine and the daemon; every field defaults to "nothing".
+
+    Parameters
+    ----------
+    wants_empty_queue_calls
+        Call :meth:`~Policy.decide` even when no job is pending or running
+        (policies that manage nodes: caps, frequencies, shutdown).
+    wants_end_table
+        Keep ``snapshot.end_table`` in replay: the running jobs' ends with
+        their power, for power-aware reservations (the daemon's view always
+        has one).
+    wants_forecast
+        Fill ``snapshot.forecast`` in replay too (the daemon always does),
+        over the engine's default horizon.
+    maps_units
+        The policy maps jobs of units (shared nodes) onto nodes itself; a
+        policy without it maps whole nodes and the simulator and the daemon
+        pack its starts of such jobs.
+    tick_period_s
+        Call the policy at this period as well (monitoring stages, e.g. of an
+        energy budget), in seconds; ``None``: only at events.
+    response_scenario
+        How jobs respond to a cap in replay (Borghesi et al. 2018, §5.1.1),
+        as the policy's ``response`` parameter names it; ``None``: the
+        platform's class models. Live, the hardware answers and it has no
+        effect.
+
+    >>> PolicyTags().maps_units, PolicyTags(tick_period_s=60.0).tick_period_s
+    (False, 60.0)
+    """
+
+    wants_empty_queue_calls: bool = False
+    wants_end_table: bool = False
+    wants_forecast: bool = False
+    maps_units: bool = False
+    tick_period_s: float | None = None
+    response_scenario: ResponseScenario | None = None
 
 
 @runtime_checkable
@@ -28,26 +84,64 @@ class Policy(Protocol):
     name: ClassVar[str]
     Params: ClassVar[type[BaseModel]]
     State: ClassVar[type[PolicyState]]
-    wants_empty_queue_calls: ClassVar[bool]
-    wants_end_table: ClassVar[bool]
-    wants_forecast: ClassVar[bool]
+
+    def tags(self) -> PolicyTags: ...
 
     def init_state(self) -> PolicyState: ...
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan: ...
 
 
+def policy_tags(policy: Any) -> PolicyTags:
+    """The tags ``policy`` declares through its ``tags()``; a policy without that method has the defaults.
+
+    A plugin registered by entry point that derives from :class:`BasePolicy`
+    declares its tags by overriding :meth:`BasePolicy.tags`; one that only
+    follows the protocol without ``tags()`` gets ``PolicyTags()``.
+
+    >>> policy_tags(object())
+    PolicyTags(wants_empty_queue_calls=False, wants_end_table=False, wants_forecast=False, \
+maps_units=False, tick_period_s=None, response_scenario=None)
+    """
+    return declared_tags(policy, PolicyTags, PolicyError, "policy")
+
+
+_CLASS_TAGS = ("wants_empty_queue_calls", "wants_end_table", "wants_forecast", "maps_units")
+"""Tags that older plugins set as class attributes (``wants_end_table = True``): still read, with a warning."""
+
+
 class BasePolicy(Parametrized):
-    """Optional base: stores typed parameters, gives ``get_params`` and ``repr``."""
+    """Optional base: stores typed parameters, gives ``get_params``, ``repr`` and default :meth:`tags`."""
 
     State: ClassVar[type[PolicyState]] = NoState
     """The policy's state model; :meth:`init_state` returns a fresh instance."""
-    wants_empty_queue_calls: ClassVar[bool] = False
-    """Policies that manage nodes (caps, shutdown) set this to be called even when no job is pending."""
-    wants_end_table: ClassVar[bool] = False
-    """Policies that walk running jobs' ends with their power set this to get ``snapshot.end_table`` in replay."""
-    wants_forecast: ClassVar[bool] = False
-    """Policies that read ``snapshot.forecast`` set this to have the simulator fill it (the daemon always does)."""
+    _class_tags: ClassVar[dict[str, bool]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        old = {k: v for k in _CLASS_TAGS if isinstance(v := cls.__dict__.get(k), bool)}
+        if old:
+            attrs = ", ".join(f"{k} = {v}" for k, v in old.items())
+            warnings.warn(
+                f"{cls.__qualname__}: capabilities as class attributes ({attrs}) are deprecated; override tags() "
+                f"instead: return dataclasses.replace(super().tags(), {attrs.replace(' = ', '=')})",
+                FutureWarning, stacklevel=2)
+            cls._class_tags = {**cls._class_tags, **old}
+
+    def tags(self) -> PolicyTags:
+        """What this policy needs from its caller (:class:`PolicyTags`).
+
+        Subclasses override it and change what differs from their parent's,
+        as scikit-learn's ``__sklearn_tags__`` does::
+
+            def tags(self):
+                return dataclasses.replace(super().tags(), wants_empty_queue_calls=True)
+
+        The base declares nothing but the ``response`` parameter's scenario,
+        if the policy's parameters have one (:class:`ResponseParams`).
+        """
+        tags = PolicyTags(response_scenario=self.response_scenario)
+        return dataclasses.replace(tags, **self._class_tags) if self._class_tags else tags
 
     def init_state(self) -> PolicyState:
         return self.State()
@@ -56,16 +150,18 @@ class BasePolicy(Parametrized):
     def response_scenario(self):
         """The per-job response scenario the policy's ``response`` parameter asks for, or ``None``.
 
-        Only the replay engine reads it: how a job responds to a cap is a
-        property of the job, which the simulator must be told; live, the
-        hardware answers and the parameter has no effect.
+        The replay engine takes it from the tags (:attr:`PolicyTags.response_scenario`):
+        how a job responds to a cap is a property of the job, which the
+        simulator must be told; live, the hardware answers and the parameter
+        has no effect. Only parameters deriving from :class:`ResponseParams`
+        have one.
         """
-        spec = getattr(self.params, "response", None)
-        if spec is None:
+        params = self.params
+        if not isinstance(params, ResponseParams) or params.response is None:
             return None
         from wattsched.model.response import ResponseScenario
 
-        return ResponseScenario.parse(spec, floor_w=getattr(self.params, "response_floor_w", 1.0))
+        return ResponseScenario.parse(params.response, floor_w=params.response_floor_w)
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:  # pragma: no cover
         raise NotImplementedError

@@ -41,6 +41,7 @@ soon are powered down, and powered up again when the head job needs them
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import ClassVar, Literal
 
@@ -53,7 +54,7 @@ from wattsched.model.plan import Plan, PowerDown, PowerUp, Reason, Start
 from wattsched.model.platform import NodeState, Platform
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
-from wattsched.policies.base import BasePolicy
+from wattsched.policies.base import BasePolicy, PolicyTags
 from wattsched.policies.easy import queue_order, shadow_time
 
 _EPS = 1e-9
@@ -176,7 +177,6 @@ class BudgetPolicy(BasePolicy):
     name = "energy-bud"
     Params = BudgetParams
     State = BudgetPolicyState
-    wants_empty_queue_calls = True
     mode: ClassVar[str] = "energy-bud"
 
     _powers: tuple[Platform, BudgetParams, _Power] | None = None
@@ -188,10 +188,10 @@ class BudgetPolicy(BasePolicy):
             cached = self._powers = (platform, self.params, _Power(platform, self.params))
         return cached[2]
 
-    @property
-    def tick_period_s(self) -> float:
-        """The engine calls the policy at this period: the monitoring stages."""
-        return self.params.monitoring_period_s
+    def tags(self) -> PolicyTags:
+        # called with nothing queued (shutdown) and at the period of the monitoring stages
+        return dataclasses.replace(super().tags(), wants_empty_queue_calls=True,
+                                   tick_period_s=self.params.monitoring_period_s)
 
     # ------------------------------------------------------------ counter
     def _update_counter(self, snapshot: Snapshot, state: BudgetPolicyState,

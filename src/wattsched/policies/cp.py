@@ -39,6 +39,7 @@ plan's head reason says when the solver hit its limit.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import logging
 import math
@@ -50,7 +51,7 @@ from wattsched.model.plan import Plan
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
 from wattsched.model.units import capacity, totals
-from wattsched.policies.base import BasePolicy, ResponseParams
+from wattsched.policies.base import BasePolicy, PolicyTags, ResponseParams
 from wattsched.policies.power import PowerLedger
 from wattsched.policies.prb import (
     LsParams,
@@ -128,7 +129,10 @@ class DecPolicy(BasePolicy):
 
     name = "dec"
     Params = DecParams
-    maps_units = True  # jobs of units: mapped unit by unit onto shared nodes (see start_in_order)
+
+    def tags(self) -> PolicyTags:
+        # jobs of units: mapped unit by unit onto shared nodes (see start_in_order)
+        return dataclasses.replace(super().tags(), maps_units=True)
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         p = self.params
@@ -341,7 +345,9 @@ class DecRaplPolicy(BasePolicy):
 
     name = "dec+rapl"
     Params = DecRaplParams
-    wants_empty_queue_calls = True
+
+    def tags(self) -> PolicyTags:
+        return dataclasses.replace(super().tags(), wants_empty_queue_calls=True)
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         from wattsched.model.plan import SetNodeCap

@@ -37,6 +37,7 @@ application's polynomials ``p(f)``, ``t(f)`` for the classes of
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ from wattsched.model.plan import Action, Evict, Plan, Reason, SetNodeFreq, Start
 from wattsched.model.response import LinearResponse, ResponseModel
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
-from wattsched.policies.base import BasePolicy
+from wattsched.policies.base import BasePolicy, PolicyTags
 from wattsched.policies.easy_pc import EasyPcPolicy, EasyPcState
 
 _CPU_BOUND = LinearResponse(f=1.0, floor=0.3)
@@ -367,7 +368,9 @@ class _Ctx:
 class _DrBase(BasePolicy):
     Params: ClassVar[type[BaseModel]] = DrParams
     freq_mode: ClassVar[FreqMode] = "optimal"
-    wants_empty_queue_calls = True
+
+    def tags(self) -> PolicyTags:
+        return dataclasses.replace(super().tags(), wants_empty_queue_calls=True)
 
     # ---- admission
     def _admit(self, snapshot: Snapshot, ctx: _Ctx, state: PolicyState | None, plan: Plan,

@@ -26,6 +26,7 @@ plain computation, to the bit; the tests compare them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from itertools import islice
 from operator import itemgetter
@@ -39,7 +40,7 @@ from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
 from wattsched.policies import easy as easy_module
 from wattsched.policies import scan
-from wattsched.policies.base import BasePolicy
+from wattsched.policies.base import BasePolicy, PolicyTags
 from wattsched.policies.easy import EasyPolicy, EasyState, queue_order
 from wattsched.policies.power import PowerLedger
 from wattsched.policies.scan import COMPILED as _SCAN
@@ -85,7 +86,9 @@ class EasyPcPolicy(BasePolicy):
     name = "easy-pc"
     Params = EasyPcParams
     State = EasyPcState
-    wants_end_table = True
+
+    def tags(self) -> PolicyTags:
+        return dataclasses.replace(super().tags(), wants_end_table=True)
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)

@@ -46,6 +46,7 @@ against the lowest cap in force during its requested time, as in ``easy-pc``.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from typing import Literal
@@ -56,7 +57,7 @@ from wattsched.model.job import Job, PowerEstimate
 from wattsched.model.plan import Plan, Reason, Start
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
-from wattsched.policies.base import BasePolicy
+from wattsched.policies.base import BasePolicy, PolicyTags
 from wattsched.policies.easy_pc import Check, EasyPcPolicy, EasyPcState
 from wattsched.policies.power import PowerLedger
 
@@ -124,7 +125,9 @@ class KnapsackPolicy(BasePolicy):
     """
 
     name = "knapsack"
-    wants_end_table = True
+
+    def tags(self) -> PolicyTags:
+        return dataclasses.replace(super().tags(), wants_end_table=True)
     State = EasyPcState  # outside a capped window it is easy-pc, with easy-pc's memo
     Params = KnapsackParams
 

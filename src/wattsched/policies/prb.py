@@ -28,6 +28,7 @@ against under-predicted job power.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections.abc import Mapping, Sequence
@@ -39,7 +40,7 @@ from wattsched.model.plan import Plan, Reason, Start
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
 from wattsched.model.units import Room, UnitsText, fits_empty, job_cores, loaded_first, max_cores, place, take
-from wattsched.policies.base import BasePolicy
+from wattsched.policies.base import BasePolicy, PolicyTags
 from wattsched.policies.easy_pc import Check
 from wattsched.policies.power import PowerLedger
 
@@ -183,7 +184,10 @@ class LsPolicy(BasePolicy):
 
     name = "ls"
     Params = LsParams
-    maps_units = True  # jobs of units: mapped unit by unit onto shared nodes (see start_in_order)
+
+    def tags(self) -> PolicyTags:
+        # jobs of units: mapped unit by unit onto shared nodes (see start_in_order)
+        return dataclasses.replace(super().tags(), maps_units=True)
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         return start_in_order(snapshot, self.params, priority_order(snapshot, self.params),

@@ -23,7 +23,7 @@ from wattsched.model.plan import Plan, SetNodeCap
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
 from wattsched.model.units import unit_dynamic_w
-from wattsched.policies.base import BasePolicy, ResponseParams
+from wattsched.policies.base import BasePolicy, PolicyTags, ResponseParams
 from wattsched.policies.easy import EasyPolicy
 
 
@@ -57,7 +57,9 @@ class SimplePolicy(BasePolicy):
 
     name = "simple"
     Params = SimpleParams
-    wants_empty_queue_calls = True
+
+    def tags(self) -> PolicyTags:
+        return replace(super().tags(), wants_empty_queue_calls=True)
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)
@@ -89,7 +91,9 @@ class DynSharePolicy(BasePolicy):
 
     name = "dynshare"
     Params = DynShareParams
-    wants_empty_queue_calls = True
+
+    def tags(self) -> PolicyTags:
+        return replace(super().tags(), wants_empty_queue_calls=True)
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)

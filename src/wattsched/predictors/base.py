@@ -14,21 +14,62 @@ It learns from *history*: completed jobs with their measured power.
 Constructors only store parameters; learned state lives in attributes ending
 in ``_``. ``setup(platform)`` gives a predictor the machine (for node power
 bounds) before use.
+
+What else a predictor takes or gives it declares in its tags
+(:class:`PredictorTags`, from :meth:`BasePredictor.tags`, read through
+:func:`predictor_tags`):
+
+* ``needs_truth``: it is an oracle; the simulator (or an evaluation) hands it
+  the real power through ``observe_truth(truth)`` after ``setup``, and only
+  then; a live daemon refuses it;
+* ``takes_clock``: ``set_clock(clock)`` gives it a wall clock to time its
+  work (retrainings); this package reads no clock itself;
+* ``retrain_log``: it keeps ``retrain_log_``, one dict per retraining.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from wattsched.errors import PredictorError
 from wattsched.model.job import Job, PowerEstimate
 from wattsched.model.platform import Platform
-from wattsched.plugins import NoParams, Parametrized
+from wattsched.plugins import NoParams, Parametrized, declared_tags
 
-__all__ = ["BasePredictor", "CompletedJob", "NoParams", "Predictor", "node_max_w"]
+__all__ = ["BasePredictor", "CompletedJob", "NoParams", "Predictor", "PredictorTags", "node_max_w",
+           "predictor_tags"]
+
+
+@dataclass(frozen=True, slots=True)
+class PredictorTags:
+    """What a predictor declares it takes or keeps beyond the protocol; every field defaults to "nothing".
+
+    Parameters
+    ----------
+    needs_truth
+        An oracle: it predicts from the jobs' real power, which the
+        simulator (or an evaluation) hands it through
+        ``observe_truth(truth)``, a function from a job id to its real
+        :class:`~wattsched.model.job.PowerEstimate`. Outputs of runs with it
+        say so; a live daemon has no truth to give.
+    takes_clock
+        ``set_clock(clock)`` gives it a wall clock (``time.perf_counter``) to
+        time its work with; without one it times nothing.
+    retrain_log
+        It keeps ``retrain_log_``: a list of dicts, one per retraining (when,
+        on how many jobs, how long), which runs and evaluations report.
+
+    >>> PredictorTags().needs_truth
+    False
+    """
+
+    needs_truth: bool = False
+    takes_clock: bool = False
+    retrain_log: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +89,8 @@ class Predictor(Protocol):
     name: ClassVar[str]
     Params: ClassVar[type[BaseModel]]
 
+    def tags(self) -> PredictorTags: ...
+
     def setup(self, platform: Platform) -> Predictor: ...
 
     def fit(self, history: Iterable[CompletedJob]) -> Predictor: ...
@@ -57,10 +100,35 @@ class Predictor(Protocol):
     def predict(self, jobs: Sequence[Job]) -> list[PowerEstimate]: ...
 
 
-class BasePredictor(Parametrized):
-    """Optional base: typed parameters, ``get_params``, ``repr``, ``fit`` as a loop of ``update``."""
+def predictor_tags(predictor: Any) -> PredictorTags:
+    """The tags ``predictor`` declares through its ``tags()``; a predictor without that method has the defaults.
 
-    is_oracle: ClassVar[bool] = False
+    >>> predictor_tags(object())
+    PredictorTags(needs_truth=False, takes_clock=False, retrain_log=False)
+    """
+    return declared_tags(predictor, PredictorTags, PredictorError, "predictor")
+
+
+class BasePredictor(Parametrized):
+    """Optional base: typed parameters, ``get_params``, ``repr``, ``fit`` as a loop of ``update``, :meth:`tags`."""
+
+    def tags(self) -> PredictorTags:
+        """What this predictor takes or keeps (:class:`PredictorTags`); subclasses change what differs.
+
+        As scikit-learn's ``__sklearn_tags__``::
+
+            def tags(self):
+                return dataclasses.replace(super().tags(), takes_clock=True)
+        """
+        return PredictorTags()
+
+    def observe_truth(self, truth: Callable[[int], PowerEstimate]) -> None:
+        """Take the real power of the jobs (``truth(job_id)``); only predictors tagged ``needs_truth`` do."""
+        raise PredictorError(f"predictor {self.name or type(self).__qualname__!r} does not take the real power "
+                             "(its tags say needs_truth=False)")
+
+    def set_clock(self, clock: Callable[[], float] | None) -> None:
+        """Take a wall clock to time work with; only predictors tagged ``takes_clock`` use it."""
 
     def setup(self, platform: Platform) -> BasePredictor:
         self.platform_ = platform

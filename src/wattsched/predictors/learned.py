@@ -63,6 +63,7 @@ Determinism: the search folds are fixed, and every random estimator gets
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections import deque
@@ -81,7 +82,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVR
 
 from wattsched.model.job import Job, PowerEstimate
-from wattsched.predictors.base import BasePredictor, CompletedJob, node_max_w
+from wattsched.predictors.base import BasePredictor, CompletedJob, PredictorTags, node_max_w
 from wattsched.predictors.history import HistoryPredictor
 
 WEEK_S = 7 * 86400.0
@@ -202,6 +203,13 @@ class LearnedPredictor(BasePredictor):
         self._train_end: deque[float] = deque(maxlen=maxlen)
         self._train_x: deque[np.ndarray] = deque(maxlen=maxlen)
         self._train_y: deque[tuple[float, float, float]] = deque(maxlen=maxlen)
+
+    def tags(self) -> PredictorTags:
+        return dataclasses.replace(super().tags(), takes_clock=True, retrain_log=True)
+
+    def set_clock(self, clock: Callable[[], float] | None) -> None:
+        """Time the retrainings with ``clock`` (``time.perf_counter``) from now on; ``None``: untimed."""
+        self.clock = clock
 
     def setup(self, platform) -> LearnedPredictor:
         super().setup(platform)

@@ -13,13 +13,14 @@ seeded ways that combine:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from wattsched.model.job import Job, PowerEstimate
-from wattsched.predictors.base import BasePredictor
+from wattsched.predictors.base import BasePredictor, PredictorTags
 
 
 class OracleParams(BaseModel):
@@ -51,14 +52,21 @@ def job_uniform(seed: int, job_id: int, stream: str = "") -> float:
 class OraclePredictor(BasePredictor):
     """Returns each job's real mean, max and std node power, optionally wrong on purpose (see the module).
 
-    Only the simulator can feed it: it sets :attr:`truth_`, a function from a
-    job id to its real power. A live daemon has no oracle.
+    Its tags say ``needs_truth``: only the simulator (or an evaluation) can
+    feed it, through :meth:`observe_truth`, a function from a job id to its
+    real power. A live daemon has no oracle.
     """
 
     name = "oracle"
-    is_oracle = True
     Params = OracleParams
     truth_: Callable[[int], PowerEstimate] | None = None
+
+    def tags(self) -> PredictorTags:
+        return dataclasses.replace(super().tags(), needs_truth=True)
+
+    def observe_truth(self, truth: Callable[[int], PowerEstimate]) -> None:
+        """Take the real power: ``truth(job_id)`` is the job's real mean, max and std node power."""
+        self.truth_ = truth
 
     def under_predicted(self, job_id: int) -> bool:
         """Whether this job's prediction is lowered (``under_share`` of the jobs, seeded)."""

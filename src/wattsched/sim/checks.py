@@ -64,7 +64,7 @@ def cap_warnings(cap, platform: Platform) -> list[str]:
 
 def check_ticks(config: SimConfig) -> None:
     """Refuse a ``tick_s`` that would give more than ``max_ticks`` ticks over an SWF trace's submissions."""
-    from wattsched.sim.run import is_swf
+    from wattsched.workload.open import is_swf
 
     if config.tick_s is None or not is_swf(config.trace) or not Path(config.trace).exists():
         return

@@ -65,7 +65,8 @@ from wattsched.model.units import (
     unit_power_w,
 )
 from wattsched.model.units import fits as unit_fits
-from wattsched.policies.base import Policy
+from wattsched.policies.base import Policy, policy_tags
+from wattsched.predictors.base import predictor_tags
 from wattsched.sim.collector import sparse
 from wattsched.sim.result import JOB_COLUMNS, TIMELINE_COLUMNS, SimResult
 from wattsched.sim.rows import Rows
@@ -127,8 +128,8 @@ class EngineOptions:
         let it run to its real end.
     tick_s
         Period of monitoring ticks (the policy is called at each), or ``None``:
-        then the policy's own ``tick_period_s`` if it has one (the energy-budget
-        policies' monitoring stages).
+        then the ``tick_period_s`` of the policy's tags, if any (the
+        energy-budget policies' monitoring stages).
     strict
         A plan the guard rejects raises :class:`~wattsched.errors.PlanViolation`
         (tests, default); otherwise it is dropped and counted.
@@ -149,15 +150,15 @@ class EngineOptions:
     cap_lookahead_s: float = math.inf
     """How far ahead policies see the cap schedule, and the guard holds plans to it (see ``Snapshot``)."""
     forecast_horizon_s: float | None = None
-    """Fill ``snapshot.forecast`` over this horizon at every call (also done for policies with ``wants_forecast``)."""
+    """Fill ``snapshot.forecast`` over this horizon at every call (also done for policies tagged ``wants_forecast``)."""
     forecast_step_s: float = 300.0
     reshape_overhead: Callable[[Job, int, int], float] | None = None
     response_classes: Mapping[str, ResponseModel] | None = None
     """Response model per application class; default: the platform's (:attr:`Platform.response_classes`)."""
     max_ticks: int | None = None
     response: ResponseScenario | None = None
-    """Per-job response scenario (Borghesi et al. 2018, §5.1.1); default: the policy's ``response_scenario``
-    if it declares one, else each job's class model from ``response_classes``."""
+    """Per-job response scenario (Borghesi et al. 2018, §5.1.1); default: the ``response_scenario`` of the
+    policy's tags if it declares one, else each job's class model from ``response_classes``."""
 
 
 def _insertion_point(free: list[int], node: int) -> int:
@@ -276,6 +277,7 @@ class Engine:
         self.workload = workload if isinstance(workload, Workload) else None
         self._jobs: Iterator[TraceJob] = iter(workload.jobs if isinstance(workload, Workload) else workload)
         self.policy = policy
+        self.policy_tags = tags = policy_tags(policy)  # what the policy declares it needs, read once
         self.policy_state: PolicyState = policy.init_state()
         self.cap = cap or CapSchedule()
         self.budgets = list(budgets)
@@ -285,9 +287,9 @@ class Engine:
         self._responses: Mapping[str, ResponseModel] = (
             platform.response_classes if self.options.response_classes is None else self.options.response_classes)
         self.response: ResponseScenario | None = self.options.response
-        if self.response is None and getattr(policy, "response_scenario", None) is not None:
+        if self.response is None and tags.response_scenario is not None:
             # the policy's parameter names the scenario; the run's seed fixes its per-job draws
-            self.response = dataclasses.replace(policy.response_scenario, seed=seed)
+            self.response = dataclasses.replace(tags.response_scenario, seed=seed)
         if self.response is not None and self.response.kind == "classes":
             self.response = None  # the class models, exactly as without a scenario
         self.seed = seed
@@ -308,7 +310,7 @@ class Engine:
         # Nodes running units of jobs of units (shared nodes): free capacity, and the runs on each.
         self._node_free: dict[int, Capacity] = {}
         # a policy mapping whole nodes: its starts of jobs of units are packed (once such a job is seen)
-        self._maps_units = getattr(policy, "maps_units", False)
+        self._maps_units = tags.maps_units
         self._pack = False
         self._unit_fits: dict = {}  # by unit: whether some node of the platform can host it
         self._node_runs: dict[int, list[_Run]] = {}
@@ -366,7 +368,7 @@ class Engine:
             node_free=self._node_free,
         )
         self._forecast_horizon_s = self.options.forecast_horizon_s
-        if self._forecast_horizon_s is None and getattr(policy, "wants_forecast", False):
+        if self._forecast_horizon_s is None and tags.wants_forecast:
             self._forecast_horizon_s = 7200.0
         self._until = math.inf
         self._hold_open = False
@@ -375,9 +377,10 @@ class Engine:
         self.result_: SimResult | None = None
         self._next_job: TraceJob | None = None
         self._snapshot.ends = self._ends
-        self._end_table = EndTable(platform.min_idle_w) if getattr(policy, "wants_end_table", False) else None
+        self._end_table = EndTable(platform.min_idle_w) if tags.wants_end_table else None
         self._snapshot.end_table = self._end_table
         self.predictor = predictor
+        self.predictor_tags = None if predictor is None else predictor_tags(predictor)
         self._estimates: dict = {}
         self._default_estimates: dict = {}  # by GPUs per node, for jobs without a prediction
         self._running_est = [0.0, 0.0, 0.0]
@@ -386,8 +389,8 @@ class Engine:
         if predictor is not None:
             self._completed = _completed_job_builder()
             predictor.setup(platform)
-            if getattr(predictor, "is_oracle", False):
-                predictor.truth_ = self._true_estimate
+            if self.predictor_tags.needs_truth:
+                predictor.observe_truth(self._true_estimate)  # an oracle: the replay knows the real power
         # With the idle power, the index keeps each job's predicted power increments (power-aware searches).
         self.qindex = QueueIndex(idle_w=platform.min_idle_w)
         self._snapshot.queue_index = self.qindex
@@ -561,8 +564,8 @@ class Engine:
     def _loop(self) -> Iterator[None]:
         wall0 = _time.perf_counter()
         opts = self.options
-        # A policy with monitoring stages (``tick_period_s``) is called at that period too.
-        tick_s = opts.tick_s or getattr(self.policy, "tick_period_s", None)
+        # A policy with monitoring stages (its tags' ``tick_period_s``) is called at that period too.
+        tick_s = opts.tick_s or self.policy_tags.tick_period_s
         tick_until = max((b.end_s for b in self.budgets), default=-math.inf)
         for t in self.cap.change_times():
             self._push(t, _CAP)
@@ -599,7 +602,7 @@ class Engine:
         qappend = qindex.append
         predictor = self.predictor
         estimates = self._estimates
-        always_call = getattr(self.policy, "wants_empty_queue_calls", False)
+        always_call = self.policy_tags.wants_empty_queue_calls
         until, hold_open = self._until, self._hold_open
         budgets, horizon_s = self.budgets, self._forecast_horizon_s  # fixed for the run: looked up once
         submitted = 0
@@ -1439,7 +1442,7 @@ class Engine:
         info = {
             "policy": getattr(self.policy, "name", type(self.policy).__name__),
             "predictor": getattr(self.predictor, "name", None),
-            "oracle": bool(getattr(self.predictor, "is_oracle", False)),
+            "oracle": self.predictor_tags is not None and self.predictor_tags.needs_truth,
             "params": self.policy.get_params() if hasattr(self.policy, "get_params") else {},
             "seed": self.seed,
             "nodes": len(self.platform.nodes),

@@ -38,11 +38,15 @@ jobs are taken in start order (ends first at equal times) and each gets the
 lowest-numbered nodes free at its start, written as an interval set
 (``0-3 8``). It respects every job's node count and times and never
 double-books a node; it is not necessarily the engine's own node choice.
+Jobs that did not run to their end (never started, or still running when a
+time limit stopped the run) have no row: a warning says how many were left
+out, and SWF keeps them with wait and run time ``-1``.
 """
 
 from __future__ import annotations
 
 import heapq
+import logging
 import math
 import os
 from pathlib import Path
@@ -53,6 +57,8 @@ import numpy as np
 __all__ = ["rebuild_placement", "write_batsim_jobs", "write_swf"]
 
 _SWF_STATUS = {"COMPLETED": 1, "TIMEOUT": 0, "CANCELLED": 5}
+
+log = logging.getLogger(__name__)
 
 
 def _num(x: float) -> str:
@@ -180,7 +186,10 @@ def _interval_set(ids: list[int]) -> str:
 
 
 def write_batsim_jobs(run: Any, path: str | os.PathLike[str]) -> int:
-    """Write the jobs of ``run`` that ran as a Batsim ``_jobs.csv`` that evalys reads; returns the row count."""
+    """Write the jobs of ``run`` that ran as a Batsim ``_jobs.csv`` that evalys reads; returns the row count.
+
+    Jobs that did not run to their end are left out, with a warning that says how many.
+    """
     import pyarrow as pa
 
     from wattsched.workload.tables import write_csv_table
@@ -190,6 +199,12 @@ def write_batsim_jobs(run: Any, path: str | os.PathLike[str]) -> int:
     placement = rebuild_placement(start, end, _col(jobs, "nodes"))
     keep = np.array([p is not None for p in placement], dtype=bool)
     idx = np.flatnonzero(keep)
+    if idx.size < keep.size:
+        never = int(np.sum(~np.isfinite(start)))
+        log.warning("left out %d of %d jobs that did not run to their end (%d never started, %d still running "
+                    "when the run stopped): Batsim's jobs table holds finished jobs only; "
+                    "`--format swf` keeps them with wait and run time -1",
+                    keep.size - idx.size, keep.size, never, keep.size - idx.size - never)
     submit = _col(jobs, "submit_s").astype(float)[idx]
     s, e = start[idx], end[idx]
     execution = e - s

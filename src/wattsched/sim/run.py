@@ -13,12 +13,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from wattsched.config import SimConfig, key_locator, locate
+from wattsched.config import SimConfig
 from wattsched.errors import ConfigError
-from wattsched.model.platform import Platform
+from wattsched.sim.build import Run, build_platform, build_run, run_response, validate_plugins
 from wattsched.sim.collector import frozen, read_whole
 from wattsched.sim.metrics import bsld_settings
-from wattsched.workload.records import Workload
+from wattsched.workload.open import trace_stem
+
+__all__ = ["RunOutcome", "baseline_comparison", "build_platform", "check_out_dir", "publish_run_dir",
+           "run_response", "run_simulation", "validate_plugins"]
 
 log = logging.getLogger(__name__)
 
@@ -34,80 +37,6 @@ class RunOutcome:
     """The engine that ran (its control log, its notices). Held here, its jobs and queues are freed with the
     outcome rather than when the run returns: a fifth of a second on a 400,000-job trace that a command
     which exits next, like ``wattsched simulate``, never spends."""
-
-
-def is_swf(path: str | os.PathLike) -> bool:
-    name = os.fspath(path).lower()
-    return name.endswith((".swf", ".swf.gz"))
-
-
-def open_workload(config: SimConfig, platform: Platform | None) -> Workload:
-    """Open the config's trace (SWF or job table), cleaned against ``platform`` if given.
-
-    The checks of :mod:`wattsched.sim.checks` run first (tick count, caps below idle
-    power, warned about and noted), and the stream refuses to end without a job.
-    """
-    from wattsched.sim.checks import checked_workload, preflight
-
-    notes = preflight(config, platform)
-    return checked_workload(config, _open_workload(config, platform), notes)
-
-
-def _open_workload(config: SimConfig, platform: Platform | None) -> Workload:
-    from wattsched.workload.swf import read_swf
-    from wattsched.workload.tables import read_job_table
-
-    trace = config.trace
-    if not Path(trace).exists():
-        raise ConfigError(locate(config, "trace", f"no such file {str(trace)!r}"))
-    cores = config.cores_per_node if platform is None else max(1, platform.nodes[0].cores)
-    if is_swf(trace):
-        machine = platform.total_cores if platform is not None else None
-        return read_swf(
-            trace,
-            cores_per_node=cores,
-            machine_procs=machine,
-            default_walltime=config.default_walltime,
-            skip_bad_lines=config.skip_bad_lines,
-        )
-    default = None if config.default_walltime == "runtime" else float(config.default_walltime)
-    return read_job_table(trace, cores_per_node=cores, default_walltime_s=default,
-                          machine_nodes=len(platform) if platform is not None else None)
-
-
-def build_platform(config: SimConfig) -> Platform:
-    """The config's platform, or one derived from the SWF header's ``MaxProcs``."""
-    if config.platform is not None or config.procs is not None:
-        return config.build_platform()
-    from wattsched.config.platform import platform_from_procs
-    from wattsched.workload.swf import read_header
-
-    if not is_swf(config.trace):
-        raise ConfigError(locate(config, "trace", "a job table gives no machine size; give the machine with "
-                                 "--platform FILE|NAME or --procs N (config keys platform, procs)"))
-    header = read_header(config.trace)
-    raw = header.get("MaxProcs", "").split()
-    if not raw:
-        raise ConfigError(
-            f"{config.trace}: MaxProcs: the header gives no machine size; give the machine with --procs N or "
-            "--platform FILE|NAME"
-        )
-    try:
-        procs = int(raw[0])
-    except ValueError:
-        procs = 0
-    if procs <= 0:
-        raise ConfigError(
-            f"{config.trace}: MaxProcs: {raw[0]!r} is not a positive number of processors; give the machine "
-            "with --procs N or --platform FILE|NAME"
-        )
-    from wattsched.config.platform import too_many_nodes
-
-    why = too_many_nodes(-(-procs // config.cores_per_node), config.max_nodes)
-    if why:
-        raise ConfigError(f"{config.trace}: MaxProcs: {why}")
-    name = Path(config.trace).name.split(".swf")[0]
-    return platform_from_procs(procs, config.cores_per_node, name=name, max_nodes=config.max_nodes)
 
 
 def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = True, report: bool = True,
@@ -132,23 +61,14 @@ def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = Tr
 
 
 def _run_simulation(config: SimConfig, *, progress: bool, write: bool, report: bool, plotter) -> RunOutcome:
-    from wattsched.policies import make_policy
-
-    platform = build_platform(config)
-    policy = make_policy(config.policy, config.params, source=key_locator(config, "params"),
-                         name_source=key_locator(config, "policy")())
-    validate_plugins(config)
-    cap = config.build_cap_schedule(platform)
-    budgets = config.build_energy_budgets()
     out_dir = Path(config.out) if (write and config.out is not None) else None
     if write and out_dir is None:
-        out_dir = Path("runs") / f"{_trace_name(config.trace)}-{config.policy}"
-    if out_dir is not None:
-        check_out_dir(out_dir)
-    workload = open_workload(config, platform)
+        out_dir = Path("runs") / f"{trace_stem(config.trace)}-{config.policy}"
+    run = build_run(config, progress=progress,
+                    before_trace=None if out_dir is None else (lambda: check_out_dir(out_dir)))
     staging = _staging_dir(out_dir) if out_dir is not None else None
     try:
-        outcome = _run(config, platform, policy, cap, budgets, workload, staging, report, progress, plotter)
+        outcome = _run(run, staging, report, plotter)
         if staging is not None:
             publish_run_dir(staging, out_dir)
     except BaseException as exc:
@@ -161,14 +81,6 @@ def _run_simulation(config: SimConfig, *, progress: bool, write: bool, report: b
         raise
     outcome.out_dir = out_dir
     return outcome
-
-
-def _trace_name(trace) -> str:
-    name = Path(trace).name
-    for suffix in (".swf.gz", ".swf", ".csv.gz", ".csv", ".parquet", ".pq"):
-        if name.lower().endswith(suffix):
-            return name[: -len(suffix)]
-    return name
 
 
 def check_out_dir(out_dir: Path) -> None:
@@ -232,89 +144,48 @@ def publish_run_dir(staging: Path, out_dir: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _run(config: SimConfig, platform: Platform, policy, cap, budgets, workload: Workload, out_dir: Path | None,
-         report: bool, progress: bool, plotter=None) -> RunOutcome:
+def _run(run: Run, out_dir: Path | None, report: bool, plotter=None) -> RunOutcome:
     # the plots are drawn by a worker process that imports matplotlib while the engine runs
     if out_dir is None:
-        return _run_with(config, platform, policy, cap, budgets, workload, None, report, progress, None)
+        return _run_with(run, None, report, None)
     own = None
     if plotter is None:
         from wattsched.sim.plotworker import PlotWorker
 
         plotter = own = PlotWorker.start()
     try:
-        return _run_with(config, platform, policy, cap, budgets, workload, out_dir, report, progress, plotter)
+        return _run_with(run, out_dir, report, plotter)
     finally:
         if own is not None:
             own.close()
 
 
-def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workload: Workload,
-              out_dir: Path | None, report: bool, progress: bool, plotter) -> RunOutcome:
-    from wattsched.config.platform import response_classes_of
+def _run_with(run: Run, out_dir: Path | None, report: bool, plotter) -> RunOutcome:
     from wattsched.policies import make_policy
-    from wattsched.sim.engine import Engine, EngineOptions
+    from wattsched.predictors.base import predictor_tags
     from wattsched.sim.metrics import summarize
-    from wattsched.workload.augment import AugmentParams, augment_workload, reference_cores
 
+    config, platform, cap, predictor = run.config, run.platform, run.cap, run.predictor
+    trace = run.trace
+    workload = trace.workload
     tape = None
-    source = workload  # the reader's own object: it learns the time origin as the stream is read
-    had_power = workload.has_power
-    augment_spec = dict(config.augment)
-    augment_on = augment_spec.pop("enabled", True)
-    if not workload.has_power and augment_on:
-        if "class_probs" not in augment_spec:  # a platform with application models: jobs get one of them
-            from wattsched.appmodels import app_class_probs
+    if trace.augmented and out_dir is not None:
+        if plotter is not None:
+            # read whole now (the run keeps every job for this file anyway), so that the worker writes
+            # workload.csv.gz on the other core while the engine runs
+            from wattsched.workload.tables import job_table_columns
 
-            probs = app_class_probs(platform.response_classes)
-            if probs:
-                augment_spec["class_probs"] = probs
-        try:
-            params = AugmentParams(**augment_spec)
-        except Exception as exc:  # pydantic ValidationError
-            raise ConfigError(f"{config.source}: augment: {exc}") from None
-        # the reader's jobs are this run's own: set their power rather than copying them
-        workload = augment_workload(workload, platform.reference_power, params, config.seed, in_place=True,
-                                    cores_per_node=reference_cores(platform))
-        if out_dir is not None:
-            if plotter is not None:
-                # read whole now (the run keeps every job for this file anyway), so that the worker writes
-                # workload.csv.gz on the other core while the engine runs
-                from wattsched.workload.tables import job_table_columns
-
-                workload.jobs = tape = read_whole(workload.jobs)
-                plotter.send_workload(job_table_columns(tape), out_dir / "workload.csv.gz")
-            else:
-                tape = []
-                workload.jobs = _taped(workload.jobs, tape.append)
-
-    options = EngineOptions(
-        response=run_response(config, policy),
-        kill_at_walltime=config.kill_at_walltime,
-        tick_s=config.tick_s,
-        strict=False,
-        time_limit_s=config.time_limit_s,
-        progress=progress,
-        response_classes=response_classes_of(platform),
-        max_ticks=config.max_ticks,
-    )
-    predictor = None
-    if config.predictor is not None:
-        from wattsched.predictors import make_predictor
-
-        predictor = make_predictor(config.predictor, config.predictor_params,
-                                   source=key_locator(config, "predictor_params"))
-        if hasattr(predictor, "clock"):  # lets retraining predictors report their cost per retraining
-            import time
-
-            predictor.clock = time.perf_counter
+            workload.jobs = tape = read_whole(workload.jobs)
+            plotter.send_workload(job_table_columns(tape), out_dir / "workload.csv.gz")
+        else:
+            tape = []
+            workload.jobs = _taped(workload.jobs, tape.append)
     baseline_workload = None
     if config.baseline is not None:
         # the baseline replays the very same jobs (augmented power included)
         workload.jobs = read_whole(workload.jobs)
         baseline_workload = list(workload.jobs)
-    engine = Engine(platform, workload, policy, cap=cap, budgets=budgets, options=options, seed=config.seed,
-                    predictor=predictor, dr_events=config.build_dr_events(platform))
+    engine = run.engine()
     result = engine.run()
     bsld_definition, bsld_threshold_s = bsld_settings(config.policy, config.bsld_definition, config.bsld_threshold_s)
     bsld_s, bsld_def = bsld_threshold_s or 10.0, bsld_definition or "standard"  # as the plots draw them
@@ -329,25 +200,27 @@ def _run_with(config: SimConfig, platform: Platform, policy, cap, budgets, workl
     if predictor is None and not cap.is_uncapped:
         result.info.setdefault("notes", []).append(
             "no predictor given: policies saw every job at the node maximum power (as the naive predictor)")
-    if getattr(predictor, "retrain_log_", None):
+    if predictor is not None and predictor_tags(predictor).retrain_log and predictor.retrain_log_:
         result.info["predictor_retrain_log"] = list(predictor.retrain_log_)
     result.info.update(
         {
             "trace_path": str(config.trace),
             "cap": [[s.start_s, s.cap_w, s.label] for s in cap.steps],
             "config": json.loads(config.model_dump_json()),
-            "power_augmented": not had_power and augment_on,
-            "origin_unix_s": source.origin_unix_s,
+            "power_augmented": trace.augmented,
+            "origin_unix_s": trace.source.origin_unix_s,
             "cores_per_node": platform.nodes[0].cores,
+            "machine": run.machine,
         }
     )
     summary = summarize(result, bsld_threshold_s=bsld_threshold_s, window=window, bsld_definition=bsld_definition)
+    summary["machine"] = run.machine
     if baseline_workload is not None:
         from wattsched.model.constraints import CapSchedule
 
         base_policy = make_policy(config.baseline)
-        base = Engine(platform, baseline_workload, base_policy, cap=CapSchedule(), options=options,
-                      seed=config.seed).run()
+        base = run.engine(jobs=baseline_workload, policy=base_policy, cap=CapSchedule(), budgets=(),
+                          predictor=None, dr_events=()).run()
         base_summary = summarize(base, bsld_threshold_s=bsld_threshold_s, window=window,
                                  bsld_definition=bsld_definition)
         summary.update(baseline_comparison(summary, base_summary, config.baseline))
@@ -413,50 +286,11 @@ def _write_without_worker(result, out_dir: Path, summary: dict, tape: list | Non
     return rows
 
 
-def run_response(config: SimConfig, policy):
-    """The run's response scenario: the config's ``response``, else the policy's ``response`` parameter, else None.
-
-    Both given and different is an error naming the config key, so a run
-    never slows jobs by a scenario other than the one its outputs name.
-    """
-    from wattsched.model.response import ResponseScenario
-
-    own = getattr(policy, "response_scenario", None)
-    if config.response is None:
-        return None if own is None else dataclasses.replace(own, seed=config.seed)
-    try:
-        scenario = ResponseScenario.parse(config.response, seed=config.seed,
-                                          floor_w=own.floor_w if own is not None else 1.0)
-    except ValueError as exc:
-        raise ConfigError(locate(config, "response", str(exc))) from None
-    if own is not None and (own.kind, own.f) != (scenario.kind, scenario.f):
-        raise ConfigError(locate(config, "response", f"{config.response!r} differs from the policy's response "
-                                 f"parameter {own.label()!r}; give one of them"))
-    return scenario
-
-
 def _taped(jobs, keep):
     """Yield ``jobs`` and hand each to ``keep`` (the augmented workload is written once, after the run)."""
     for job in jobs:
         keep(job)
         yield job
-
-
-def validate_plugins(config: SimConfig) -> None:
-    """Fail before any work if the predictor, its parameters or the baseline policy are invalid."""
-    from wattsched.policies import make_policy
-    from wattsched.predictors import make_predictor
-
-    if config.predictor is not None:
-        make_predictor(config.predictor, config.predictor_params, source=key_locator(config, "predictor_params"),
-                       name_source=key_locator(config, "predictor")())
-    if config.baseline is not None:
-        make_policy(config.baseline, source=key_locator(config, "baseline"),
-                    name_source=key_locator(config, "baseline")())
-    if config.augment:
-        from wattsched.sim.checks import augment_params
-
-        augment_params(config)
 
 
 def baseline_comparison(summary: dict, base: dict, policy: str) -> dict:

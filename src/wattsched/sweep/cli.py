@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -86,6 +87,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     from wattsched.sweep import require_dask
     from wattsched.sweep.execute import run_sweep
+    from wattsched.sweep.interrupt import quiet_interrupt
     from wattsched.sweep.store import Store
 
     require_dask()
@@ -93,8 +95,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     store.set_meta("sweep", {"name": cfg.name, "file": str(Path(args.sweep).resolve()),
                              "keys": [r.key for r in runs], "axes": axis_columns(runs)})
     t = time.perf_counter()
-    counts = run_sweep(cfg, runs, store, workers=args.workers, scheduler=args.scheduler,
-                       progress=not args.quiet, max_runs=args.max_runs)
+    try:
+        with quiet_interrupt():
+            counts = run_sweep(cfg, runs, store, workers=args.workers, scheduler=args.scheduler,
+                               progress=not args.quiet, max_runs=args.max_runs)
+    except KeyboardInterrupt:
+        saved = len(store.finished_keys() & {r.key for r in runs})
+        print(f"interrupted: {saved} of {len(runs)} runs saved in {out}; rerun the same command to resume",
+              file=sys.stderr)
+        return 130
     elapsed = time.perf_counter() - t
     rows = store.rows({r.key for r in runs})
     ok = sum(r["status"] == "ok" for r in rows)
@@ -117,8 +126,8 @@ def cmd_traces_slice(args: argparse.Namespace) -> int:
     blocks = [b for b in cfg.blocks() if b.slices is not None]
     if not blocks:
         raise ConfigError(f"{cfg.source}: axes: no `slices` axis")
-    platform = base_platform(cfg)
     sl = blocks[0].slices
+    platform = base_platform(cfg, sl.trace)
     specs = slice_specs(sl, len(platform))
     tr = load_trace(str(sl.trace), sl.cores_per_node, len(platform))
     rows = []

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from wattsched.errors import ConfigError, MissingDependencyError
-from wattsched.model.response import ResponseScenario
 from wattsched.sim.metrics import bsld_settings
 
 # --------------------------------------------------------------------------- one run (on a worker)
@@ -33,34 +32,47 @@ _PREPARED: OrderedDict = OrderedDict()
 _WORKLOADS: OrderedDict = OrderedDict()
 
 
-def _platform(sim: dict):
+def _config(spec: dict, offset_s: float = 0.0):
+    """The simulation config of one run: the resolved spec's ``sim`` block on its trace.
+
+    Its caps are the run's own (:func:`_cap_schedule`, from the caps axis or the base config); its
+    energy budgets are placed relative to a slice's ``t0``.
+    """
     from wattsched.config import SimConfig
 
-    key = repr((sim.get("platform"), sim.get("procs"), sim.get("cores_per_node")))
+    sim = dict(spec["sim"])
+    if offset_s and sim.get("energy_budgets"):
+        sim["energy_budgets"] = [dict(b, start_s=b["start_s"] + offset_s, end_s=b["end_s"] + offset_s)
+                                 for b in sim["energy_budgets"]]
+    return SimConfig.model_validate({**sim, "trace": spec["trace"]})
+
+
+def _platform(config, response: dict | None):
+    """The run's machine, built as every command builds it (:func:`wattsched.sim.build.build_platform`), with the
+    response axis's models replacing the platform's classes."""
+    from wattsched.config.platform import response_classes_of
+    from wattsched.sim.build import build_platform
+
+    key = repr((str(config.trace), config.platform, config.procs, config.cores_per_node, config.max_nodes,
+                response))
     p = _PLATFORMS.get(key)
     if p is None:
-        if sim.get("procs"):
-            machine = {"procs": sim["procs"], "cores_per_node": sim.get("cores_per_node", 1)}
-        else:
-            machine = {"platform": sim.get("platform") or "default"}
-        cfg = SimConfig.model_validate({"trace": "unused.swf", **machine})
-        p = _PLATFORMS[key] = cfg.build_platform()
+        p = build_platform(config)
+        if response:
+            from wattsched.model.response import response_from_spec
+
+            p = copy.copy(p)
+            p.response_classes = {**response_classes_of(p),
+                                  **{c: response_from_spec(m) for c, m in response.items()}}
+        p = _PLATFORMS[key] = p
     return p
 
 
-def _augment_params(sim: dict, platform):
-    """The run's augmentation; on a platform with application models jobs get one of them, as in ``simulate``."""
-    from wattsched.appmodels import app_class_probs
-    from wattsched.workload.augment import AugmentParams
+def _augment_params(config, platform):
+    """The run's augmentation, as every command chooses it (:func:`wattsched.sim.build.augment_params_of`)."""
+    from wattsched.sim.build import augment_params_of
 
-    spec = dict(sim.get("augment") or {})
-    if not spec.pop("enabled", True):
-        return None
-    if "class_probs" not in spec:
-        probs = app_class_probs(platform.response_classes)
-        if probs:
-            spec["class_probs"] = probs
-    return AugmentParams(**spec)
+    return augment_params_of(config, platform)
 
 
 def _lru_put(cache: OrderedDict, key, value, size: int = 3) -> None:
@@ -70,7 +82,7 @@ def _lru_put(cache: OrderedDict, key, value, size: int = 3) -> None:
         cache.popitem(last=False)
 
 
-def _prepared_slice(spec: dict, platform, cache_dir: str | None):
+def _prepared_slice(spec: dict, config, platform, cache_dir: str | None):
     """The slice of ``spec``, from this process's memory, the shared cache directory, or cut now."""
     import json
     import pickle
@@ -80,7 +92,8 @@ def _prepared_slice(spec: dict, platform, cache_dir: str | None):
 
     sim = spec["sim"]
     ident = {"slice": spec["slice"], "augment": sim.get("augment"), "seed": sim["seed"],
-             "platform": [sim.get("platform"), sim.get("procs"), sim.get("cores_per_node")]}
+             "platform": [sim.get("platform"), sim.get("procs"), sim.get("cores_per_node"), sim.get("max_nodes")],
+             "response": spec.get("response")}
     key = run_key(json.loads(json.dumps(ident)))
     prep = _PREPARED.get(key)
     if prep is not None:
@@ -94,7 +107,7 @@ def _prepared_slice(spec: dict, platform, cache_dir: str | None):
         except Exception:  # a partial file from a killed writer: cut the slice again
             prep = None
     if prep is None:
-        prep = prepare_slice(SliceSpec(**spec["slice"]), platform, _augment_params(sim, platform), sim["seed"])
+        prep = prepare_slice(SliceSpec(**spec["slice"]), platform, _augment_params(config, platform), sim["seed"])
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -105,27 +118,18 @@ def _prepared_slice(spec: dict, platform, cache_dir: str | None):
     return prep
 
 
-def _whole_trace(spec: dict, platform):
-    """The jobs of a whole trace (read and augmented once per process)."""
-    from wattsched.config import SimConfig
+def _whole_trace(config, platform):
+    """The jobs of a whole trace, prepared as every command prepares them (read and augmented once per process)."""
+    from wattsched.sim.build import prepare_trace
     from wattsched.sim.collector import read_whole
-    from wattsched.sim.run import open_workload
-    from wattsched.workload.augment import augment_workload
 
-    sim = spec["sim"]
-    key = repr((spec["trace"], sim.get("platform"), sim.get("procs"), sim.get("augment"), sim["seed"],
-                sim.get("default_walltime"), sim.get("skip_bad_lines")))
+    key = repr((str(config.trace), config.platform, config.procs, config.cores_per_node, config.max_nodes,
+                config.augment, config.seed, config.default_walltime, config.skip_bad_lines,
+                sorted(platform.response_classes)))
     jobs = _WORKLOADS.get(key)
     if jobs is None:
-        cfg = SimConfig.model_validate({"trace": spec["trace"], **{k: v for k, v in sim.items() if k in (
-            "default_walltime", "skip_bad_lines", "cores_per_node")}})
-        wl = open_workload(cfg, platform)
-        params = _augment_params(sim, platform)
-        if not wl.has_power and params is not None:
-            wl = augment_workload(wl, platform.nodes[0].power, params, sim["seed"],
-                                  cores_per_node=platform.nodes[0].cores)
-        jobs = read_whole(wl.jobs)  # frozen until the run that reads it ends; later runs freeze it again
-        _lru_put(_WORKLOADS, key, jobs, size=2)
+        jobs = read_whole(prepare_trace(config, platform).workload.jobs)  # frozen until the run that reads it
+        _lru_put(_WORKLOADS, key, jobs, size=2)                              # ends; later runs freeze it again
     return jobs
 
 
@@ -233,7 +237,7 @@ def load_metric_function(ref: str):
         raise ConfigError(f"metrics: {target!r} has no function {func!r}") from None
 
 
-def run_one(spec: dict, cache_dir: str | None = None) -> dict:
+def run_one(spec: dict, cache_dir: str | None = None, tables_dir: str | None = None) -> dict:
     """Simulate one resolved run spec here and return its result row (summary metrics and facts).
 
     Raises whatever the run raises; :func:`run_task` turns that into an error row. The workers' cached
@@ -242,64 +246,41 @@ def run_one(spec: dict, cache_dir: str | None = None) -> dict:
     from wattsched.sim.collector import frozen
 
     with frozen():
-        return _run_one(spec, cache_dir)
+        return _run_one(spec, cache_dir, tables_dir)
 
 
-def _run_one(spec: dict, cache_dir: str | None) -> dict:
+def _run_one(spec: dict, cache_dir: str | None, tables_dir: str | None = None) -> dict:
     import numpy as np
 
-    from wattsched.config.platform import response_classes_of
-    from wattsched.policies import make_policy
-    from wattsched.predictors import make_predictor
-    from wattsched.sim.engine import Engine, EngineOptions
+    from wattsched.sim.build import build_run
     from wattsched.sim.metrics import summarize
 
     sim = spec["sim"]
-    platform = _platform(sim)
-    if spec.get("response"):
-        from wattsched.model.response import response_from_spec
-
-        platform = copy.copy(platform)
-        platform.response_classes = {**response_classes_of(platform),
-                                     **{c: response_from_spec(m) for c, m in spec["response"].items()}}
     sl = spec.get("slice")
+    offset = sl["warmup_s"] if sl is not None else 0.0
+    config = _config(spec, offset)
+    platform = _platform(config, spec.get("response"))
     prep = None
-    if sl is not None:
-        prep = _prepared_slice(spec, platform, cache_dir)
-        jobs = prep.jobs
-        offset = sl["warmup_s"]
-    else:
-        jobs = _whole_trace(spec, platform)
-        offset = 0.0
-    cap = _cap_schedule(spec, platform, offset)
-    budgets = []
-    if sim.get("energy_budgets"):
-        from wattsched.config import EnergyBudgetConfig
-
-        for b in sim["energy_budgets"]:
-            b = dict(b, start_s=b["start_s"] + offset, end_s=b["end_s"] + offset)
-            budgets.append(EnergyBudgetConfig.model_validate(b).to_budget())
-    policy = make_policy(sim.get("policy", "easy"), sim.get("params") or {})
     predictor = None
-    name = sim.get("predictor")
-    if name == "history" and prep is not None and prep.history is not None:
-        if sim.get("predictor_params"):
-            raise ConfigError("slices.prime_history primes the history predictor with its default parameters; "
-                              "drop predictor params or prime_history")
-        predictor = copy.deepcopy(prep.history)
-    elif name is not None:
-        predictor = make_predictor(name, sim.get("predictor_params") or {})
-    options = EngineOptions(
-        response=None if sim.get("response") is None else ResponseScenario.parse(sim["response"], seed=sim["seed"]),
-        kill_at_walltime=sim.get("kill_at_walltime", True),
-        tick_s=sim.get("tick_s"),
-        strict=False,
-        time_limit_s=sim.get("time_limit_s"),
-        response_classes=response_classes_of(platform),
-    )
+    if sl is not None:
+        prep = _prepared_slice(spec, config, platform, cache_dir)
+        jobs = prep.jobs
+        if config.predictor == "history" and prep.history is not None:
+            if config.predictor_params:
+                raise ConfigError("slices.prime_history primes the history predictor with its default parameters; "
+                                  "drop predictor params or prime_history")
+            predictor = copy.deepcopy(prep.history)
+    else:
+        jobs = _whole_trace(config, platform)
+    cap = _cap_schedule(spec, platform, offset)
+    run = build_run(config, platform=platform, jobs=jobs, cap=cap, predictor=predictor)
     t = time.perf_counter()
-    result = Engine(platform, jobs, policy, cap=cap, budgets=budgets, options=options, seed=sim["seed"],
-                    predictor=predictor).run()
+    result = run.engine().run()
+    if tables_dir is not None:  # the run's tables, as `wattsched simulate` writes them
+        from wattsched.sim.report import write_tables
+
+        os.makedirs(tables_dir, exist_ok=True)
+        write_tables(result, Path(tables_dir))
     wall = time.perf_counter() - t
     window = _window(spec, cap, offset)
     measured = result
@@ -315,6 +296,7 @@ def _run_one(spec: dict, cache_dir: str | None) -> dict:
         "window_start_s": None if window is None else window[0],
         "window_end_s": None if window is None else window[1],
         "idle_w": platform.idle_power_w,
+        "machine": run.machine,
         "plans_rejected": result.info.get("plans_rejected", 0),
         "policy_calls": result.info.get("policy_calls"),
         **summary,
@@ -349,11 +331,11 @@ def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def run_task(key: str, spec: dict, cache_dir: str | None = None) -> dict:
+def run_task(key: str, spec: dict, cache_dir: str | None = None, tables_dir: str | None = None) -> dict:
     """:func:`run_one` as a Dask task: never raises; a failure becomes a row with ``status: failed``."""
     t = time.perf_counter()
     try:
-        row = run_one(spec, cache_dir)
+        row = run_one(spec, cache_dir, tables_dir)
     except Exception as exc:  # recorded in the store; the sweep goes on
         row = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
                "traceback": traceback.format_exc(limit=8)}
@@ -366,18 +348,33 @@ def run_task(key: str, spec: dict, cache_dir: str | None = None) -> dict:
 
 
 def make_cluster(cluster_cfg, *, workers: int | None = None, scheduler: str | None = None, log_dir: Path):
-    """A Dask client on the configured cluster; returns ``(client, cluster_or_None)``."""
+    """A Dask client on the configured cluster; returns ``(client, cluster_or_None)``.
+
+    A Dask scheduler runs whatever code its clients send, so the clusters made here speak TLS with mutual
+    authentication (``distributed.security.Security``): only a peer holding the cluster's certificate and key
+    can connect. A site's own certificates come from Dask's configuration (``distributed.comm.tls.*`` with
+    ``distributed.comm.require-encryption: true``); otherwise a self-signed pair is made for this campaign
+    (``Security.temporary()``): in memory for a ``LocalCluster``, and for ``SLURMCluster`` written, mode 0600,
+    under ``log_dir`` (shared storage the worker jobs read, like their logs) for as long as the cluster lives.
+    An existing ``scheduler`` is reached with the security of Dask's configuration.
+    """
     from wattsched.sweep import require_dask
 
     distributed = require_dask()
     import logging
+
+    from distributed.security import Security
+
+    def security():
+        site = Security()  # what Dask's configuration gives (a site's certificates), else nothing
+        return site if site.require_encryption else Security.temporary()
 
     quiet = logging.getLogger("wattsched").getEffectiveLevel() > logging.INFO
     if quiet:  # Dask logs every worker start and stop at INFO
         for name in ("distributed", "dask_jobqueue"):
             logging.getLogger(name).setLevel(logging.WARNING)
     if scheduler:
-        return distributed.Client(scheduler, timeout="30s"), None
+        return distributed.Client(scheduler, timeout="30s", security=Security()), None
     if cluster_cfg.kind == "slurm":
         try:
             from dask_jobqueue import SLURMCluster
@@ -403,14 +400,18 @@ def make_cluster(cluster_cfg, *, workers: int | None = None, scheduler: str | No
         host = cluster_cfg.scheduler_host
         kwargs["scheduler_options"] = {"dashboard_address": f"{host or '127.0.0.1'}:0",
                                        **({"host": host} if host else {})}
+        kwargs["security"] = security()
+        kwargs["protocol"] = "tls://"
+        kwargs["shared_temp_directory"] = str(log_dir)
         cluster = SLURMCluster(**{k: v for k, v in kwargs.items() if v is not None})
         cluster.scale(jobs=workers or cluster_cfg.workers or 1)
-        return distributed.Client(cluster), cluster
+        return distributed.Client(cluster, security=cluster.security), cluster
     n = workers or cluster_cfg.workers or os.cpu_count() or 1
     cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                        dashboard_address=None, local_directory=cluster_cfg.local_directory,
-                                       silence_logs=logging.WARNING if quiet else False)
-    return distributed.Client(cluster), cluster
+                                       silence_logs=logging.WARNING if quiet else False, security=security(),
+                                       protocol="tls://")
+    return distributed.Client(cluster, security=cluster.security), cluster
 
 
 def run_sweep(cfg, runs, store, *, workers: int | None = None, scheduler: str | None = None,
@@ -440,7 +441,9 @@ def run_sweep(cfg, runs, store, *, workers: int | None = None, scheduler: str | 
         from distributed import as_completed
 
         cache_dir = str(store.dir / ".slices")
-        futures = [client.submit(run_task, r.key, r.spec, cache_dir, key=f"run-{r.key}", pure=False)
+        tables = store.dir / "runs" if cfg.run_tables else None
+        futures = [client.submit(run_task, r.key, r.spec, cache_dir, None if tables is None else str(tables / r.key),
+                                 key=f"run-{r.key}", pure=False)
                    for r in todo]
         by_key = {r.key: r for r in todo}
         for fut in as_completed(futures):

@@ -30,6 +30,81 @@ METRICS = ("mean_turnaround_s", "mean_wait_s", "mean_bsld", "utilization", "ener
 
 PLOT_METRICS = ("mean_turnaround_s", "window_mean_power_w", "window_frac_above_cap")
 
+LABELS: dict[str, tuple[str, str]] = {
+    "mean_turnaround_s": ("mean turnaround", "duration"),
+    "mean_wait_s": ("mean wait", "duration"),
+    "mean_bsld": ("mean bounded slowdown", "number"),
+    "utilization": ("utilization", "fraction"),
+    "energy_j": ("energy", "energy"),
+    "max_power_w": ("max power", "power"),
+    "window_mean_power_w": ("mean power in the window", "power"),
+    "window_power_utilization": ("power / cap in the window", "fraction"),
+    "window_frac_above_cap": ("time above cap in the window", "fraction"),
+    "max_overshoot_pct": ("max overshoot", "percent_of_cap"),
+    "jobs_started_in_window": ("jobs started in the window", "number"),
+    "sim_wall_s": ("simulation wall time", "duration"),
+}
+"""Human name and kind of quantity of each metric the report shows (the CSV files keep the column names)."""
+
+AXIS_LABELS = {"dr_events": "DR events", "energy_budgets": "energy budgets", "t0_s": "slice start"}
+"""Human names of axis columns other than the generic ``a_b.c`` -> ``a b c``."""
+
+_SCALES: dict[str, tuple[tuple[str, float, float], ...]] = {
+    # kind: (unit, value of one unit in SI, used while the largest value is below this many SI units)
+    "duration": (("s", 1.0, 120.0), ("min", 60.0, 2 * 3600.0), ("h", 3600.0, 3 * 86400.0),
+                 ("days", 86400.0, math.inf)),
+    "energy": (("J", 1.0, 1e4), ("Wh", 3.6e3, 3.6e6), ("kWh", 3.6e6, 3.6e9), ("MWh", 3.6e9, 3.6e12),
+               ("GWh", 3.6e12, math.inf)),
+    "power": (("W", 1.0, 1e4), ("kW", 1e3, 1e6), ("MW", 1e6, math.inf)),
+    "fraction": (("%", 0.01, math.inf),),
+    "percent_of_cap": (("% of cap", 1.0, math.inf),),
+    "number": (("", 1.0, math.inf),),
+}
+
+
+def metric_unit(metric: str, values: list[float]) -> tuple[str, str, float]:
+    """``(label, unit, scale)`` of a metric: one unit for a whole column or axis, chosen by its largest value.
+
+    >>> metric_unit("energy_j", [4.825e11, 3.9e11])
+    ('energy', 'MWh', 3600000000.0)
+    >>> metric_unit("mean_turnaround_s", [5400.0, 9000.0])
+    ('mean turnaround', 'h', 3600.0)
+    >>> metric_unit("window_frac_above_cap", [0.02])
+    ('time above cap in the window', '%', 0.01)
+    """
+    label, kind = LABELS.get(metric, (metric.replace("_", " "), "number"))
+    top = max((abs(v) for v in values if _is_num(v)), default=0.0)
+    for unit, scale, below in _SCALES[kind]:
+        if top < below:
+            return label, unit, scale
+    unit, scale, _ = _SCALES[kind][-1]
+    return label, unit, scale
+
+
+def axis_label(column: str) -> str:
+    """Human name of an axis column: ``policy.check`` -> ``policy check``.
+
+    >>> axis_label("policy.check"), axis_label("dr_events")
+    ('policy check', 'DR events')
+    """
+    return AXIS_LABELS.get(column, column.replace(".", " ").replace("_", " "))
+
+
+def _heading(label: str, unit: str) -> str:
+    return f"{label} ({unit})" if unit else label
+
+
+def _number(x: float) -> str:
+    """A value in its column's unit, to about three significant digits, never in exponent form."""
+    a = abs(x)
+    if a >= 100:
+        return f"{x:,.0f}"
+    if a >= 10:
+        return f"{x:.1f}"
+    if a >= 0.01 or a == 0:
+        return f"{x:.2f}"
+    return f"{x:.2g}" if a >= 1e-4 else "0.00"
+
 
 def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
@@ -128,6 +203,8 @@ def _plots(rows: list[dict], group_cols: list[str]) -> list[tuple[str, str]]:
     for metric in PLOT_METRICS:
         if not any(_is_num(r.get(metric)) for r in ok):
             continue
+        label, unit, scale = metric_unit(metric, [r.get(metric) for r in ok])
+        ok = [{**r, metric: r[metric] / scale} if _is_num(r.get(metric)) else r for r in ok]
         if len(caps) >= 2:  # metric against cap, one line per combination of the other axes
             fig, ax = plt.subplots(figsize=(7, 4))
             series: dict[str, dict[str, list[float]]] = {}
@@ -145,11 +222,11 @@ def _plots(rows: list[dict], group_cols: list[str]) -> list[tuple[str, str]]:
                             label=name)
             ax.set_xticks(range(len(caps)), caps)
             ax.set_xlabel("cap")
-            ax.set_ylabel(metric)
-            ax.set_title(f"{metric} against cap (median, IQR)")
+            ax.set_ylabel(_heading(label, unit))
+            ax.set_title(f"{label} against cap (median, IQR)")
             if len(series) <= 14:
                 ax.legend(fontsize=7)
-            out.append((f"{metric} against cap", _fig_html(fig)))
+            out.append((f"{label.capitalize()} against cap", _fig_html(fig)))
         groups: dict[str, list[float]] = {}
         for r in ok:
             if _is_num(r.get(metric)):
@@ -159,9 +236,9 @@ def _plots(rows: list[dict], group_cols: list[str]) -> list[tuple[str, str]]:
             fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(names) + 2), 4))
             ax.boxplot([groups[n] for n in names], showfliers=False)
             ax.set_xticks(range(1, len(names) + 1), names, rotation=75, fontsize=7)
-            ax.set_ylabel(metric)
-            ax.set_title(f"{metric} over seeds and slices")
-            out.append((f"{metric} over replicates", _fig_html(fig)))
+            ax.set_ylabel(_heading(label, unit))
+            ax.set_title(f"{label} over seeds and slices")
+            out.append((f"{label.capitalize()} over seeds and slices", _fig_html(fig)))
     power: dict[str, list[float]] = {}
     for r in ok:
         if isinstance(r.get("window_power_w"), list) and r.get("cap_w"):
@@ -175,7 +252,7 @@ def _plots(rows: list[dict], group_cols: list[str]) -> list[tuple[str, str]]:
         ax.set_xticks(range(1, len(names) + 1), names, rotation=75, fontsize=7)
         ax.set_ylabel("platform power in the window, % of cap")
         ax.set_title("power in the cap window (1-minute samples)")
-        out.append(("power in the cap window", _fig_html(fig)))
+        out.append(("Power in the cap window", _fig_html(fig)))
     return out
 
 
@@ -216,19 +293,24 @@ def write_report(directory: str | Path) -> Path:
         "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#eee}</style></head><body>",
         f"<h1>Sweep {html.escape(meta.get('name', ''))}</h1>",
         f"<p>{html.escape(str(meta.get('file', '')))}: {total} runs, {ok} finished, {len(failed)} failed, "
-        f"{max(0, total - ok - len(failed))} not run yet. Axes: {html.escape(', '.join(axes))}; aggregated over "
-        f"{html.escape(', '.join(a for a in axes if a in REPLICATE) or 'nothing')}. Tables: aggregate.csv, "
-        "runs.csv.</p>",
+        f"{max(0, total - ok - len(failed))} not run yet. Axes: {html.escape(', '.join(map(axis_label, axes)))}; "
+        f"aggregated over {html.escape(', '.join(axis_label(a) for a in axes if a in REPLICATE) or 'nothing')}. "
+        "Tables: aggregate.csv, runs.csv.</p>",
     ]
     metrics = [m for m in METRICS if any(f"{m}_median" in a for a in agg)]
+    units = {m: metric_unit(m, [a.get(f"{m}_{q}") for a in agg for q in ("median", "q1", "q3")])
+             for m in metrics}
     parts.append("<h2>Median [IQR] per combination</h2><table><tr>")
-    parts += [f"<th>{html.escape(c)}</th>" for c in [*group_cols, "runs", *metrics]]
+    parts += [f"<th>{html.escape(axis_label(c))}</th>" for c in group_cols]
+    parts.append("<th>runs</th>")
+    parts += [f"<th>{html.escape(_heading(*units[m][:2]))}</th>" for m in metrics]
     parts.append("</tr>")
     for a in agg:
         parts.append("<tr>" + "".join(f"<td>{html.escape(_fmt(a.get(c)))}</td>" for c in [*group_cols, "runs"]))
         for m in metrics:
-            med = a.get(f"{m}_median")
-            cell = "—" if med is None else f"{_fmt(med)} [{_fmt(a[f'{m}_q1'])}, {_fmt(a[f'{m}_q3'])}]"
+            med, scale = a.get(f"{m}_median"), units[m][2]
+            cell = "—" if med is None else (f"{_number(med / scale)} [{_number(a[f'{m}_q1'] / scale)}, "
+                                             f"{_number(a[f'{m}_q3'] / scale)}]")
             parts.append(f"<td>{html.escape(cell)}</td>")
         parts.append("</tr>")
     parts.append("</table>")
@@ -237,7 +319,7 @@ def write_report(directory: str | Path) -> Path:
     if failed:
         parts.append("<h2>Failed runs</h2><table><tr><th>key</th><th>axes</th><th>error</th></tr>")
         for r in failed:
-            ax = ", ".join(f"{c}={r.get(c)}" for c in axes if c in r)
+            ax = ", ".join(f"{axis_label(c)} {r.get(c)}" for c in axes if c in r)
             parts.append(f"<tr><td>{r['key']}</td><td>{html.escape(ax)}</td>"
                          f"<td style='text-align:left'>{html.escape(str(r.get('error')))}</td></tr>")
         parts.append("</table>")

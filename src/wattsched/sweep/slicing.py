@@ -216,7 +216,7 @@ def prepare_slice(spec: SliceSpec, platform, augment_params, seed: int) -> Prepa
     from wattsched.model.job import Job
     from wattsched.predictors import make_predictor
     from wattsched.predictors.base import CompletedJob
-    from wattsched.workload.augment import augment_workload
+    from wattsched.workload.augment import augment_workload, reference_cores
     from wattsched.workload.records import Workload
 
     tr = load_trace(spec.trace, spec.cores_per_node, len(platform))
@@ -227,8 +227,9 @@ def prepare_slice(spec: SliceSpec, platform, augment_params, seed: int) -> Prepa
     rebased = [replace(j, submit_s=j.submit_s - origin) for j in picked]
     wl = Workload(name=f"slice{spec.index:02d}", jobs=iter(rebased))
     if augment_params is not None:
-        aug = list(augment_workload(wl, platform.nodes[0].power, augment_params, seed,
-                                    cores_per_node=platform.nodes[0].cores).jobs)
+        # the platform's reference node, as every run's augmentation (wattsched.sim.build.prepare_trace)
+        aug = list(augment_workload(wl, platform.reference_power, augment_params, seed,
+                                    cores_per_node=reference_cores(platform)).jobs)
     else:
         aug = rebased
     n_hist = len(hist_idx)

@@ -266,6 +266,13 @@ class SweepConfig(StrictModel):
             "called as `function(result, run)` and returning a dict of columns."
         ),
     )
+    run_tables: bool = Field(
+        default=False,
+        description=(
+            "Also write each run's tables, as `wattsched simulate` writes them (`jobs.csv`, `jobs.parquet`, "
+            "`timeline.csv`, ...), into `OUT/runs/KEY/`. Does not change the runs or their keys. Default: `false`."
+        ),
+    )
     cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="Where the runs execute.")
     out: Path | None = Field(default=None, description="Results directory. Default: `sweeps/NAME`.")
 
@@ -427,8 +434,10 @@ def located(cfg: SweepConfig, loc: tuple, message: str) -> str:
     return _located(cfg.source, _line_for(loc, cfg._lines), _format_loc(loc), message)
 
 
-def config_reference(model_reference) -> list[str]:
-    """The sweep-file sections of ``docs/config.md`` (``model_reference`` renders one model)."""
+def config_reference() -> list[str]:
+    """The sweep-file sections of ``docs/config.md``, under their own ``# Sweep files`` title."""
+    from wattsched.config.reference import model_reference
+
     lines = ["# Sweep files", "",
              "`wattsched sweep SWEEP.yaml` runs a campaign: a base simulation config and axes whose product "
              "(with `zip` groups and `exclude` rules, and optional `grid` blocks whose union is taken) gives "
@@ -455,9 +464,16 @@ def config_reference(model_reference) -> list[str]:
     return lines
 
 
-def base_platform(cfg: SweepConfig):
-    """The machine of the base config (``platform`` or ``procs``), used to cut and describe slices."""
-    machine = {k: cfg.base[k] for k in ("platform", "procs", "cores_per_node") if k in cfg.base}
-    if not machine.get("platform") and not machine.get("procs"):
+def base_platform(cfg: SweepConfig, trace=None):
+    """The machine of the base config for ``trace`` (default: the base trace), used to cut and describe slices.
+
+    Built as every run builds it (:func:`wattsched.sim.build.build_platform`): ``platform`` or ``procs``,
+    else the SWF header of the trace.
+    """
+    from wattsched.sim.build import build_platform
+
+    machine = {k: cfg.base[k] for k in ("platform", "procs", "cores_per_node", "max_nodes") if k in cfg.base}
+    trace = trace if trace is not None else cfg.base.get("trace")
+    if trace is None and not machine.get("platform") and not machine.get("procs"):
         machine["platform"] = "default"
-    return SimConfig.model_validate({"trace": "unused.swf", **machine}).build_platform()
+    return build_platform(SimConfig.model_validate({"trace": str(trace or "unused.swf"), **machine}))

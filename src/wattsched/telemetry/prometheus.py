@@ -166,6 +166,12 @@ def _float(value) -> float:
         return math.nan
 
 
+MAX_REPLY_BYTES = 32 * 1024 * 1024
+"""Largest Prometheus reply read (one sample per node is ~200 bytes; a lookback subquery a few KiB per node)."""
+MAX_ERROR_BYTES = 64 * 1024
+"""Largest error reply read (for its message)."""
+
+
 class PrometheusSource:
     """Node power read from Prometheus.
 
@@ -192,6 +198,9 @@ class PrometheusSource:
         Replaces ``{range}`` in the template.
     clock
         Returns the current epoch time (injected in tests).
+    max_reply_bytes
+        A larger reply is refused (:class:`TelemetryError` naming the URL and the limit) rather than read into
+        the daemon's memory.
     """
 
     def __init__(
@@ -205,6 +214,7 @@ class PrometheusSource:
         *,
         rate_window: str = "1m",
         clock: Callable[[], float] = time.time,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
     ):
         self.url = url.rstrip("/")
         self.template = query
@@ -215,6 +225,7 @@ class PrometheusSource:
         self.max_age_s = max_age_s
         self.rate_window = rate_window
         self.clock = clock
+        self.max_reply_bytes = max_reply_bytes
         self._map = compile_node_map(node_map)
 
     def __repr__(self) -> str:
@@ -233,7 +244,7 @@ class PrometheusSource:
         where = f"Prometheus at {self.url} (query {query!r})"
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                raw = response.read()
+                raw = response.read(self.max_reply_bytes + 1)
         except urllib.error.HTTPError as exc:
             raise _http_error(exc, where) from exc
         except (OSError, http.client.HTTPException) as exc:  # URLError, refusals and timeouts are OSErrors
@@ -244,6 +255,11 @@ class PrometheusSource:
             ) from exc
         except ValueError as exc:  # not an http(s) URL
             raise TelemetryError(f"{where}: {exc}; the URL must look like http://prometheus:9090") from exc
+        if len(raw) > self.max_reply_bytes:
+            raise TelemetryError(
+                f"{where}: the reply from {address} is larger than {self.max_reply_bytes} bytes and was refused; "
+                "narrow the query (one series per node) or raise max_reply_bytes"
+            )
         try:
             reply = json.loads(raw)
         except ValueError as exc:
@@ -386,7 +402,7 @@ _HINTS = {
 
 def _http_error(exc: urllib.error.HTTPError, where: str) -> TelemetryError:
     try:
-        reply = json.loads(exc.read())
+        reply = json.loads(exc.read(MAX_ERROR_BYTES))
         detail = f"{reply.get('errorType', '?')}: {reply.get('error', '')}"
     except (ValueError, AttributeError, OSError):
         detail = str(exc.reason)

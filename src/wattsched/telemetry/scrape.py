@@ -90,6 +90,8 @@ class AgentScraper:
         Returns the current epoch time (injected in tests).
     max_workers
         Scrapes run in parallel on this many threads.
+    max_reply_bytes
+        A larger answer is refused (that node is missing, the error names the URL and the limit).
     """
 
     def __init__(
@@ -102,6 +104,7 @@ class AgentScraper:
         *,
         clock: Callable[[], float] = time.time,
         max_workers: int = 16,
+        max_reply_bytes: int = 1024 * 1024,
     ):
         self.targets = dict(targets)
         self.metric = metric
@@ -110,6 +113,7 @@ class AgentScraper:
         self.wrap_j = wrap_j
         self.clock = clock
         self.max_workers = max_workers
+        self.max_reply_bytes = max_reply_bytes
         self._last: dict[str, Counters] = {}
 
     def __repr__(self) -> str:
@@ -119,7 +123,11 @@ class AgentScraper:
         url = self.targets[node]
         request = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4"})
         with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-            text = response.read().decode("utf-8", "replace")
+            raw = response.read(self.max_reply_bytes + 1)
+        if len(raw) > self.max_reply_bytes:
+            raise TelemetryError(f"the answer is larger than {self.max_reply_bytes} bytes and was refused "
+                                 "(an agent's /metrics is a few KiB)")  # read() puts the URL in front
+        text = raw.decode("utf-8", "replace")
         counters = parse_counters(text, self.metric, self.clock())
         if not counters:
             raise TelemetryError(f"{url} exports no {self.metric}")

@@ -211,6 +211,18 @@ def _format_of(path: str) -> str:
     raise TraceError(path, None, "unknown job-table format; name the file *.csv, *.csv.gz or *.parquet")
 
 
+def _read_format_of(path: str) -> str:
+    """The format of a table to read: by its name, else Parquet by its magic bytes, else CSV."""
+    name = path.lower()
+    if name.endswith((".csv", ".csv.gz", ".parquet", ".pq")):
+        return _format_of(path)
+    try:
+        with open(path, "rb") as fh:
+            return "parquet" if fh.read(4) == b"PAR1" else "csv"
+    except OSError:
+        return "csv"  # the reader says what is wrong with the file
+
+
 def _stem(path: str) -> str:
     name = os.path.basename(path)
     for suffix in (".csv.gz", ".csv", ".parquet", ".pq"):
@@ -561,12 +573,13 @@ def read_job_table(
         raise TraceError(spath, None, f"cores_per_node must be >= 1, got {cores_per_node!r}")
     if default_walltime_s is not None and not (math.isfinite(default_walltime_s) and default_walltime_s >= 0):
         raise TraceError(spath, None, f"default_walltime_s must be a finite number >= 0, got {default_walltime_s!r}")
-    fmt = _format_of(spath)
+    fmt = _read_format_of(spath)
     if not os.path.exists(spath):
         raise TraceError(spath, None, "no such file")
     if fmt == "csv":
-        opener = gzip.open if spath.lower().endswith(".gz") else open
         try:
+            with open(spath, "rb") as probe:
+                opener = gzip.open if probe.read(2) == b"\x1f\x8b" else open
             with opener(spath, "rt", newline="", encoding="utf-8-sig") as fh:
                 header, rows = _csv_rows(spath, fh)
                 positions, sources, notes = _resolve_columns(spath, header, 1)

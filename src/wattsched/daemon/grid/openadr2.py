@@ -124,6 +124,10 @@ class OpenADR2Ven:
         self.config = config
         self.hub = hub
         self.clock = clock
+        if config.vtn_fingerprint is None:  # only with allow_unsigned_events: true (the config refuses it otherwise)
+            log.warning("demand_response.openadr2: no vtn_fingerprint (allow_unsigned_events: true): events from "
+                        "%s are obeyed whoever signed them; anyone who can answer for that address can cap the "
+                        "cluster", config.vtn_url)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None

@@ -38,6 +38,7 @@ from collections.abc import Callable
 
 from wattsched.daemon.grid.events import GridEvent, simple_reduction
 from wattsched.daemon.grid.hub import GridHub
+from wattsched.daemon.nofollow import build_opener, redirect_message
 
 log = logging.getLogger("wattsched.daemon.grid")
 
@@ -268,12 +269,13 @@ class OpenADR3Ven:
             headers["Content-Type"] = "application/json"
         url = cfg.vtn_url.rstrip("/") + path
         req = urllib.request.Request(url, data=data, headers=headers, method=method)
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        opener = build_opener()  # a redirect would carry the bearer token elsewhere
         try:
             with opener.open(req, timeout=cfg.timeout_s) as r:
                 text = r.read(8 * 1024 * 1024 + 1)
         except urllib.error.HTTPError as exc:
-            detail = exc.read(2000).decode(errors="replace").strip()
+            detail = redirect_message(exc, "demand_response.openadr3.vtn_url") or \
+                exc.read(2000).decode(errors="replace").strip()
             raise VTNError(f"{method} {url}: HTTP {exc.code} {exc.reason}"
                            + (f": {detail}" if detail else "")) from None
         except (urllib.error.URLError, OSError) as exc:

@@ -12,7 +12,9 @@ Authentication is JWT (``AuthAltTypes=auth/jwt``): the token, from
 the user running wattsched with mode 0600 or 0400, re-read when it changes (so
 a rotated token is picked up), sent in ``X-SLURM-USER-TOKEN`` with
 ``X-SLURM-USER-NAME`` (Slurm 22.05 requires both), and never logged or put in
-an error message.
+an error message. Redirects are not followed (``urllib`` would send the token
+along to the new address); ``http://`` to a host other than loopback is refused
+by the config unless ``slurm.allow_insecure_http: true``.
 
 What each REST version can do (REFERENCE-slurm-power.md §1.1, §3; checked
 against Slurm 22.05.8's slurmrestd):
@@ -63,6 +65,7 @@ from typing import Any
 
 import msgspec
 
+from wattsched.daemon.nofollow import build_opener, redirect_message
 from wattsched.daemon.slurm import parse
 from wattsched.daemon.slurm.cli import TRANSIENT
 from wattsched.daemon.slurm.records import ClusterState
@@ -158,7 +161,8 @@ class SlurmREST:
     opener
         ``urllib.request.OpenerDirector``-like object with ``open(request,
         timeout=)``; tests pass their own. Default: a plain opener that ignores
-        proxy variables (slurmrestd is on the site's own network).
+        proxy variables (slurmrestd is on the site's own network) and follows
+        no redirect (:mod:`wattsched.daemon.nofollow`).
     full_read_every
         Every this many job reads, one asks without ``update_time`` (1: always).
     clock_margin_s
@@ -192,7 +196,7 @@ class SlurmREST:
         self.retries = retries
         self.retry_backoff_s = retry_backoff_s
         self._sleep = sleep
-        self._opener = opener or urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        self._opener = opener or build_opener()
         self._token: tuple[tuple[int, int, int], str] | None = None
         self.requests_made = 0
         if full_read_every < 1:
@@ -259,7 +263,8 @@ class SlurmREST:
                 transient = any(t in errors for t in TRANSIENT)
             except urllib.error.HTTPError as exc:
                 text = _read_error_body(exc)
-                errors = _slurm_errors(text) or text.strip()[:500] or exc.reason
+                errors = (redirect_message(exc, "slurm.url") or _slurm_errors(text) or text.strip()[:500]
+                          or exc.reason)
                 err = SlurmRESTError(method, url, exc.code, errors, text)
                 transient = exc.code in TRANSIENT_STATUS or any(t in errors for t in TRANSIENT)
             except (urllib.error.URLError, OSError) as exc:

@@ -47,7 +47,7 @@ from wattsched.errors import ConfigError, OptionError
 from wattsched.model.job import PowerEstimate
 from wattsched.model.platform import Platform
 from wattsched.predictors import make_predictor, predictor_class
-from wattsched.predictors.base import CompletedJob
+from wattsched.predictors.base import CompletedJob, predictor_tags
 from wattsched.sim.engine import Engine
 from wattsched.workload.records import TraceJob, true_power
 
@@ -110,7 +110,7 @@ class Evaluation:
                 entry[f"median_user_mae_{m}_w"] = float(np.median(values)) if values else math.nan
             if s.seconds is not None:
                 entry["wall_s"] = s.seconds
-            log = getattr(s.predictor, "retrain_log_", None)
+            log = s.predictor.retrain_log_ if predictor_tags(s.predictor).retrain_log else None
             if log is not None:
                 entry["retrainings"] = log
                 timed = [r["seconds"] for r in log if r.get("seconds") is not None]
@@ -160,13 +160,14 @@ def evaluate(
     scores = []
     for label, pred in predictors:
         pred.setup(platform)
-        if getattr(pred, "is_oracle", False):
-            pred.truth_ = truth.__getitem__
-        if clock is not None and hasattr(pred, "clock"):
-            pred.clock = clock
+        tags = predictor_tags(pred)
+        if tags.needs_truth:
+            pred.observe_truth(truth.__getitem__)
+        if clock is not None and tags.takes_clock:
+            pred.set_clock(clock)
         get = getattr(pred, "get_params", None)
         scores.append(PredictorScores(label, getattr(pred, "name", type(pred).__name__), get() if get else {},
-                                      bool(getattr(pred, "is_oracle", False)), predictor=pred,
+                                      tags.needs_truth, predictor=pred,
                                       seconds=0.0 if clock is not None else None))
     users: list[str] = []
     heap: list[tuple[float, int, CompletedJob]] = []
@@ -246,7 +247,7 @@ def build_predictors(
         if "time_origin_s" in fields and "time_origin_s" not in params and time_origin_s is not None:
             params["time_origin_s"] = time_origin_s
         pred = make_predictor(name, params, source=lambda loc, n=name: "--param: " + ".".join([n, *map(str, loc)]))
-        out.append((label_of(name, bool(getattr(cls, "is_oracle", False))), pred))
+        out.append((label_of(name, predictor_tags(pred).needs_truth), pred))
     return out
 
 
@@ -285,27 +286,14 @@ def run_evaluation(
     """Evaluate ``specs`` (``(name, params)``) on the trace of a :class:`~wattsched.config.SimConfig`.
 
     The trace and machine are opened as ``wattsched simulate`` opens them
-    (:func:`wattsched.sim.run.build_platform`, :func:`~wattsched.sim.run.open_workload`),
+    (:func:`wattsched.sim.build.build_platform`, :func:`~wattsched.sim.build.prepare_trace`),
     and power is augmented the same way when the trace has none.
     """
-    from wattsched.sim.run import build_platform, open_workload
-    from wattsched.workload.augment import AugmentParams, augment_workload, reference_cores
+    from wattsched.sim.build import build_platform, machine_of, prepare_trace
 
     platform = build_platform(config)
-    source = open_workload(config, platform)
-    workload = source
-    had_power = source.has_power
-    spec = dict(config.augment)
-    augment_on = spec.pop("enabled", True)
-    if not had_power and augment_on:
-        try:
-            params = AugmentParams(**spec)
-        except Exception as exc:  # pydantic ValidationError
-            from wattsched.sim.checks import augment_error
-
-            raise augment_error(config, exc) from None
-        workload = augment_workload(workload, platform.reference_power, params, config.seed,
-                                    cores_per_node=reference_cores(platform))
+    trace = prepare_trace(config, platform)
+    source, workload = trace.source, trace.workload
     stream = iter(workload.jobs)
     first = next(stream, None)  # the reader learns the time origin from the first job
     origin = source.origin_unix_s
@@ -322,7 +310,8 @@ def run_evaluation(
         "platform": platform.name,
         "nodes": len(platform.nodes),
         "seed": config.seed,
-        "power_augmented": not had_power and augment_on,
+        "power_augmented": trace.augmented,
+        "machine": machine_of(config, platform),
         "origin_unix_s": origin,
         "max_jobs": max_jobs,
         "cleaning": source.report.as_dict(),
