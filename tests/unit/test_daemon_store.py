@@ -215,7 +215,11 @@ def test_holds_are_read_again_only_after_a_change_by_anyone(tmp_path):
     other.drop_holds([1])
     other.add_hold(2, "lua", "queued", now=101.0)
     assert store.holds() == {2: ("lua", "queued")}
-    store.drop_holds([2])
+    store.drop_holds(iter([2]))
     assert store.holds() == {} and other.holds() == {}
+    store.add_hold(3, "lua", "queued")
+    store.add_hold(3, "daemon", "over the cap")  # an existing hold keeps its source, as the table does
+    store.set_reasons({3: "waiting", 4: "no such hold"})
+    assert store.holds() == {3: ("lua", "waiting")} == Store(tmp_path / "state.db", read_only=True).holds()
     other.close()
     store.close()

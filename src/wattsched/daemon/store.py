@@ -187,10 +187,10 @@ class Store:
     def holds(self) -> dict[int, tuple[str, str]]:
         """Job id to (source, reason) of every hold the daemon owns.
 
-        The table is read again only when it may have changed: after a write
-        through this store, or when another connection committed (SQLite's
-        ``PRAGMA data_version``). With 100,000 held jobs a read costs a tenth of
-        a second, and a cycle asks several times.
+        The table is read again only when another connection committed to the
+        file since (SQLite's ``PRAGMA data_version``); this store's own writes
+        are applied to the copy it keeps. With 100,000 held jobs a read costs a
+        tenth of a second, and a cycle asks several times.
         """
         version = self.db.execute("PRAGMA data_version").fetchone()[0]
         cached = self._holds
@@ -199,22 +199,49 @@ class Store:
             self._holds = cached = (version, rows)
         return dict(cached[1])
 
+    def _held_rows(self) -> dict[int, tuple[str, str]] | None:
+        """The kept copy of the holds table, to apply a write of this store to (``None``: none kept)."""
+        return None if self._holds is None else self._holds[1]
+
     def add_hold(self, job_id: int, source: str, reason: str = "", now: float | None = None) -> None:
-        self._holds = None
-        self.db.execute(
-            "INSERT INTO holds VALUES (?, ?, ?, ?) ON CONFLICT(job_id) DO UPDATE SET reason=excluded.reason",
-            (job_id, now or time.time(), source, reason),
-        )
+        try:
+            self.db.execute(
+                "INSERT INTO holds VALUES (?, ?, ?, ?) ON CONFLICT(job_id) DO UPDATE SET reason=excluded.reason",
+                (job_id, now or time.time(), source, reason),
+            )
+        except BaseException:
+            self._holds = None
+            raise
+        rows = self._held_rows()
+        if rows is not None:
+            rows[job_id] = (rows[job_id][0] if job_id in rows else source, reason)
 
     def set_reasons(self, reasons: dict[int, str]) -> None:
-        self._holds = None
-        with self.db:
-            self.db.execute("BEGIN")
-            self.db.executemany("UPDATE holds SET reason=? WHERE job_id=?", [(r, j) for j, r in reasons.items()])
+        try:
+            with self.db:
+                self.db.execute("BEGIN")
+                self.db.executemany("UPDATE holds SET reason=? WHERE job_id=?",
+                                    [(r, j) for j, r in reasons.items()])
+        except BaseException:
+            self._holds = None
+            raise
+        rows = self._held_rows()
+        if rows is not None:
+            for job_id, reason in reasons.items():
+                if job_id in rows:
+                    rows[job_id] = (rows[job_id][0], reason)
 
     def drop_holds(self, job_ids: Iterable[int]) -> None:
-        self._holds = None
-        self.db.executemany("DELETE FROM holds WHERE job_id=?", [(j,) for j in job_ids])
+        ids = list(job_ids)
+        try:
+            self.db.executemany("DELETE FROM holds WHERE job_id=?", [(j,) for j in ids])
+        except BaseException:
+            self._holds = None
+            raise
+        rows = self._held_rows()
+        if rows is not None:
+            for job_id in ids:
+                rows.pop(job_id, None)
 
     # ------------------------------------------------------------------ starts awaiting confirmation
 
