@@ -26,7 +26,7 @@ Rows:
   collector paused), from bytes as slurmrestd sends them and from text as
   ``squeue`` prints it; ``+ previous decode's jobs``: the same document again
   with the backends' cache of the last decode, as in a cycle where no job
-  changed (running jobs, with per-node resources, are converted every time).
+  changed.
 """
 
 from __future__ import annotations

@@ -282,13 +282,18 @@ def test_unchanged_jobs_of_the_previous_decode_are_reused_and_changed_ones_are_n
     doc = json.loads((FIXTURES / "v0.0.38-live" / "squeue.json").read_text())
     cache: dict = {}
     first = decode_squeue_json(json.dumps(doc), cache=cache).records
-    assert cache  # the pending jobs; the running one (with its per-node resources) is converted every time
+    assert len(cache) == 4
     doc["jobs"][1]["priority"] = 77
+    doc["jobs"][0]["job_resources"]["allocated_nodes"][0]["memory_allocated"] = 1234
     second = decode_squeue_json(json.dumps(doc), cache=cache).records
     assert second == reference_jobs(json.dumps(doc)).records
     assert second[1].priority == 77 and second[1] is not first[1]
-    assert all(second[k] is first[k] for k in (2, 3)) and second[0] is not first[0]
-    assert len(cache) == 3  # this decode's jobs only
+    assert second[0].allocation[0].mem_mb == 1234 and second[0] is not first[0]
+    assert all(second[k] is first[k] for k in (2, 3))
+    assert len(cache) == 4  # this decode's jobs only
+    newer = (FIXTURES / "v0.0.44" / "squeue.json").read_text()  # numbers as objects, job_state a list
+    again = decode_squeue_json(newer, cache=cache).records
+    assert all(a is b for a, b in zip(decode_squeue_json(newer, cache=cache).records, again, strict=True))
 
 
 @pytest.mark.parametrize(("key", "same", "different"), [

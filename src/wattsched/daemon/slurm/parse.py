@@ -278,12 +278,8 @@ _NODE_KEYS = (
 )  # fmt: skip
 
 # ``shared`` absent and ``shared: null`` differ (see _shared_json), hence UNSET for it alone.
-# job_resources comes last: _cache_key leaves it out of the key.
 _JobRecord = msgspec.defstruct(
-    "_JobRecord",
-    [(k, Any, None) for k in _JOB_KEYS if k != "job_resources"]
-    + [("shared", Any, msgspec.UNSET), ("job_resources", Any, None)],
-    gc=False,
+    "_JobRecord", [(k, Any, None) for k in _JOB_KEYS] + [("shared", Any, msgspec.UNSET)], gc=False
 )
 _NodeRecord = msgspec.defstruct("_NodeRecord", [(k, Any, None) for k in _NODE_KEYS], gc=False)
 _ENVELOPE = [("errors", Any, None), ("warnings", Any, None), ("meta", Any, None), ("last_update", Any, None)]
@@ -369,8 +365,7 @@ def decode_squeue_json(text: str | bytes, source: str = "squeue --json", *, stri
     empty). A job whose keys read hold the same values, of the same types, as a
     job of the previous decode gets that job's record again instead of a new one
     (a :class:`SlurmJob` is a pure function of those values); on return the
-    cache holds the jobs of this decode. Records with per-node resources or with
-    lists (``job_state`` from v0.0.40) are always converted afresh.
+    cache holds the jobs of this decode.
     """
     try:
         doc = _SQUEUE_DECODER.decode(text)
@@ -393,10 +388,7 @@ def decode_squeue_json(text: str | bytes, source: str = "squeue --json", *, stri
             if type(rec) is not _Undecodable:
                 key = None if cache is None else _cache_key(rec)
                 if key is not None:
-                    try:
-                        job = cache.get(key)  # type: ignore[union-attr]
-                    except TypeError:  # a list or an object among the values
-                        key = job = None
+                    job = cache.get(key)  # type: ignore[union-attr]
                     if job is not None:
                         jobs.append(job)
                         kept[key] = job
@@ -467,18 +459,13 @@ def decode_nodes_json(text: str | bytes, source: str = "sinfo --json", *, strict
     return Decoded(nodes, _envelope_version({"meta": doc.meta}), tuple(skipped))
 
 
-_astuple = msgspec.structs.astuple
+_KEY_ENCODER = msgspec.json.Encoder()
 
 
-def _cache_key(rec: Any) -> tuple | None:
-    """The values of a record's keys read and their types (``1``, ``1.0`` and ``True`` are equal keys
-    of a dict but may read differently); ``None`` for a record with per-node resources."""
-    values = _astuple(rec)
-    resources = values[-1]
-    if resources is not None and not (type(resources) is dict and not resources):
-        return None
-    values = values[:-1]
-    return values, tuple(map(type, values))
+def _cache_key(rec: Any) -> bytes:
+    """The record's keys read, encoded back to JSON: equal bytes are equal values of equal JSON types
+    (``1``, ``1.0`` and ``true`` differ here, though equal as keys of a dict), so they read the same."""
+    return _KEY_ENCODER.encode(rec)
 
 
 def _record_dict(rec: Any, where: str, source: str) -> dict[str, Any]:
