@@ -2,6 +2,12 @@
 
 Usage: python benchmarks/daemon_cycle.py [--pending 10000] [--nodes 1000] [--running 600] [--cycles 5]
                                          [--policy easy] [--param KEY=VALUE ...] [--cap-w W] [--target-s 1.0]
+                                         [--scale default|frontier]
+
+``--scale frontier`` is a machine of Frontier's size: 100,000 pending jobs,
+10,000 nodes, 8,000 running (``squeue --json`` some 265 MB), with a target
+of 2 s per cycle; explicit ``--pending``/``--nodes``/``--running``/``--target-s``
+override it.
 
 ``dec`` with a wall-clock solver limit on 2,000 pending jobs and 64 nodes:
 ``--policy dec --pending 2000 --nodes 64 --running 32 --cap-w 60%
@@ -68,6 +74,12 @@ def slurm_outputs(pending: int, nodes: int, running: int, now: int) -> tuple[str
     return json.dumps(squeue), json.dumps(sinfo)
 
 
+SCALES = {
+    "default": {"pending": 10_000, "nodes": 1_000, "running": 600, "target_s": 1.0},
+    "frontier": {"pending": 100_000, "nodes": 10_000, "running": 8_000, "target_s": 2.0},
+}
+
+
 class CannedSlurm(SlurmCLI):
     """The CLI backend with the commands answered from memory."""
 
@@ -75,8 +87,18 @@ class CannedSlurm(SlurmCLI):
         super().__init__()
         self.outputs = {"squeue": squeue, "sinfo": sinfo}
         self.actions = 0
+        self.read_s: list[float] = []
+        self.read_cpu_s: list[float] = []
 
-    def run(self, args, *, retry=True):
+    def read_state(self):
+        c0, t0 = time.process_time(), time.perf_counter()
+        try:
+            return super().read_state()
+        finally:
+            self.read_s.append(time.perf_counter() - t0)
+            self.read_cpu_s.append(time.process_time() - c0)
+
+    def run(self, args, *, retry=True, raw=False):
         if args[:2] == ["sinfo", "--version"]:
             return "slurm-wlm 22.05.8\n"
         if args[0] in ("squeue", "sinfo"):
@@ -98,16 +120,21 @@ class PolicyLog(logging.Handler):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pending", type=int, default=10_000)
-    ap.add_argument("--nodes", type=int, default=1_000)
-    ap.add_argument("--running", type=int, default=600)
+    ap.add_argument("--scale", choices=sorted(SCALES), default="default",
+                    help="a preset of --pending, --nodes, --running and --target-s")
+    ap.add_argument("--pending", type=int, default=None)
+    ap.add_argument("--nodes", type=int, default=None)
+    ap.add_argument("--running", type=int, default=None)
     ap.add_argument("--cycles", type=int, default=5)
     ap.add_argument("--policy", default="easy")
     ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="policy parameter (value read as JSON, else as a string), repeatable")
     ap.add_argument("--cap-w", default=None, help="platform cap (watts or a percentage)")
-    ap.add_argument("--target-s", type=float, default=1.0, help="target for the worst cycle (s)")
+    ap.add_argument("--target-s", type=float, default=None, help="target for the worst cycle (s)")
     args = ap.parse_args()
+    for key, value in SCALES[args.scale].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     params = {}
     for item in args.param:
         key, _, value = item.partition("=")
@@ -135,25 +162,30 @@ def main() -> int:
             print(f"{args.policy}: rolling horizon K = {p.horizon_jobs} jobs in the CP model, solver limit "
                   f"{p.time_limit_s:g} s doubling up to {p.max_time_limit_s:g} s "
                   f"({'wall-clock' if p.wall_clock else 'deterministic'} time)")
-        times, reports, notes = [], [], []
+        times, cpu_times, reports, notes = [], [], [], []
         for _ in range(args.cycles):
             policy_log.messages.clear()
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             reports.append(daemon.cycle())
             times.append(time.perf_counter() - t0)
+            cpu_times.append(time.process_time() - c0)
             notes.append("; ".join(policy_log.messages))
         daemon.store.close()
     first = reports[0]
     print(f"policy {args.policy}: {first.pending:,} queued, {first.running:,} running; the first cycle started "
           f"{len(first.started)} jobs ({backend.actions} Slurm actions over {args.cycles} cycles)")
-    print("cycle  seconds  policy log")
-    for i, (t, note) in enumerate(zip(times, notes, strict=True), 1):
-        print(f"{i:>5}  {t:7.3f}  {note or '-'}")
+    # "observe": reading Slurm (the commands answered from memory, then decoding their JSON); CPU time is
+    # what other work on a shared machine does not inflate.
+    print("cycle  seconds  observe    CPU s  observe CPU s  policy log")
+    rows = zip(times, backend.read_s, cpu_times, backend.read_cpu_s, notes, strict=True)
+    for i, (t, obs, cpu, obs_cpu, note) in enumerate(rows, 1):
+        print(f"{i:>5}  {t:7.3f}  {obs:7.3f}  {cpu:7.3f}  {obs_cpu:13.3f}  {note or '-'}")
     med = statistics.median(times)
     worst = max(times)
     target = args.target_s
-    print(f"median {med:.3f} s, worst {worst:.3f} s; target one cycle <= {target:g} s: "
-          f"{'met' if worst <= target else 'NOT met'}")
+    print(f"median {med:.3f} s (observe {statistics.median(backend.read_s):.3f} s; CPU "
+          f"{statistics.median(cpu_times):.3f} s, observe {statistics.median(backend.read_cpu_s):.3f} s), "
+          f"worst {worst:.3f} s; target one cycle <= {target:g} s: {'met' if worst <= target else 'NOT met'}")
     return 0 if worst <= target else 1
 
 

@@ -201,3 +201,25 @@ def test_kv_round_trips_json_values(store):
     store.put("cycle", 13)
     assert store.get("policy_state") == {"epoch": 3, "queue": [1, 2]}
     assert store.get("cycle") == 13
+
+
+def test_holds_are_read_again_only_after_a_change_by_anyone(tmp_path):
+    store = Store(tmp_path / "state.db")
+    store.add_hold(1, "daemon", "over the cap", now=100.0)
+    first = store.holds()
+    first[99] = ("mine", "")  # the caller's copy
+    assert store.holds() == {1: ("daemon", "over the cap")}
+    store.set_reasons({1: "waiting"})
+    assert store.holds() == {1: ("daemon", "waiting")}
+    other = Store(tmp_path / "state.db")  # another process, e.g. `wattsched release-all`
+    other.drop_holds([1])
+    other.add_hold(2, "lua", "queued", now=101.0)
+    assert store.holds() == {2: ("lua", "queued")}
+    store.drop_holds(iter([2]))
+    assert store.holds() == {} and other.holds() == {}
+    store.add_hold(3, "lua", "queued")
+    store.add_hold(3, "daemon", "over the cap")  # an existing hold keeps its source, as the table does
+    store.set_reasons({3: "waiting", 4: "no such hold"})
+    assert store.holds() == {3: ("lua", "waiting")} == Store(tmp_path / "state.db", read_only=True).holds()
+    other.close()
+    store.close()

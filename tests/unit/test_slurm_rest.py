@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -30,7 +31,9 @@ class Server:
     """slurmrestd on 127.0.0.1:0: answers from a routing table ``(method, path) -> [(status, body), ...]``.
 
     A route's list is consumed one response per request; the last one repeats.
-    Unknown paths get slurmrestd's 404.
+    A path with a query (``/jobs?update_time=1795305600``) without a route of its own
+    gets the route of its parameter names (``/jobs?update_time``), else that of the
+    bare path, as slurmrestd routes on the path. Unknown paths get slurmrestd's 404.
     """
 
     def __init__(self):
@@ -47,11 +50,19 @@ class Server:
                                         "headers": {k.lower(): v for k, v in self.headers.items()}})
                 if server.delay_s:
                     time.sleep(server.delay_s)
-                replies = server.routes.get((self.command, self.path))
+                base, _, query = self.path.partition("?")
+                names = "&".join(k for k, _ in urllib.parse.parse_qsl(query))
+                replies = (server.routes.get((self.command, self.path))
+                           or server.routes.get((self.command, f"{base}?{names}"))
+                           or server.routes.get((self.command, base)))
                 if replies is None:
                     status, text = 404, "Unable find requested URL. Please view /openapi/v3 for API reference."
                 else:
                     status, text = replies[0] if len(replies) == 1 else replies.pop(0)
+                if status == 304:  # Not Modified has no body
+                    self.send_response(status)
+                    self.end_headers()
+                    return
                 data = text.encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -273,6 +284,97 @@ def test_daemon_config_makes_a_rest_backend_and_requires_url_and_token(tmp_path,
     path.write_text(yaml.safe_dump({"kind": "daemon", "policy": "easy", "slurm": {"backend": "rest"}}))
     with pytest.raises(ConfigError, match=r"slurm.url: required with backend: rest"):
         load_config(path, DaemonConfig)
+
+
+# ------------------------------------------------------------------------------ reading what changed
+
+
+def test_v0_0_38_reuses_the_job_set_on_304_and_reads_a_changed_one_whole(server, token_file):
+    """slurmrestd 22.05 answers update_time with 304 Not Modified, or with every job when one changed."""
+    v38(server)
+    server.route("GET", "/slurm/v0.0.38/jobs?update_time", (304, ""))
+    backend = SlurmREST(server.url, token_file, api_version="0.0.38", full_read_every=4, clock_margin_s=5)
+    t0 = time.time()
+    first = backend.read_state()
+    second = backend.read_state()
+    asked = [r["path"] for r in server.requests if "/jobs" in r["path"]]
+    assert asked[0] == "/slurm/v0.0.38/jobs" and asked[1].startswith("/slurm/v0.0.38/jobs?update_time=")
+    since = int(asked[1].rsplit("=", 1)[1])
+    assert t0 - 6 <= since <= time.time() - 4  # this host's clock less the margin: 22.05 gives no last_update
+    assert second.jobs == first.jobs and backend.jobs_reused == 1
+    # a job ended and was purged: Slurm sends the whole set again, without it
+    doc = json.loads((FIX / "v0.0.38-jobs.json").read_text())
+    gone = doc["jobs"].pop(0)["job_id"]
+    server.route("GET", "/slurm/v0.0.38/jobs?update_time", (200, json.dumps(doc)))
+    third = backend.read_state()
+    assert gone not in {j.job_id for j in third.jobs} and len(third.jobs) == len(first.jobs) - 1
+    assert backend.jobs_reused == 1
+    backend.read_state()
+    server.route("GET", "/slurm/v0.0.38/jobs?update_time", (304, ""))
+    backend.read_state()  # the fourth read since the full one asks for everything
+    asked = [r["path"] for r in server.requests if "/jobs" in r["path"]]
+    assert [("?" in a) for a in asked] == [False, True, True, True, False]
+
+
+def _jobs_reply_44(last_update: int, jobs: bool = True, warning: str | None = None) -> str:
+    doc = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "v0.0.44" / "squeue.json")
+                     .read_text())
+    doc["last_update"] = {"set": True, "infinite": False, "number": last_update}
+    if not jobs:
+        doc["jobs"] = []
+    if warning:
+        doc["warnings"] = [{"description": warning, "source": "_op_handler_jobs"}]
+    return json.dumps(doc)
+
+
+def test_newer_apis_ask_from_slurms_own_last_update_and_reuse_on_its_warning(server, token_file):
+    """23.11+: update_time is the reply's last_update (slurmctld's clock); no change is a warning, not a 304."""
+    nodes = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "v0.0.44" / "nodes.json")
+                       .read_text())
+    server.route("GET", "/slurm/v0.0.44/nodes", (200, json.dumps(nodes)))
+    server.route("GET", "/slurm/v0.0.44/jobs", (200, _jobs_reply_44(1795316000)))
+    unchanged = "No job changes since update_time[1795316000]=2026-11-22T03:33:20"
+    server.route("GET", "/slurm/v0.0.44/jobs?update_time=1795316000",
+                 (200, _jobs_reply_44(0, jobs=False, warning=unchanged)),
+                 (200, _jobs_reply_44(1795316100, jobs=True)))
+    backend = SlurmREST(server.url, token_file, api_version="0.0.44")
+    first = backend.read_state()
+    assert len(first.jobs) == 6 and first.version == "25.11.0"
+    assert backend.read_state().jobs == first.jobs and backend.jobs_reused == 1
+    assert backend.read_state().jobs == first.jobs and backend.jobs_reused == 1  # changed: read whole
+    backend.read_state()
+    asked = [r["path"] for r in server.requests if "/jobs" in r["path"]]
+    assert asked == ["/slurm/v0.0.44/jobs", "/slurm/v0.0.44/jobs?update_time=1795316000",
+                     "/slurm/v0.0.44/jobs?update_time=1795316000", "/slurm/v0.0.44/jobs?update_time=1795316100"]
+
+
+def test_an_empty_job_list_without_the_warning_is_an_empty_cluster(server, token_file):
+    server.route("GET", "/slurm/v0.0.44/nodes", (200, (Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
+                                                       / "v0.0.44" / "nodes.json").read_text()))
+    server.route("GET", "/slurm/v0.0.44/jobs", (200, _jobs_reply_44(1795316000)))
+    server.route("GET", "/slurm/v0.0.44/jobs?update_time", (200, _jobs_reply_44(1795316500, jobs=False)))
+    backend = SlurmREST(server.url, token_file, api_version="0.0.44")
+    assert backend.read_state().jobs
+    assert backend.read_state().jobs == () and backend.jobs_reused == 0
+
+
+def test_full_read_every_one_never_sends_update_time(server, token_file):
+    v38(server)
+    backend = SlurmREST(server.url, token_file, api_version="0.0.38", full_read_every=1)
+    for _ in range(3):
+        backend.read_state()
+    assert not any("update_time" in r["path"] for r in server.requests)
+    with pytest.raises(ValueError, match="full_read_every"):
+        SlurmREST(server.url, token_file, full_read_every=0)
+
+
+def test_a_bad_job_record_in_a_reply_is_skipped_and_counted(server, token_file):
+    v38(server)
+    doc = json.loads((FIX / "v0.0.38-jobs.json").read_text())
+    doc["jobs"][0]["job_state"] = "NO_SUCH_STATE"
+    server.route("GET", "/slurm/v0.0.38/jobs", (200, json.dumps(doc)))
+    state = SlurmREST(server.url, token_file, api_version="0.0.38").read_state()
+    assert len(state.jobs) == len(doc["jobs"]) - 1 and state.skipped_records == 1
 
 
 def test_plain_http_to_another_host_is_refused_unless_allowed(tmp_path, token_file):

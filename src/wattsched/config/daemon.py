@@ -106,6 +106,16 @@ class SlurmConfig(StrictModel):
         ),
     )
 
+    full_read_every: int = Field(
+        default=10,
+        ge=1,
+        description=(
+            "With `backend: rest`: jobs are read with slurmrestd's `update_time`, so a cycle in which no job "
+            "changed costs Slurm an empty reply and the daemon reuses the last job set; every this many "
+            "cycles the jobs are read in full all the same. `1` reads them in full every cycle. Default: `10`."
+        ),
+    )
+
     allow_insecure_http: bool = Field(
         default=False,
         description="With `backend: rest`: accept an `http://` `url` on a host other than loopback, although the "

@@ -90,7 +90,7 @@ def make_backend(config):
 
         s = config.slurm
         return SlurmREST(s.url, s.token_file, user=s.user, api_version=s.api_version, timeout_s=s.timeout_s,
-                         retries=s.retries, retry_backoff_s=s.retry_backoff_s)
+                         retries=s.retries, retry_backoff_s=s.retry_backoff_s, full_read_every=s.full_read_every)
     from wattsched.daemon.simcluster import SimCluster
 
     return SimCluster.from_config(config.sim)

@@ -224,6 +224,8 @@ class Daemon:
         except WattschedError as exc:
             exc.stage = "observe"
             raise
+        if state.skipped_records:
+            self.metrics.skipped_records.inc(state.skipped_records)
         if not cfg.dry_run:
             self._heartbeat(state.read_at)
         self._now = state.read_at

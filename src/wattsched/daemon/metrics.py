@@ -30,6 +30,10 @@ class DaemonMetrics:
         self.last_cycle = Gauge(
             "wattsched_last_cycle_timestamp_seconds", "End of the last successful cycle (epoch)", registry=r
         )
+        self.skipped_records = Counter(
+            "wattsched_slurm_records_skipped", "Job and node records Slurm printed that could not be read and "
+            "were left out (each is logged with its job id or node name)", registry=r,
+        )
         self.dry_run = Gauge("wattsched_dry_run", "1 when the daemon only logs what it would do", registry=r)
         self.jobs = Gauge("wattsched_jobs", "Managed jobs by state as the daemon sees them", ["state"], registry=r)
         self.held_reasons = Gauge(

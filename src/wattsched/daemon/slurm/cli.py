@@ -14,6 +14,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from wattsched.daemon.slurm import parse
 from wattsched.daemon.slurm.records import ClusterState
@@ -70,6 +71,7 @@ class SlurmCLI:
         self._sleep = sleep
         self.version: tuple[int, int, int] | None = None
         self.commands_run = 0
+        self._job_cache: dict = {}  # jobs of the last read, reused where unchanged (parse.decode_squeue_json)
 
     # ------------------------------------------------------------------ running
 
@@ -79,17 +81,19 @@ class SlurmCLI:
             cmd[0] = str(self.bin_dir / cmd[0])
         return cmd
 
-    def run(self, args: Sequence[str], *, retry: bool = True) -> str:
-        """Run one Slurm command and return its stdout; raise :class:`SlurmCommandError` on failure."""
+    def run(self, args: Sequence[str], *, retry: bool = True, raw: bool = False) -> Any:
+        """Run one Slurm command and return its stdout; raise :class:`SlurmCommandError` on failure.
+
+        ``raw=True`` returns stdout as the bytes the command wrote (what the JSON
+        decoders read without a decoded copy of a 250 MB ``squeue --json``).
+        """
         cmd = self._argv(args)
         attempts = 1 + (self.retries if retry else 0)
         delay = self.retry_backoff_s
         for attempt in range(1, attempts + 1):
             self.commands_run += 1
             try:
-                proc = subprocess.run(
-                    cmd, env=self.env, capture_output=True, text=True, timeout=self.timeout_s, check=False
-                )
+                proc = subprocess.run(cmd, env=self.env, capture_output=True, timeout=self.timeout_s, check=False)
             except subprocess.TimeoutExpired as exc:
                 err = SlurmCommandError(
                     cmd, -1, _text(exc.stdout), f"timed out after {self.timeout_s:g} s. " + _text(exc.stderr)
@@ -99,9 +103,10 @@ class SlurmCLI:
                 raise SlurmCommandError(cmd, -1, "", f"cannot run {cmd[0]}: {exc.strerror}") from exc
             else:
                 if proc.returncode == 0:
-                    return proc.stdout
-                err = SlurmCommandError(cmd, proc.returncode, proc.stdout, proc.stderr)
-                transient = any(t in proc.stderr or t in proc.stdout for t in TRANSIENT)
+                    return proc.stdout if raw else _text(proc.stdout)
+                stdout, stderr = _text(proc.stdout), _text(proc.stderr)
+                err = SlurmCommandError(cmd, proc.returncode, stdout, stderr)
+                transient = any(t in stderr or t in stdout for t in TRANSIENT)
             if not transient or attempt == attempts:
                 raise err
             log.warning("%s (attempt %d of %d); retrying in %.1f s", err, attempt, attempts, delay)
@@ -129,14 +134,18 @@ class SlurmCLI:
         return self._read_text(version, now)
 
     def _read_json(self, version, now) -> ClusterState:
-        jobs, _ = parse.parse_squeue_json(self.run(["squeue", "--all", "--json"]), source="squeue --json")
+        # Always the full job set: squeue has nothing like slurmrestd's update_time. A record that cannot
+        # be read is left out and logged (parse.decode_squeue_json), not the whole cycle.
+        jobs = parse.decode_squeue_json(self.run(["squeue", "--all", "--json"], raw=True), source="squeue --json",
+                                        cache=self._job_cache)
         if version < (23, 2, 0):
-            nodes, _ = parse.parse_nodes_json(self.run(["sinfo", "--json"]), source="sinfo --json")
+            nodes = parse.decode_nodes_json(self.run(["sinfo", "--json"]), source="sinfo --json")
         else:
-            nodes, _ = parse.parse_nodes_json(
+            nodes = parse.decode_nodes_json(
                 self.run(["scontrol", "show", "nodes", "--json"]), source="scontrol show nodes --json"
             )
-        return ClusterState(tuple(jobs), tuple(nodes), version=".".join(map(str, version)), read_at=now)
+        return ClusterState(tuple(jobs.records), tuple(nodes.records), version=".".join(map(str, version)),
+                            read_at=now, skipped_records=len(jobs.skipped) + len(nodes.skipped))
 
     def _read_text(self, version, now) -> ClusterState:
         # -d: each job's CPUs and memory per node (jobs that share nodes)

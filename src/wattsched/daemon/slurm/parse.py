@@ -42,13 +42,19 @@ Normalisations every version shares (so the same cluster gives equal records):
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
+import logging
 import math
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from fractions import Fraction
 from typing import Any
+
+import msgspec
 
 from wattsched.daemon.slurm import hostlist
 from wattsched.daemon.slurm.records import (
@@ -62,11 +68,16 @@ from wattsched.daemon.slurm.records import (
 )
 from wattsched.errors import WattschedError
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "BASE_JOB_STATES",
     "BASE_NODE_STATES",
     "FLAG_ONLY_JOB_STATES",
+    "Decoded",
     "SlurmOutputError",
+    "decode_nodes_json",
+    "decode_squeue_json",
     "parse_nodes_json",
     "parse_scontrol_jobs_text",
     "parse_scontrol_nodes_text",
@@ -191,12 +202,15 @@ def _json_float(text: str) -> float:
 # --------------------------------------------------------------------------- JSON
 
 
-def parse_squeue_json(text: str, source: str = "squeue --json") -> tuple[list[SlurmJob], str]:
+def parse_squeue_json(text: str | bytes, source: str = "squeue --json") -> tuple[list[SlurmJob], str]:
     """Parse ``squeue --json`` (22.05 and data_parser v0.0.39-v0.0.44) into jobs and the Slurm version.
+
+    Strict: the first bad job record raises. The daemon's backends read through
+    :func:`decode_squeue_json`, which skips a bad record instead.
 
     Parameters
     ----------
-    text : str
+    text : str or bytes
         The command's standard output.
     source : str
         How to name the output in error messages, e.g. the command line.
@@ -216,7 +230,359 @@ def parse_squeue_json(text: str, source: str = "squeue --json") -> tuple[list[Sl
         a field of the wrong type or a negative count, or a node twice in one
         job's ``job_resources``. The message gives the JSON path.
     """
-    doc = _load_json(text, source)
+    decoded = decode_squeue_json(text, source, strict=True)
+    return decoded.records, decoded.version
+
+
+def parse_nodes_json(text: str | bytes, source: str = "sinfo --json") -> tuple[list[SlurmNode], str]:
+    """Parse per-node JSON into nodes and the Slurm version.
+
+    Accepts 22.05 ``sinfo --json`` and ``scontrol show nodes --json`` of
+    data_parser v0.0.39-v0.0.44 (both ``{"nodes": [...]}``). The aggregated
+    ``sinfo --json`` of 23.02+ (top-level ``sinfo``) has no per-node records and
+    is rejected. Strict, as :func:`parse_squeue_json`; see :func:`decode_nodes_json`.
+
+    Raises
+    ------
+    SlurmOutputError
+        As :func:`parse_squeue_json`; a node needs ``name`` and ``state``.
+    """
+    decoded = decode_nodes_json(text, source, strict=True)
+    return decoded.records, decoded.version
+
+
+# --------------------------------------------------------------------------- JSON decoding
+#
+# A 100,000-job ``squeue --json`` is some 250 MB (22.05) to 550 MB (25.11) of which the daemon reads about
+# 35 keys per job out of 110-135. msgspec decodes straight into the typed records below: the keys not
+# named are skipped without building a Python object, and the values named are plain JSON values (``Any``),
+# checked here exactly as the general path (:func:`_job_from_json` on a dict) checks them. The fast
+# conversion (:func:`_job_fast`) handles the forms Slurm prints; any other value makes it hand the record
+# to the general path, so an unusual record gives the same job, or the same error, either way
+# (benchmarks/squeue_decode.py measures the choice; tests/unit/test_slurm_decode.py holds the paths equal).
+# A document msgspec refuses (not JSON, NaN, nesting, a wrong type at the top) is read again by the general
+# path, whose error messages name line, column or JSON path. JSON strings are decoded, never scanned for
+# keys: what a user writes in a job name or comment stays in that field (a duplicate key in one record
+# keeps its last value, as json.loads does).
+
+_JOB_KEYS = (
+    "job_id", "job_state", "user_name", "account", "partition", "qos", "name", "state_reason", "priority",
+    "submit_time", "start_time", "end_time", "eligible_time", "time_limit", "node_count", "cpus", "nodes",
+    "required_nodes", "excluded_nodes", "comment", "admin_comment", "requeue", "batch_flag", "restart_cnt",
+    "tres_per_node", "gres", "features", "exclusive", "tasks", "tasks_per_node", "cpus_per_task",
+    "memory_per_node", "memory_per_cpu", "job_resources",
+)  # fmt: skip
+_NODE_KEYS = (
+    "name", "state", "state_flags", "features", "active_features", "energy", "cpus", "sockets", "cores",
+    "threads", "real_memory", "partitions", "gres", "address", "reason",
+)  # fmt: skip
+
+# ``shared`` absent and ``shared: null`` differ (see _shared_json), hence UNSET for it alone.
+_JobRecord = msgspec.defstruct(
+    "_JobRecord", [(k, Any, None) for k in _JOB_KEYS] + [("shared", Any, msgspec.UNSET)], gc=False
+)
+_NodeRecord = msgspec.defstruct("_NodeRecord", [(k, Any, None) for k in _NODE_KEYS], gc=False)
+_ENVELOPE = [("errors", Any, None), ("warnings", Any, None), ("meta", Any, None), ("last_update", Any, None)]
+_SqueueDoc = msgspec.defstruct(
+    "_SqueueDoc", [("jobs", list[_JobRecord] | msgspec.UnsetType, msgspec.UNSET), *_ENVELOPE], gc=False
+)
+_NodesDoc = msgspec.defstruct(
+    "_NodesDoc", [("nodes", list[_NodeRecord] | msgspec.UnsetType, msgspec.UNSET), *_ENVELOPE], gc=False
+)
+_SQUEUE_DECODER = msgspec.json.Decoder(_SqueueDoc)
+_NODES_DECODER = msgspec.json.Decoder(_NodesDoc)
+_JOB_DECODER = msgspec.json.Decoder(_JobRecord)
+_NODE_DECODER = msgspec.json.Decoder(_NodeRecord)
+_SqueueRawDoc = msgspec.defstruct(
+    "_SqueueRawDoc", [("jobs", list[msgspec.Raw] | msgspec.UnsetType, msgspec.UNSET), *_ENVELOPE], gc=False
+)
+_NodesRawDoc = msgspec.defstruct(
+    "_NodesRawDoc", [("nodes", list[msgspec.Raw] | msgspec.UnsetType, msgspec.UNSET), *_ENVELOPE], gc=False
+)
+
+# At most this many skipped records get a log line of their own in one decode; the rest are counted.
+LOG_SKIPPED = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """What one JSON reply of Slurm decoded to.
+
+    ``records``: the jobs or nodes, in Slurm's order. ``version``: Slurm's version
+    from the envelope, ``""`` without one. ``skipped``: one line per record left out
+    because it could not be read (JSON path, job id or node name, and the problem).
+    ``last_update``: the envelope's ``last_update`` (slurmctld's clock; jobs replies
+    of data_parser v0.0.40 on), else ``None``. ``unchanged``: slurmrestd said nothing
+    changed since the ``update_time`` asked for (its warning, 23.11 on).
+    """
+
+    records: list
+    version: str = ""
+    skipped: tuple[str, ...] = ()
+    last_update: float | None = None
+    unchanged: bool = False
+
+
+class _Slow(Exception):
+    """A value the fast conversion leaves to the general path."""
+
+
+def _without_gc(decode: Callable[..., Decoded]) -> Callable[..., Decoded]:
+    """Run a decode with the cyclic garbage collector paused.
+
+    Decoding 100,000 jobs allocates millions of containers, none in a reference
+    cycle; left on, the collector walks the growing heap again and again, which
+    costs more than the decode itself (benchmarks/squeue_decode.py). It is
+    switched back on (if it was on) however the decode ends.
+    """
+
+    def run(*args, **kwargs) -> Decoded:
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return decode(*args, **kwargs)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    run.__name__, run.__qualname__, run.__doc__ = decode.__name__, decode.__qualname__, decode.__doc__
+    run.__wrapped__ = decode  # type: ignore[attr-defined]
+    return run
+
+
+@_without_gc
+def decode_squeue_json(text: str | bytes, source: str = "squeue --json", *, strict: bool = False,
+                       cache: dict | None = None) -> Decoded:
+    """Decode ``squeue --json`` or slurmrestd's ``GET /slurm/vX/jobs`` reply.
+
+    A job record that cannot be read is left out, counted in ``skipped`` and
+    logged with its job id (``strict=True`` raises instead, as
+    :func:`parse_squeue_json` does). What is wrong with the document as a whole
+    (not JSON, no ``jobs`` list, Slurm's ``errors``) raises
+    :class:`SlurmOutputError` in both modes.
+
+    ``cache``: a dict the caller keeps from one decode to the next (initially
+    empty). A job whose keys read hold the same values, of the same types, as a
+    job of the previous decode gets that job's record again instead of a new one
+    (a :class:`SlurmJob` is a pure function of those values); on return the
+    cache holds the jobs of this decode.
+    """
+    try:
+        doc = _SQUEUE_DECODER.decode(text)
+    except msgspec.ValidationError:
+        # A value msgspec cannot hold (a number beyond a double) or a job that is not an object:
+        # decode the jobs one by one, so that only the record concerned is lost.
+        doc = _one_by_one(text, _SqueueRawDoc, "jobs", _JOB_DECODER)
+    except (msgspec.DecodeError, RecursionError):
+        doc = None
+    if doc is None or doc.jobs is msgspec.UNSET:
+        return _squeue_general(text, source, strict)
+    if doc.errors:
+        _raise_on_errors({"errors": doc.errors}, source)
+    jobs: list[SlurmJob] = []
+    skipped: list[str] = []
+    kept: dict = {}
+    for i, rec in enumerate(doc.jobs):
+        raw: dict[str, Any] = {}
+        try:
+            if type(rec) is not _Undecodable:
+                key = None if cache is None else _cache_key(rec)
+                if key is not None:
+                    job = cache.get(key)  # type: ignore[union-attr]
+                    if job is not None:
+                        jobs.append(job)
+                        kept[key] = job
+                        continue
+                try:
+                    job = _job_fast(rec, i, source)
+                    jobs.append(job)
+                    if key is not None:
+                        kept[key] = job
+                    continue
+                except (_Slow, ValueError, TypeError, SlurmOutputError):
+                    pass  # an unusual value: the general path reads it or words the error
+            raw = _record_dict(rec, f"jobs[{i}]", source)
+            jobs.append(_job_from_json(raw, _Fields(raw, f"jobs[{i}]", source)))
+        except SlurmOutputError as exc:
+            if strict:
+                _squeue_general(text, source, True)  # the error as the general path words it
+                raise
+            skipped.append(_skip_line(exc, "job", raw.get("job_id")))
+    _log_skipped(skipped, source, "job")
+    if cache is not None:
+        cache.clear()
+        cache.update(kept)
+    meta = {"meta": doc.meta}
+    return Decoded(jobs, _envelope_version(meta), tuple(skipped), _plain_time(doc.last_update),
+                   _says_unchanged(doc.warnings))
+
+
+@_without_gc
+def decode_nodes_json(text: str | bytes, source: str = "sinfo --json", *, strict: bool = False) -> Decoded:
+    """Decode per-node JSON (see :func:`parse_nodes_json`); a node record that cannot be read, or a name
+    already seen, is skipped, counted and logged (``strict=True`` raises instead)."""
+    try:
+        doc = _NODES_DECODER.decode(text)
+    except msgspec.ValidationError:
+        doc = _one_by_one(text, _NodesRawDoc, "nodes", _NODE_DECODER)
+    except (msgspec.DecodeError, RecursionError):
+        doc = None
+    if doc is None or doc.nodes is msgspec.UNSET:
+        return _nodes_general(text, source, strict)
+    if doc.errors:
+        _raise_on_errors({"errors": doc.errors}, source)
+    nodes: list[SlurmNode] = []
+    skipped: list[str] = []
+    seen: dict[str, int] = {}
+    for i, rec in enumerate(doc.nodes):
+        raw: dict[str, Any] = {}
+        try:
+            node = None
+            if type(rec) is not _Undecodable:
+                with contextlib.suppress(_Slow, ValueError, TypeError):  # else the general path reads it
+                    node = _node_fast(rec)
+            if node is None:
+                raw = _record_dict(rec, f"nodes[{i}]", source)
+                node = _node_from_json(raw, _Fields(raw, f"nodes[{i}]", source))
+            if node.name in seen:
+                raise SlurmOutputError(source, f"nodes[{i}].name",
+                                       f"node {node.name!r} already at nodes[{seen[node.name]}]")
+        except SlurmOutputError as exc:
+            if strict:
+                _nodes_general(text, source, True)
+                raise
+            skipped.append(_skip_line(exc, "node", raw.get("name") if raw else getattr(rec, "name", None)))
+            continue
+        seen[node.name] = i
+        nodes.append(node)
+    _log_skipped(skipped, source, "node")
+    return Decoded(nodes, _envelope_version({"meta": doc.meta}), tuple(skipped))
+
+
+_KEY_ENCODER = msgspec.json.Encoder()
+
+
+def _cache_key(rec: Any) -> bytes:
+    """The record's keys read, encoded back to JSON: equal bytes are equal values of equal JSON types
+    (``1``, ``1.0`` and ``true`` differ here, though equal as keys of a dict), so they read the same."""
+    return _KEY_ENCODER.encode(rec)
+
+
+def _record_dict(rec: Any, where: str, source: str) -> dict[str, Any]:
+    """A decoded record as the dict json.loads would have given, restricted to the keys read.
+
+    Raises :class:`SlurmOutputError` for a record that did not decode (see :func:`_one_by_one`) and for an
+    integer of more digits than the general path's json.loads accepts (``MAX_DIGITS``), which msgspec reads.
+    """
+    if isinstance(rec, _Undecodable):
+        try:
+            value = _load_json_value(bytes(rec.raw).decode("utf-8", errors="replace"), source)
+        except SlurmOutputError as exc:
+            raise SlurmOutputError(source, where, exc.problem) from None
+        raise SlurmOutputError(source, where, f"expected an object, got {type(value).__name__}")
+    out = {}
+    for key in rec.__struct_fields__:
+        value = getattr(rec, key)
+        if value is not msgspec.UNSET:
+            out[key] = value
+            _check_digits(value, source, where)
+    return out
+
+
+def _check_digits(value: Any, source: str, where: str, depth: int = 0) -> None:
+    if type(value) is int:
+        if not -10**MAX_DIGITS < value < 10**MAX_DIGITS:
+            raise SlurmOutputError(source, where, f"invalid number in the JSON: an integer of "
+                                                  f"{len(str(abs(value)))} digits is out of range")
+    elif type(value) is dict and depth < 64:
+        for item in value.values():
+            _check_digits(item, source, where, depth + 1)
+    elif type(value) is list and depth < 64:
+        for item in value:
+            _check_digits(item, source, where, depth + 1)
+
+
+def _has_long_int(value: Any) -> bool:
+    """Whether ``value`` holds an integer json.loads would refuse (see :func:`_check_digits`)."""
+    if value is None or type(value) is str:
+        return False
+    try:
+        _check_digits(value, "", "")
+    except SlurmOutputError:
+        return True
+    return False
+
+
+class _Undecodable:
+    """A record msgspec refused on its own (see :func:`_one_by_one`); its text is kept for the message."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: msgspec.Raw):
+        self.raw = raw
+
+
+def _one_by_one(text: str | bytes, doc_type: Any, key: str, decoder: msgspec.json.Decoder) -> Any:
+    """The document with its records decoded one at a time; one that fails becomes :class:`_Undecodable`.
+
+    ``None`` when the document itself is not an object with a list under ``key``.
+    """
+    try:
+        doc = msgspec.json.decode(text, type=doc_type)
+    except (msgspec.MsgspecError, RecursionError):
+        return None
+    items = getattr(doc, key)
+    if items is msgspec.UNSET:
+        return doc
+    records = []
+    for raw in items:
+        try:
+            records.append(decoder.decode(raw))
+        except (msgspec.MsgspecError, RecursionError):
+            records.append(_Undecodable(raw))
+    setattr(doc, key, records)
+    return doc
+
+
+def _skip_line(exc: SlurmOutputError, what: str, ident: Any) -> str:
+    name = repr(ident)[:40] if isinstance(ident, (str, int, float)) and not isinstance(ident, bool) else "?"
+    return f"{what} {name}: {exc.where}: {exc.problem}" if exc.where else f"{what} {name}: {exc.problem}"
+
+
+def _log_skipped(skipped: list[str], source: str, what: str) -> None:
+    for line in skipped[:LOG_SKIPPED]:
+        log.warning("%s: skipped a %s record Slurm printed: %s", source, what, line)
+    if len(skipped) > LOG_SKIPPED:
+        log.warning("%s: skipped %d more %s records (%d in all)", source, len(skipped) - LOG_SKIPPED, what,
+                    len(skipped))
+
+
+def _plain_time(value: Any) -> float | None:
+    """A timestamp of the envelope (plain or ``{set, infinite, number}``), ``None`` when absent or odd."""
+    if isinstance(value, dict):
+        if value.get("infinite") or value.get("set") is False:
+            return None
+        value = value.get("number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < MAX_NUMBER:
+        return None
+    return float(value)
+
+
+def _says_unchanged(warnings: Any) -> bool:
+    # openapi/slurmctld jobs.c (23.11+): resp_warn(..., "No job changes since update_time[%ld]=%s", ...)
+    if not isinstance(warnings, list):
+        return False
+    return any(isinstance(w, dict) and "No job changes since update_time" in str(w.get("description", ""))
+               for w in warnings)
+
+
+def _text_of(text: str | bytes) -> str:
+    return text.decode("utf-8", errors="replace") if isinstance(text, (bytes, bytearray)) else text
+
+
+def _squeue_general(text: str | bytes, source: str, strict: bool) -> Decoded:
+    """The general path: json.loads into dicts, every record checked by :func:`_job_from_json`."""
+    doc = _load_json(_text_of(text), source)
     _raise_on_errors(doc, source)
     jobs = doc.get("jobs")
     if jobs is None:
@@ -224,28 +590,24 @@ def parse_squeue_json(text: str, source: str = "squeue --json") -> tuple[list[Sl
     if not isinstance(jobs, list):
         raise SlurmOutputError(source, "jobs", f"expected a list, got {type(jobs).__name__}")
     out = []
+    skipped: list[str] = []
     for i, raw in enumerate(jobs):
         path = f"jobs[{i}]"
-        if not isinstance(raw, dict):
-            raise SlurmOutputError(source, path, f"expected an object, got {type(raw).__name__}")
-        out.append(_job_from_json(raw, _Fields(raw, path, source)))
-    return out, _envelope_version(doc)
+        try:
+            if not isinstance(raw, dict):
+                raise SlurmOutputError(source, path, f"expected an object, got {type(raw).__name__}")
+            out.append(_job_from_json(raw, _Fields(raw, path, source)))
+        except SlurmOutputError as exc:
+            if strict:
+                raise
+            skipped.append(_skip_line(exc, "job", raw.get("job_id") if isinstance(raw, dict) else None))
+    _log_skipped(skipped, source, "job")
+    return Decoded(out, _envelope_version(doc), tuple(skipped), _plain_time(doc.get("last_update")),
+                   _says_unchanged(doc.get("warnings")))
 
 
-def parse_nodes_json(text: str, source: str = "sinfo --json") -> tuple[list[SlurmNode], str]:
-    """Parse per-node JSON into nodes and the Slurm version.
-
-    Accepts 22.05 ``sinfo --json`` and ``scontrol show nodes --json`` of
-    data_parser v0.0.39-v0.0.44 (both ``{"nodes": [...]}``). The aggregated
-    ``sinfo --json`` of 23.02+ (top-level ``sinfo``) has no per-node records and
-    is rejected.
-
-    Raises
-    ------
-    SlurmOutputError
-        As :func:`parse_squeue_json`; a node needs ``name`` and ``state``.
-    """
-    doc = _load_json(text, source)
+def _nodes_general(text: str | bytes, source: str, strict: bool) -> Decoded:
+    doc = _load_json(_text_of(text), source)
     if "sinfo" in doc and "nodes" not in doc:
         raise SlurmOutputError(
             source,
@@ -260,20 +622,266 @@ def parse_nodes_json(text: str, source: str = "sinfo --json") -> tuple[list[Slur
     if not isinstance(nodes, list):
         raise SlurmOutputError(source, "nodes", f"expected a list, got {type(nodes).__name__}")
     out = []
+    skipped: list[str] = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(nodes):
         path = f"nodes[{i}]"
-        if not isinstance(raw, dict):
-            raise SlurmOutputError(source, path, f"expected an object, got {type(raw).__name__}")
-        node = _node_from_json(raw, _Fields(raw, path, source))
-        if node.name in seen:
-            raise SlurmOutputError(source, f"{path}.name", f"node {node.name!r} already at nodes[{seen[node.name]}]")
+        try:
+            if not isinstance(raw, dict):
+                raise SlurmOutputError(source, path, f"expected an object, got {type(raw).__name__}")
+            node = _node_from_json(raw, _Fields(raw, path, source))
+            if node.name in seen:
+                raise SlurmOutputError(source, f"{path}.name",
+                                       f"node {node.name!r} already at nodes[{seen[node.name]}]")
+        except SlurmOutputError as exc:
+            if strict:
+                raise
+            skipped.append(_skip_line(exc, "node", raw.get("name") if isinstance(raw, dict) else None))
+            continue
         seen[node.name] = i
         out.append(node)
-    return out, _envelope_version(doc)
+    _log_skipped(skipped, source, "node")
+    return Decoded(out, _envelope_version(doc), tuple(skipped))
+
+
+_NO_FLAGS: frozenset[str] = frozenset()
+_NO_VAL32 = 0xFFFFFFFE
+
+
+def _num(v: Any) -> int | None:
+    """:meth:`_Fields.number` for the forms Slurm prints: a plain int or ``{set, infinite, number}``."""
+    if type(v) is int:
+        if 0 <= v < _NO_VAL32:
+            return v
+        if v in _SENTINELS:
+            return None
+        raise _Slow
+    if v is None:
+        return None
+    if type(v) is dict and ("number" in v or "set" in v or "infinite" in v):
+        if v.get("infinite") or v.get("set") is False:
+            return None
+        x = v.get("number")
+        if type(x) is int:
+            if 0 <= x < _NO_VAL32:
+                return x
+            if x in _SENTINELS:
+                return None
+        elif x is None:
+            return None
+    raise _Slow
+
+
+def _str(v: Any) -> str:
+    if type(v) is str:
+        return "" if v == "(null)" else v
+    if v is None:
+        return ""
+    raise _Slow
+
+
+def _flag(v: Any, default: bool) -> bool:
+    if v is None:
+        return default
+    if type(v) is bool:
+        return v
+    raise _Slow
+
+
+def _hosts(v: Any) -> tuple[str, ...]:
+    text = _str(v)
+    return hostlist.expand(text) if text else ()
+
+
+def _job_fast(rec: Any, i: int, source: str) -> SlurmJob:
+    """:func:`_job_from_json` for the forms Slurm prints; raises :class:`_Slow` (or the general path's
+    error) for anything else, and the caller then runs the general path on the record."""
+    job_id = _num(rec.job_id)
+    if job_id is None or job_id < 1:
+        raise _Slow
+    st = rec.job_state
+    if type(st) is list and len(st) == 1:
+        st = st[0]
+    if type(st) is str and st in BASE_JOB_STATES:
+        state, flags = st, _NO_FLAGS
+    else:
+        raise _Slow
+    limit = _num(rec.time_limit)
+    priority = _num(rec.priority)
+    tres = _str(rec.tres_per_node) or _str(rec.gres)
+    tasks = _num(rec.tasks) or 0
+    cpus = _num(rec.cpus) or 0
+    cpus_per_task = _num(rec.cpus_per_task)
+    if not cpus_per_task:
+        cpus_per_task = max(1, cpus // tasks) if state == PENDING and tasks else 1
+    reason = _str(rec.state_reason)
+    node_count = _num(rec.node_count)
+    holds = state in (RUNNING, SUSPENDED, COMPLETING)
+    # Values read only in some cases: as json.loads refuses an over-long integer anywhere, so must this.
+    if _has_long_int(rec.gres) or _has_long_int(rec.exclusive) or (not holds and _has_long_int(rec.job_resources)):
+        raise _Slow
+    return SlurmJob(
+        job_id=job_id,
+        state=state,
+        user=_str(rec.user_name),
+        account=_str(rec.account),
+        partition=_str(rec.partition),
+        qos=_str(rec.qos),
+        name=_str(rec.name),
+        reason="" if reason == "None" else reason,
+        flags=flags,
+        priority=priority,
+        submit_time=float(_num(rec.submit_time) or 0) or None,
+        start_time=float(_num(rec.start_time) or 0) or None,
+        end_time=float(_num(rec.end_time) or 0) or None,
+        eligible_time=float(_num(rec.eligible_time) or 0) or None,
+        time_limit_s=None if limit is None else limit * 60.0,
+        node_count=1 if node_count is None else node_count,
+        cpus=cpus,
+        nodes=_hosts(rec.nodes),
+        required_nodes=_hosts(rec.required_nodes),
+        excluded_nodes=_hosts(rec.excluded_nodes),
+        comment=_str(rec.comment),
+        admin_comment=_str(rec.admin_comment),
+        requeue=_flag(rec.requeue, True),
+        batch=_flag(rec.batch_flag, True),
+        restart_count=_num(rec.restart_cnt) or 0,
+        gpus_per_node=_gpus_per_node(tres) if tres else 0,
+        features=_str(rec.features),
+        shared=_shared_fast(rec),
+        tasks=tasks,
+        tasks_per_node=_num(rec.tasks_per_node) or 0,
+        cpus_per_task=cpus_per_task,
+        mem_per_node_mb=_num(rec.memory_per_node) or 0,
+        mem_per_cpu_mb=_num(rec.memory_per_cpu) or 0,
+        allocation=_allocation_fast(rec.job_resources) if holds else (),
+    )
+
+
+def _allocation_fast(res: Any) -> tuple[NodeAllocation, ...]:
+    """:func:`_allocation_json` for the two layouts Slurm prints (``allocated_nodes[]`` up to v0.0.40,
+    ``nodes.allocation[]`` from v0.0.41); raises :class:`_Slow` on anything else."""
+    if res is None:
+        return ()
+    if type(res) is not dict:
+        raise _Slow
+    if not res:
+        return ()
+    nodes = res.get("nodes")
+    v41 = type(nodes) is dict
+    items = nodes.get("allocation") if v41 else res.get("allocated_nodes")
+    if items is None:
+        return ()
+    if type(items) is not list:
+        raise _Slow
+    out = []
+    seen: set[str] = set()
+    name_key = "name" if v41 else "nodename"
+    for item in items:
+        if type(item) is not dict:
+            raise _Slow
+        name = item.get(name_key)
+        if type(name) is not str or not name or name == "(null)" or name in seen:
+            raise _Slow
+        seen.add(name)
+        if v41:
+            cpus_obj, mem_obj = item.get("cpus"), item.get("memory")
+            cpus = 0 if cpus_obj is None else _num(cpus_obj.get("count")) if type(cpus_obj) is dict else _slow()
+            mem = 0 if mem_obj is None else _num(mem_obj.get("allocated")) if type(mem_obj) is dict else _slow()
+        else:
+            cpus, mem = 0, _num(item.get("memory_allocated"))
+        cores = _allocated_cores_fast(item.get("sockets"))
+        out.append(NodeAllocation(name, cpus=cpus or 0, cores=cores, mem_mb=mem or 0))
+    return tuple(out)
+
+
+def _strings(v: Any) -> tuple[str, ...]:
+    """:meth:`_Fields.string_list` for a list of strings or 22.05's comma-separated string."""
+    if v is None:
+        return ()
+    if type(v) is str:
+        return _csv(v)
+    if type(v) is list and all(type(x) is str for x in v):
+        return tuple(x for x in v if x)
+    raise _Slow
+
+
+def _node_fast(rec: Any) -> SlurmNode:
+    """:func:`_node_from_json` for the forms Slurm prints; raises :class:`_Slow` for anything else."""
+    name = rec.name
+    if type(name) is not str or not name or name == "(null)":
+        raise _Slow
+    st = rec.state
+    if type(st) is str and st:
+        names = [st, *_strings(rec.state_flags)]
+    elif type(st) is list and st and all(type(x) is str for x in st):
+        names = st
+    else:
+        raise _Slow
+    state, flags = _node_state_from_names(names)
+    # Values read only in some cases: as json.loads refuses an over-long integer anywhere, so must this.
+    if _has_long_int(rec.state_flags) or _has_long_int(rec.active_features) or _has_long_int(rec.energy):
+        raise _Slow
+    energy = rec.energy
+    watts = None
+    if energy is not None:
+        if type(energy) is not dict:
+            raise _Slow
+        value = _num(energy.get("current_watts"))
+        if value:
+            if value > MAX_NODE_WATTS:
+                raise _Slow
+            watts = float(value)
+    reason = _str(rec.reason)
+    threads = _num(rec.threads)
+    return SlurmNode(
+        name=name,
+        state=state,
+        flags=flags,
+        cpus=_num(rec.cpus) or 0,
+        sockets=_num(rec.sockets) or 0,
+        cores_per_socket=_num(rec.cores) or 0,
+        threads_per_core=1 if threads is None else threads,
+        real_memory_mb=_num(rec.real_memory) or 0,
+        features=_strings(rec.features) or _strings(rec.active_features),
+        partitions=_strings(rec.partitions),
+        gres=_str(rec.gres),
+        address=_str(rec.address),
+        reason=_strip_reason_stamp(reason) if reason else "",
+        current_watts=watts,
+    )
+
+
+def _shared_fast(rec: Any) -> bool:
+    """:func:`_shared_json` on a decoded record."""
+    if rec.shared is msgspec.UNSET:
+        return False
+    shared = True
+    for value, allowed in ((rec.shared, _SHARED_MODES), (rec.exclusive, _NOT_EXCLUSIVE)):
+        if value is None:
+            continue
+        kind = type(value)
+        if kind is int and -_NO_VAL32 < value < _NO_VAL32:
+            shared = False
+            continue
+        if kind is str:
+            names = (value,)
+        elif kind is list and all(type(n) is str for n in value):
+            names = value
+        else:
+            raise _Slow
+        shared = shared and all(n.strip().lower() in allowed for n in names if n.strip())
+    return shared
 
 
 def _load_json(text: str, source: str) -> dict[str, Any]:
+    doc = _load_json_value(text, source)
+    if not isinstance(doc, dict):
+        raise SlurmOutputError(source, None, f"expected a JSON object, got {type(doc).__name__}")
+    return doc
+
+
+def _load_json_value(text: str, source: str) -> Any:
     if not text or not text.strip():
         raise SlurmOutputError(source, None, "no output (expected JSON)")
     try:
@@ -290,8 +898,6 @@ def _load_json(text: str, source: str) -> dict[str, Any]:
         raise SlurmOutputError(
             source, None, f"not valid JSON at line {exc.lineno} column {exc.colno}: {what}{hint}"
         ) from None
-    if not isinstance(doc, dict):
-        raise SlurmOutputError(source, None, f"expected a JSON object, got {type(doc).__name__}")
     return doc
 
 
@@ -640,6 +1246,37 @@ def _allocated_cores(sockets: Any, f: _Fields) -> int:
                 raise f.error(here, f"expected a status string or {{\"status\": [...]}}, got {_describe(core)}")
             count += any(n.strip().upper() == "ALLOCATED" for n in status)
     return count
+
+
+# Core statuses as Slurm prints them, and whether each counts as allocated; any other form is left to
+# _allocated_cores.
+_CORE_STATUS_FAST = {"allocated": 1, "allocated_and_in_use": 1, ("ALLOCATED",): 1, ("ALLOCATED", "IN_USE"): 1,
+                     ("UNALLOCATED",): 0, ("IN_USE",): 0}
+
+
+def _allocated_cores_fast(sockets: Any) -> int:
+    """:func:`_allocated_cores` for the maps Slurm prints; raises :class:`_Slow` on anything else."""
+    if sockets is None:
+        return 0
+    count = 0
+    fast = _CORE_STATUS_FAST
+    for socket in sockets.values() if type(sockets) is dict else sockets:
+        cores = socket.get("cores") if type(socket) is dict else _slow()
+        if type(cores) is dict:
+            for core in cores.values():
+                count += fast[core] if type(core) is str and core in fast else _slow()
+        elif type(cores) is list:
+            for core in cores:
+                status = core.get("status") if type(core) is dict else None
+                key = tuple(status) if type(status) is list else None
+                count += fast[key] if key in fast else _slow()
+        elif cores is not None:
+            raise _Slow
+    return count
+
+
+def _slow() -> int:
+    raise _Slow
 
 
 def _job_state(value: Any, f: _Fields) -> tuple[str, frozenset[str]]:

@@ -165,10 +165,15 @@ class SlurmNode:
 
 @dataclass(frozen=True, slots=True)
 class ClusterState:
-    """What one read of Slurm returned: jobs (pending and running), nodes, and Slurm's version string."""
+    """What one read of Slurm returned: jobs (pending and running), nodes, and Slurm's version string.
+
+    ``skipped_records``: job and node records Slurm printed that could not be read and were left out
+    (each logged with its job id or node name).
+    """
 
     jobs: tuple[SlurmJob, ...]
     nodes: tuple[SlurmNode, ...]
     version: str = ""
     read_at: float = 0.0
     partitions: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    skipped_records: int = 0

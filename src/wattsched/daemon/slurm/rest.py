@@ -32,6 +32,22 @@ against Slurm 22.05.8's slurmrestd):
   ``POST /node/{name}``.
 - Requeue has a REST endpoint only from v0.0.45 (Slurm 26.05,
   ``POST /job/{id}/requeue``); before that :meth:`SlurmREST.requeue` raises.
+
+Reading only what changed: ``GET /slurm/vX/jobs?update_time=T`` is all or
+nothing on every version (slurmctld's ``_slurm_rpc_dump_jobs``,
+src/slurmctld/proc_req.c, 22.05 to 25.05): if no job changed since ``T``
+(slurmctld's ``last_job_update``) the reply carries no jobs, as HTTP 304 Not
+Modified (22.05, src/slurmrestd/operations.c) or a warning "No job changes
+since update_time" (23.02 on); otherwise it carries every job. There is no
+delta to merge and deleted jobs cannot go missing: the backend keeps the last
+full job set and reuses it when Slurm says nothing changed. ``T`` is the
+``last_update`` of the previous reply where Slurm gives one (data_parser
+v0.0.40 on: slurmctld's own clock), else the time of the previous request on
+this host minus ``clock_margin_s`` (so a clock ahead of slurmctld's by less
+than that cannot hide a change). Every ``full_read_every``-th read asks without
+``update_time`` all the same, bounding what a change Slurm does not signal
+could hide. Nodes are read in full every cycle (10,000 nodes are 1/50 of
+100,000 jobs).
 """
 
 from __future__ import annotations
@@ -47,6 +63,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from wattsched.daemon.nofollow import build_opener, redirect_message
 from wattsched.daemon.slurm import parse
 from wattsched.daemon.slurm.cli import TRANSIENT
@@ -61,8 +79,8 @@ VERSIONS = tuple(f"0.0.{n}" for n in range(45, 37, -1))
 TRANSIENT_STATUS = frozenset({502, 503, 504})
 """HTTP statuses worth a retry: slurmrestd behind a proxy restarting or overloaded."""
 
-MAX_BODY = 256 * 1024 * 1024
-"""Largest response read (bytes): a 100 000-job queue is far below this."""
+MAX_BODY = 1024 * 1024 * 1024
+"""Largest response read (bytes): 100,000 jobs are some 250 MB in 22.05's JSON and 550 MB in 25.11's."""
 
 
 class SlurmRESTError(SlurmCommandError):
@@ -145,6 +163,11 @@ class SlurmREST:
         timeout=)``; tests pass their own. Default: a plain opener that ignores
         proxy variables (slurmrestd is on the site's own network) and follows
         no redirect (:mod:`wattsched.daemon.nofollow`).
+    full_read_every
+        Every this many job reads, one asks without ``update_time`` (1: always).
+    clock_margin_s
+        Subtracted from this host's clock when Slurm's reply gives no
+        ``last_update`` to ask ``update_time`` from (v0.0.38, v0.0.39).
     """
 
     name = "rest"
@@ -160,6 +183,8 @@ class SlurmREST:
         retry_backoff_s: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
         opener=None,
+        full_read_every: int = 10,
+        clock_margin_s: float = 5.0,
     ):
         if api_version != "auto" and api_version not in VERSIONS:
             raise ValueError(f"api_version must be auto or one of {', '.join(VERSIONS)}, not {api_version!r}")
@@ -174,6 +199,15 @@ class SlurmREST:
         self._opener = opener or build_opener()
         self._token: tuple[tuple[int, int, int], str] | None = None
         self.requests_made = 0
+        if full_read_every < 1:
+            raise ValueError(f"full_read_every must be at least 1, not {full_read_every!r}")
+        self.full_read_every = full_read_every
+        self.clock_margin_s = clock_margin_s
+        self._jobs: parse.Decoded | None = None  # the last full job set
+        self._jobs_since: float | None = None  # update_time for the next read
+        self._reads_since_full = 0
+        self.jobs_reused = 0  # reads Slurm answered "no change" to
+        self._job_cache: dict = {}  # records of the last read, reused where unchanged (parse.decode_squeue_json)
 
     def __repr__(self) -> str:
         return f"SlurmREST(url={self.url!r}, token_file={str(self.token_file)!r}, api_version={self.api_version!r})"
@@ -192,8 +226,12 @@ class SlurmREST:
             return token
         return self._token[1]
 
-    def request(self, method: str, path: str, body: dict[str, Any] | None = None, *, retry: bool = True) -> str:
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None, *, retry: bool = True,
+                raw: bool = False) -> Any:
         """Send one request and return the response body; raise :class:`SlurmRESTError` on failure.
+
+        The body is text, or the bytes as received with ``raw=True`` (what the
+        JSON decoders read fastest).
 
         Retries (with exponential backoff from ``retry_backoff_s``) only what
         is transient: no connection, a time-out, HTTP 502/503/504, or a Slurm
@@ -213,13 +251,14 @@ class SlurmREST:
             req = urllib.request.Request(url, data=data, method=method, headers=headers)
             try:
                 with self._opener.open(req, timeout=self.timeout_s) as resp:
-                    text = resp.read(MAX_BODY + 1).decode("utf-8", errors="replace")
+                    data_in = resp.read(MAX_BODY + 1)
                     status = resp.status
-                if len(text) > MAX_BODY:
+                if len(data_in) > MAX_BODY:
                     raise SlurmRESTError(method, url, status, f"response larger than {MAX_BODY} bytes")
-                errors = _slurm_errors(text)
+                errors = _slurm_errors(data_in)
                 if not errors:
-                    return text
+                    return data_in if raw else data_in.decode("utf-8", errors="replace")
+                text = data_in.decode("utf-8", errors="replace")
                 err = SlurmRESTError(method, url, status, "Slurm reported: " + errors, text)
                 transient = any(t in errors for t in TRANSIENT)
             except urllib.error.HTTPError as exc:
@@ -272,10 +311,37 @@ class SlurmREST:
     def read_state(self) -> ClusterState:
         v = self.version()
         now = time.time()
-        jobs_path, nodes_path = f"/slurm/v{v}/jobs", f"/slurm/v{v}/nodes"
-        jobs, version = parse.parse_squeue_json(self.request("GET", jobs_path), source=f"GET {self.url}{jobs_path}")
-        nodes, _ = parse.parse_nodes_json(self.request("GET", nodes_path), source=f"GET {self.url}{nodes_path}")
-        return ClusterState(tuple(jobs), tuple(nodes), version=version, read_at=now)
+        jobs = self._read_jobs(v, now)
+        nodes_path = f"/slurm/v{v}/nodes"
+        nodes = parse.decode_nodes_json(self.request("GET", nodes_path), source=f"GET {self.url}{nodes_path}")
+        return ClusterState(tuple(jobs.records), tuple(nodes.records), version=jobs.version, read_at=now,
+                            skipped_records=len(jobs.skipped) + len(nodes.skipped))
+
+    def _read_jobs(self, v: str, now: float) -> parse.Decoded:
+        """The job set: a full read, or the last one again when Slurm says nothing changed since."""
+        path = f"/slurm/v{v}/jobs"
+        since = self._jobs_since
+        if self._jobs is None or since is None or self._reads_since_full + 1 >= self.full_read_every:
+            since = None
+        query = path if since is None else f"{path}?update_time={int(since)}"
+        source = f"GET {self.url}{query}"
+        try:
+            text = self.request("GET", query, raw=True)
+        except SlurmRESTError as exc:
+            if since is None or exc.status != 304:
+                raise
+            text = None  # 22.05: 304 Not Modified
+        decoded = None if text is None else parse.decode_squeue_json(text, source=source, cache=self._job_cache)
+        if since is not None and (decoded is None or (decoded.unchanged and not decoded.records)):
+            self._reads_since_full += 1
+            self.jobs_reused += 1
+            self._jobs_since = max(since, now - self.clock_margin_s) if self._jobs.last_update is None else since
+            return self._jobs
+        assert decoded is not None
+        self._jobs = decoded
+        self._reads_since_full = 0 if since is None else self._reads_since_full + 1
+        self._jobs_since = decoded.last_update if decoded.last_update is not None else now - self.clock_margin_s
+        return decoded
 
     # ------------------------------------------------------------------ acting
 
@@ -338,14 +404,29 @@ def _read_error_body(exc: urllib.error.HTTPError) -> str:
         return ""
 
 
-def _slurm_errors(text: str) -> str:
-    """Slurm's ``errors`` array of a response as one line; ``""`` when none (or not JSON)."""
+class _ErrorsOnly(msgspec.Struct, gc=False):
+    errors: Any = None
+
+
+_ERRORS_DECODER = msgspec.json.Decoder(_ErrorsOnly)
+
+
+def _slurm_errors(text: str | bytes) -> str:
+    """Slurm's ``errors`` array of a response as one line; ``""`` when none (or not JSON).
+
+    Reads the ``errors`` key alone (a 100,000-job reply is not turned into objects here).
+    """
     try:
-        doc = json.loads(text)
-    except ValueError:
+        errors = _ERRORS_DECODER.decode(text).errors
+    except (msgspec.MsgspecError, RecursionError):
+        try:  # what msgspec refuses and json.loads reads (a lone surrogate), or not JSON at all
+            doc = json.loads(text)
+        except (ValueError, RecursionError):
+            return ""
+        errors = doc.get("errors") if isinstance(doc, dict) else None
+    if not errors:
         return ""
-    if not isinstance(doc, dict) or not doc.get("errors"):
-        return ""
+    doc = {"errors": errors}
     try:
         parse._raise_on_errors(doc, "slurmrestd")
     except parse.SlurmOutputError as exc:
