@@ -22,7 +22,7 @@ held by the wattsched gate, `--running` jobs on the first nodes. A backend that
 answers `squeue --json` / `sinfo --json` with this text (and accepts the
 actions) stands in for the Slurm commands, so the figure is the daemon's own
 cost: parsing, classification, snapshot, policy, guard, state store, metrics.
-Target (issue #4): one cycle with the defaults in at most 1 s.
+Targets: the median cycle at most 0.25 s with the defaults, at most 2 s at `--scale frontier`.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def slurm_outputs(pending: int, nodes: int, running: int, now: int) -> tuple[str
 
 
 SCALES = {
-    "default": {"pending": 10_000, "nodes": 1_000, "running": 600, "target_s": 1.0},
+    "default": {"pending": 10_000, "nodes": 1_000, "running": 600, "target_s": 0.25},
     "frontier": {"pending": 100_000, "nodes": 10_000, "running": 8_000, "target_s": 2.0},
 }
 
@@ -130,7 +130,8 @@ def main() -> int:
     ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="policy parameter (value read as JSON, else as a string), repeatable")
     ap.add_argument("--cap-w", default=None, help="platform cap (watts or a percentage)")
-    ap.add_argument("--target-s", type=float, default=None, help="target for the worst cycle (s)")
+    ap.add_argument("--target-s", type=float, default=None, help="target for the median cycle (s); the first cycle, which reads every job "
+                    "for the first time, is reported as the cold start")
     args = ap.parse_args()
     for key, value in SCALES[args.scale].items():
         if getattr(args, key) is None:
@@ -185,8 +186,9 @@ def main() -> int:
     target = args.target_s
     print(f"median {med:.3f} s (observe {statistics.median(backend.read_s):.3f} s; CPU "
           f"{statistics.median(cpu_times):.3f} s, observe {statistics.median(backend.read_cpu_s):.3f} s), "
-          f"worst {worst:.3f} s; target one cycle <= {target:g} s: {'met' if worst <= target else 'NOT met'}")
-    return 0 if worst <= target else 1
+          f"worst {worst:.3f} s (cold start: cycle 1 {times[0]:.3f} s); "
+          f"target median cycle <= {target:g} s: {'met' if med <= target else 'NOT met'}")
+    return 0 if med <= target else 1
 
 
 if __name__ == "__main__":

@@ -248,3 +248,24 @@ def test_jobs_take_the_configured_class_unless_their_comment_names_one(live):
     assert snap.response_for(snap.pending[3]) is snap.platform.response_classes["cpu"]
     # without a configured class a job has none, as before
     assert view(state, holds={2: 0, 3: 0}).snapshot.pending[3].app_class == ""
+
+
+def test_the_job_cache_reuses_a_queued_job_only_while_slurm_reports_it_unchanged(live):
+    state = with_job(with_job(live, 2, admin_comment=MARKER), 3, admin_comment=MARKER)
+    cache, platforms = {}, {}
+
+    def pending(state, default_class=""):
+        return build_view(state, partitions=frozenset(), holds={2: 0, 3: 0}, starts={}, power=POWER,
+                          cap_w=NO_CAP, estimator=None, epoch=1, include_adopted=False, platform_cache=platforms,
+                          default_class=default_class, job_cache=cache).snapshot.pending
+
+    first = pending(state)
+    again = pending(state)  # the same records (a backend reuses a record it decoded unchanged)
+    assert again[2] is first[2] and again[3] is first[3]
+    changed = with_job(state, 3, time_limit_s=7200.0)  # a new record for job 3: its job is built again
+    third = pending(changed)
+    assert third[2] is first[2] and third[3] is not first[3] and third[3].walltime_s == 7200.0
+    assert pending(changed, default_class="memory")[2].app_class == "memory"  # another class: built again
+    assert set(cache) == {2, 3}
+    # the same records with the cache give the very jobs a view without it gives
+    assert pending(changed) == view(changed, holds={2: 0, 3: 0}).snapshot.pending

@@ -118,6 +118,7 @@ class Daemon:
         self.cycle_no = int(self.store.get("cycle", 0))
         self._reconciled = False
         self._platform_cache: dict = {}
+        self._job_cache: dict = {}  # queued Slurm job -> the policy's job, while the backend reuses its record
         self._wake = threading.Event()
         self._stop_requested = False
         self._reload_requested = False
@@ -172,6 +173,7 @@ class Daemon:
         self._predictor_ready = False
         self.power = power
         self._platform_cache = {}
+        self._job_cache = {}
         self.partitions = frozenset(config.partitions)
         self.constraints = LiveConstraints(config)
         self.telemetry = Telemetry(config.telemetry, self.metrics)
@@ -262,6 +264,7 @@ class Daemon:
             include_adopted=cfg.dry_run,
             take_user_holds=cfg.gate == "lua",
             platform_cache=self._platform_cache,
+            job_cache=self._job_cache,
             measured=measured,
             settle_s=cfg.telemetry.settle_s,
             default_class=cfg.job_class,
