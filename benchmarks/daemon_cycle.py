@@ -130,8 +130,9 @@ def main() -> int:
     ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="policy parameter (value read as JSON, else as a string), repeatable")
     ap.add_argument("--cap-w", default=None, help="platform cap (watts or a percentage)")
-    ap.add_argument("--target-s", type=float, default=None, help="target for the median cycle (s); the first cycle, which reads every job "
-                    "for the first time, is reported as the cold start")
+    ap.add_argument("--target-s", type=float, default=None,
+                    help="target for the median cycle (s); the first cycle, which reads every job for the first "
+                    "time, is reported as the cold start")
     args = ap.parse_args()
     for key, value in SCALES[args.scale].items():
         if getattr(args, key) is None:
