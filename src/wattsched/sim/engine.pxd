@@ -3,6 +3,7 @@
 # methods called once or twice per job. Everything else stays a Python attribute (Engine.__dict__).
 cimport cython
 
+from wattsched.model.ledger cimport Ledger
 from wattsched.sim.rows cimport Rows
 
 
@@ -10,10 +11,6 @@ from wattsched.sim.rows cimport Rows
 cdef int _END, _SWITCH, _STEP, _CAP, _BUDGET, _TICK, _DR
 cdef int _IDLE, _BUSY, _OFF, _SW_ON, _SW_OFF
 cdef double _EPS
-
-
-@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t)
-cpdef Py_ssize_t _insertion_point(list free, Py_ssize_t node) except -1
 
 
 @cython.final
@@ -34,29 +31,18 @@ cdef class _JobAccount:
 @cython.final
 cdef class Engine:
     cdef dict __dict__
-    cdef public double now, power_w, energy_j
+    cdef public double now
+    cdef public Ledger ledger
     cdef public Py_ssize_t _seq, epoch
     cdef public bint _homogeneous, _maps_units, _pack
     cdef public list _heap, state, free, _idle_w, _busy_w, _gpu_tdp_w, _ends, _running_est
     cdef public list _job_ids, _job_users, _job_states
     cdef public Rows _job_rows, _timeline
-    # per node state (7 states): C arrays here, lists in pure Python; read from Python, they come out as lists
-    cdef public double state_node_s[7], state_energy_j[7], _state_power[7], _state_t[7]
-    cdef public Py_ssize_t _state_count[7]
     cdef public dict node_cap_w, node_freq_hz, _node_cap_set, _node_freq_set, pending, running, _runs, _truth
     cdef public dict _accounts, _estimates, _default_estimates, stats
     cdef public object _responses, response, options, qindex, _end_table, _snapshot, predictor
 
     cpdef _push(self, double t, int kind, object obj=*, Py_ssize_t version=*)
-
-    @cython.locals(now=cython.double, dt=cython.double)
-    cpdef _occupy(self, Py_ssize_t count, double idle_w, double busy_w)
-
-    @cython.locals(dt=cython.double)
-    cpdef _touch(self, int state)
-
-    @cython.locals(n=Py_ssize_t, top=Py_ssize_t, free=list)
-    cpdef _give_all(self, tuple nodes)
 
     @cython.locals(total=cython.double, mult=cython.double)
     cpdef _rate(self, _Run run)

@@ -38,6 +38,7 @@ from wattsched.model.constraints import BudgetState, CapSchedule, DemandResponse
 from wattsched.model.end_table import EndTable
 from wattsched.model.forecast import forecast
 from wattsched.model.guard import plan_problems
+from wattsched.model.ledger import Ledger, _insertion_point
 from wattsched.model.job import (
     Job,
     JobState,
@@ -159,19 +160,6 @@ class EngineOptions:
     response: ResponseScenario | None = None
     """Per-job response scenario (Borghesi et al. 2018, §5.1.1); default: the ``response_scenario`` of the
     policy's tags if it declares one, else each job's class model from ``response_classes``."""
-
-
-def _insertion_point(free: list[int], node: int) -> int:
-    """Where ``node`` goes in the decreasing list ``free``: ``bisect_left(free, -node, key=neg)``, written out
-    so that the compiled core runs it on C integers."""
-    lo, hi = 0, len(free)
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if free[mid] > node:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 class _Run:
@@ -297,10 +285,9 @@ class Engine:
         self.now = 0.0
         self._heap: list = []
         self._seq = 0
-        self.state = [_IDLE] * n
-        # Idle nodes by decreasing index, the order the daemon lists them in too (see Snapshot.free_nodes):
-        # policies take from the end, the lowest-numbered first.
-        self.free: list[int] = list(range(n - 1, -1, -1))
+        self.ledger = ledger = Ledger(platform)
+        self.state = ledger.state
+        self.free = ledger.free
         # In force on each node: the lower of the node's own setting (SetNodeCap/SetNodeFreq, kept in
         # _node_cap_set/_node_freq_set) and the one its running job was started with (Start's cap/freq).
         self.node_cap_w: dict[int, float] = {}
@@ -314,12 +301,10 @@ class Engine:
         self._pack = False
         self._unit_fits: dict = {}  # by unit: whether some node of the platform can host it
         self._node_runs: dict[int, list[_Run]] = {}
-        self._idle_w = [node.power.idle_w for node in platform.nodes]
-        self._busy_w = [node.power.busy_w for node in platform.nodes]
-        self._gpu_tdp_w = [node.power.gpu_tdp_w for node in platform.nodes]
-        self._homogeneous = platform.homogeneous
-        self.power_w = float(sum(self._idle_w))
-        self.energy_j = 0.0
+        self._idle_w = ledger.idle_w
+        self._busy_w = ledger.busy_w
+        self._gpu_tdp_w = ledger.gpu_tdp_w
+        self._homogeneous = ledger.homogeneous
         self.pending: dict[int, Job] = {}
         self.running: dict[int, RunningJob] = {}
         self._runs: dict[int, _Run] = {}
@@ -327,14 +312,6 @@ class Engine:
         self._accounts: dict[int, _JobAccount] = {}
         self._ends: list[tuple[float, int, int]] = []
         self.epoch = 0
-        # per-state node-seconds and energy
-        self.state_node_s = [0.0] * 7
-        self.state_energy_j = [0.0] * 7
-        self._state_count = [0] * 7
-        self._state_count[_IDLE] = n
-        self._state_power = [0.0] * 7
-        self._state_power[_IDLE] = self.power_w
-        self._state_t = [0.0] * 7  # when each state's node-seconds and energy were last integrated
         self._budget_start_energy: dict[int, float] = {}
         # the jobs that left, in the order they left: ids, users and states; the numbers of _JOB_NUMBERS
         self._job_ids: list[int] = []
@@ -395,71 +372,31 @@ class Engine:
         self.qindex = QueueIndex(idle_w=platform.min_idle_w)
         self._snapshot.queue_index = self.qindex
 
+    # ------------------------------------------------------------------ the ledger's figures
+    @property
+    def power_w(self) -> float:
+        """Platform power now (W)."""
+        return self.ledger.power_w
+
+    @property
+    def energy_j(self) -> float:
+        """Energy drawn since the run began (J)."""
+        return self.ledger.energy_j
+
+    @property
+    def state_node_s(self) -> list[float]:
+        """Node-seconds spent in each node state (indexed by state value)."""
+        return list(self.ledger.state_node_s)
+
+    @property
+    def state_energy_j(self) -> list[float]:
+        """Energy spent in each node state (indexed by state value)."""
+        return list(self.ledger.state_energy_j)
+
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, obj: Any = None, version: int = 0) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (t, kind, self._seq, obj, version))
-
-    def _touch(self, state: int) -> None:
-        """Integrate the node-seconds and energy of ``state`` up to now (before it changes)."""
-        dt = self.now - self._state_t[state]
-        if dt > 0:
-            self.state_energy_j[state] += self._state_power[state] * dt
-            self.state_node_s[state] += self._state_count[state] * dt
-        self._state_t[state] = self.now
-
-    def _set_power(self, state: int, delta: float) -> None:
-        self._touch(state)
-        self.power_w += delta
-        self._state_power[state] += delta
-
-    def _move_nodes(self, old: int, new: int, count: int) -> None:
-        self._touch(old)
-        self._touch(new)
-        self._state_count[old] -= count
-        self._state_count[new] += count
-
-    def _occupy(self, count: int, idle_w: float, busy_w: float) -> None:
-        """``count`` nodes drawing ``idle_w`` in all go busy drawing ``busy_w`` (negative: the reverse)."""
-        now = self.now
-        dt = now - self._state_t[_IDLE]
-        if dt > 0:
-            self.state_energy_j[_IDLE] += self._state_power[_IDLE] * dt
-            self.state_node_s[_IDLE] += self._state_count[_IDLE] * dt
-            self._state_t[_IDLE] = now
-        dt = now - self._state_t[_BUSY]
-        if dt > 0:
-            self.state_energy_j[_BUSY] += self._state_power[_BUSY] * dt
-            self.state_node_s[_BUSY] += self._state_count[_BUSY] * dt
-            self._state_t[_BUSY] = now
-        self._state_count[_IDLE] -= count
-        self._state_count[_BUSY] += count
-        self._state_power[_IDLE] -= idle_w
-        self._state_power[_BUSY] += busy_w
-        self.power_w += busy_w - idle_w
-
-    # ------------------------------------------------------------ free nodes
-    def _take(self, node: int) -> None:
-        free = self.free
-        del free[_insertion_point(free, node)]
-
-    def _give(self, node: int) -> None:
-        self.free.insert(_insertion_point(self.free, node), node)
-
-    def _give_all(self, nodes: tuple[int, ...]) -> None:
-        free = self.free
-        if len(nodes) <= 8:
-            for n in nodes:
-                free.insert(_insertion_point(free, n), n)
-            return
-        top = _insertion_point(free, max(nodes))
-        if top == _insertion_point(free, min(nodes)):
-            # no free node lies between the job's lowest and highest: its nodes go in as one block
-            # (the usual case: a job gets a run of neighbouring free nodes), without sorting the list
-            free[top:top] = sorted(nodes, reverse=True)
-        else:
-            free.extend(nodes)
-            free.sort(reverse=True)
 
     # ------------------------------------------------------------ the run
     def run(self) -> SimResult:
@@ -494,7 +431,7 @@ class Engine:
         self._until = t
         next(self._gen, None)
         if t > self.now:
-            self.energy_j += self.power_w * (t - self.now)
+            self.ledger.advance(t)
             self.now = t
 
     def finish(self) -> SimResult:
@@ -518,8 +455,8 @@ class Engine:
         snap = self._snapshot
         snap.now_s = self.now
         snap.epoch = self.epoch
-        snap.platform_power_w = self.power_w
-        snap.jobs_power_w = self._state_power[_BUSY]
+        snap.platform_power_w = self.ledger.power_w
+        snap.jobs_power_w = self.ledger.state_power[_BUSY]
         problems = plan_problems(snap, plan)
         if not problems:
             self._apply(plan)
@@ -581,8 +518,7 @@ class Engine:
             start = self._heap[0][0]
         if math.isfinite(start):
             self.now = start
-            for i in range(7):
-                self._state_t[i] = start
+            self.ledger.open(start)
             if tick_s:
                 self._push(start + tick_s, _TICK)
         limit = opts.time_limit_s if opts.time_limit_s is not None else math.inf
@@ -635,7 +571,7 @@ class Engine:
             if t == math.inf or t > limit:
                 break
             if t > self.now:
-                self.energy_j += self.power_w * (t - self.now)
+                self.ledger.advance(t)
                 self.now = t
             # heap events at t
             control = False
@@ -663,7 +599,7 @@ class Engine:
                     control = True
                     b = self.budgets[obj]
                     if t == b.start_s:
-                        self._budget_start_energy[obj] = self.energy_j
+                        self._budget_start_energy[obj] = self.ledger.energy_j
                     self.epoch += 1
                 elif kind == _DR:
                     control = True
@@ -717,8 +653,8 @@ class Engine:
             if pending or control or always_call:
                 snap.now_s = t
                 snap.epoch = self.epoch
-                snap.platform_power_w = self.power_w
-                snap.jobs_power_w = self._state_power[_BUSY]
+                snap.platform_power_w = self.ledger.power_w
+                snap.jobs_power_w = self.ledger.state_power[_BUSY]
                 if budgets:
                     snap.budgets = self._budget_states()
                     snap.upcoming_budgets = self._upcoming_budgets()
@@ -730,11 +666,11 @@ class Engine:
                     plan = pack_starts(snap, plan)
                 if plan.actions or plan.power_estimate_w is not None:
                     self._apply(plan)
-            self._timeline.add((t, self.power_w, cap_now, self._state_count[_BUSY], self._state_count[_OFF],
+            self._timeline.add((t, self.ledger.power_w, cap_now, self.ledger.state_count[_BUSY], self.ledger.state_count[_OFF],
                                 len(pending)))
         end_t = min(self.now, limit) if math.isfinite(limit) else self.now
         if math.isfinite(limit) and limit > self.now and (heap or nxt is not None):
-            self.energy_j += self.power_w * (limit - self.now)
+            self.ledger.advance(limit)
             self.now = end_t = limit
         if bar is not None:
             bar.update(submitted & 1023)
@@ -748,8 +684,8 @@ class Engine:
             self._record(pending[jid], JobState.PENDING, math.nan, math.nan)
         if nxt is not None:
             stats["not_submitted"] = 1 + sum(1 for _ in self._jobs)
-        self._timeline.add((end_t, self.power_w, self.cap.cap_at(end_t), self._state_count[_BUSY],
-                            self._state_count[_OFF], len(pending)))
+        self._timeline.add((end_t, self.ledger.power_w, self.cap.cap_at(end_t), self.ledger.state_count[_BUSY],
+                            self.ledger.state_count[_OFF], len(pending)))
         self.result_ = self._result(_time.perf_counter() - wall0)
 
     def _progress_bar(self):
@@ -936,7 +872,7 @@ class Engine:
             for n in nodes:
                 self._settle_node(n, run)
         self._rate(run)
-        self._occupy(k, idle, run.power_w)
+        self.ledger.occupy(k, idle, run.power_w)
         self._account_start(run, k)
 
     def _account_start(self, run: _Run, k: int) -> None:
@@ -986,7 +922,7 @@ class Engine:
         else:
             for n in nodes:
                 state[n] = _IDLE
-            self._give_all(nodes)
+            self.ledger.give_all(nodes)
             if self._homogeneous:
                 idle = self._idle_w[0] * len(run.nodes)
             else:
@@ -997,7 +933,7 @@ class Engine:
                 # A cap or frequency given with Start lasts as long as the job: the node's own setting returns.
                 for n in run.nodes:
                     self._settle_node(n, None)
-            self._occupy(-len(nodes), -idle, -run.power_w)
+            self.ledger.occupy(-len(nodes), -idle, -run.power_w)
         k, re = len(nodes), self._running_est
         re[0] -= run.est_mean_w * k
         re[1] -= run.est_max_w * k
@@ -1036,7 +972,7 @@ class Engine:
         old = run.power_w
         run.step_index += 1
         self._rate(run)
-        self._set_power(_BUSY, run.power_w - old)
+        self.ledger.set_power(_BUSY, run.power_w - old)
         self._replace_view(run)
         self._schedule_end(run)
         if run.unit_dyn_w is not None:  # its units' new draw changes the share of the others on capped nodes
@@ -1163,7 +1099,7 @@ class Engine:
             self._settle(run)
             old = run.power_w
             self._rate(run)
-            self._set_power(_BUSY, run.power_w - old)
+            self.ledger.set_power(_BUSY, run.power_w - old)
             self._replace_view(run)
             self._schedule_end(run)
 
@@ -1265,7 +1201,7 @@ class Engine:
             node_free[n] = minus(cap, u)
         idle = 0.0
         for n in opened:
-            self._take(n)
+            self.ledger.take(n)
             state[n] = _BUSY
             idle += self._idle_w[n]
         share = 0.0
@@ -1276,7 +1212,7 @@ class Engine:
         for n in set(nodes):
             node_runs.setdefault(n, []).append(run)
         self._rate_units(run)
-        self._occupy(len(opened), idle, idle + run.power_w - run.idle_share_w)
+        self.ledger.occupy(len(opened), idle, idle + run.power_w - run.idle_share_w)
         self._rerate(self._capped_neighbours(run))
         self._account_start(run, len(nodes))
 
@@ -1297,9 +1233,9 @@ class Engine:
         idle = 0.0
         for n in sorted(emptied):
             state[n] = _IDLE
-            self._give(n)
+            self.ledger.give(n)
             idle += self._idle_w[n]
-        self._occupy(-len(emptied), -idle, -(idle + run.power_w - run.idle_share_w))
+        self.ledger.occupy(-len(emptied), -idle, -(idle + run.power_w - run.idle_share_w))
         self._rerate(neighbours)
 
     def _settle_node(self, n: int, run: _Run | None) -> None:
@@ -1320,7 +1256,7 @@ class Engine:
 
     def _notice(self, event: DemandResponseEvent) -> None:
         """A demand-response event is announced: its window joins the cap schedule policies see."""
-        baseline = self.power_w
+        baseline = self.ledger.power_w
         cap_w = event.target_cap_w(baseline)
         self.noticed.append(NoticedEvent(event, baseline, cap_w))
         self.cap = self.cap.with_limit(event.start_s, event.end_s, cap_w, event.label)
@@ -1343,19 +1279,19 @@ class Engine:
 
     def _power_down(self, n: int) -> None:
         pm = self.platform.nodes[n].power
-        self._take(n)
+        self.ledger.take(n)
         self.state[n] = _SW_OFF
-        self._move_nodes(_IDLE, _SW_OFF, 1)
-        self._set_power(_IDLE, -pm.idle_w)
-        self._set_power(_SW_OFF, pm.switch_off_w)
+        self.ledger.move_nodes(_IDLE, _SW_OFF, 1)
+        self.ledger.set_power(_IDLE, -pm.idle_w)
+        self.ledger.set_power(_SW_OFF, pm.switch_off_w)
         self._push(self.now + pm.switch_off_s, _SWITCH, n, _SW_OFF)
 
     def _power_up(self, n: int) -> None:
         pm = self.platform.nodes[n].power
         self.state[n] = _SW_ON
-        self._move_nodes(_OFF, _SW_ON, 1)
-        self._set_power(_OFF, -pm.off_w)
-        self._set_power(_SW_ON, pm.switch_on_w)
+        self.ledger.move_nodes(_OFF, _SW_ON, 1)
+        self.ledger.set_power(_OFF, -pm.off_w)
+        self.ledger.set_power(_SW_ON, pm.switch_on_w)
         self._push(self.now + pm.switch_on_s, _SWITCH, n, _SW_ON)
 
     def _switch_done(self, n: int, from_state: int) -> None:
@@ -1365,15 +1301,15 @@ class Engine:
         self.epoch += 1
         if from_state == _SW_OFF:
             self.state[n] = _OFF
-            self._move_nodes(_SW_OFF, _OFF, 1)
-            self._set_power(_SW_OFF, -pm.switch_off_w)
-            self._set_power(_OFF, pm.off_w)
+            self.ledger.move_nodes(_SW_OFF, _OFF, 1)
+            self.ledger.set_power(_SW_OFF, -pm.switch_off_w)
+            self.ledger.set_power(_OFF, pm.off_w)
         else:
             self.state[n] = _IDLE
-            self._give(n)
-            self._move_nodes(_SW_ON, _IDLE, 1)
-            self._set_power(_SW_ON, -pm.switch_on_w)
-            self._set_power(_IDLE, pm.idle_w)
+            self.ledger.give(n)
+            self.ledger.move_nodes(_SW_ON, _IDLE, 1)
+            self.ledger.set_power(_SW_ON, -pm.switch_on_w)
+            self.ledger.set_power(_IDLE, pm.idle_w)
 
     def _reshape(self, action: Reshape) -> None:
         run = self._runs[action.job_id]
@@ -1385,13 +1321,13 @@ class Engine:
         for n in old_nodes:
             if n not in new_set:
                 self.state[n] = _IDLE
-                self._give(n)
-                self._occupy(-1, -self._idle_w[n], 0.0)
+                self.ledger.give(n)
+                self.ledger.occupy(-1, -self._idle_w[n], 0.0)
         for n in new_nodes:
             if n not in old_set:
-                self._take(n)
+                self.ledger.take(n)
                 self.state[n] = _BUSY
-                self._occupy(1, self._idle_w[n], 0.0)
+                self.ledger.occupy(1, self._idle_w[n], 0.0)
         # Linear speedup: the remaining work spreads over the new node count.
         run.work_left_s *= len(old_nodes) / len(new_nodes)
         hook = self.options.reshape_overhead
@@ -1409,7 +1345,7 @@ class Engine:
             self._end_table.insert(j, (entry[0], k, est.mean_w * k, est.max_w * k, (est.std_w * k) ** 2))
         run.nodes = tuple(new_nodes)
         self._rate(run)
-        self._set_power(_BUSY, run.power_w - old_power)
+        self.ledger.set_power(_BUSY, run.power_w - old_power)
         self._replace_view(run)
         self._schedule_end(run)
 
@@ -1418,7 +1354,7 @@ class Engine:
         out = []
         for i, b in enumerate(self.budgets):
             if b.start_s <= self.now < b.end_s:
-                consumed = self.energy_j - self._budget_start_energy.get(i, self.energy_j)
+                consumed = self.ledger.energy_j - self._budget_start_energy.get(i, self.ledger.energy_j)
                 out.append(BudgetState(b, consumed))
         return out
 
@@ -1436,8 +1372,7 @@ class Engine:
         jobs = {col: jobs[col] for col in JOB_COLUMNS}
         table = self._timeline.table()
         timeline = {col: table[:, k].copy() for k, col in enumerate(TIMELINE_COLUMNS)}
-        for state in (_IDLE, _BUSY, _OFF, _SW_ON, _SW_OFF):
-            self._touch(state)
+        self.ledger.close()
         names = ("idle", "busy", "off", "switching_on", "switching_off")
         info = {
             "policy": getattr(self.policy, "name", type(self.policy).__name__),
@@ -1450,9 +1385,9 @@ class Engine:
             "response": "classes" if self.response is None else self.response.label(),
             "kill_at_walltime": self.options.kill_at_walltime,
             "wall_time_s": wall_s,
-            "energy_j": self.energy_j,
-            "node_seconds_by_state": dict(zip(names, self.state_node_s)),
-            "energy_j_by_state": dict(zip(names, self.state_energy_j)),
+            "energy_j": self.ledger.energy_j,
+            "node_seconds_by_state": dict(zip(names, self.ledger.state_node_s)),
+            "energy_j_by_state": dict(zip(names, self.ledger.state_energy_j)),
             "rejected_plans": self.rejections,
             **self.stats,
         }
