@@ -21,7 +21,6 @@ change, a step of its measured power profile).
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import heapq
 import math
@@ -35,37 +34,27 @@ import numpy as np
 
 from wattsched.errors import ConfigError, PlanViolation, TraceError
 from wattsched.model.constraints import BudgetState, CapSchedule, DemandResponseEvent, EnergyBudget, NoticedEvent
-from wattsched.model.end_table import EndTable
 from wattsched.model.forecast import forecast
 from wattsched.model.guard import plan_problems
-from wattsched.model.ledger import Ledger, _insertion_point
 from wattsched.model.job import (
     Job,
     JobState,
     PowerEstimate,
-    RunningJob,
     job_from_fields,
-    running_job_from_fields,
     slot_layout,
 )
+from wattsched.model.ledger import Ledger, Run
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodeState, Platform
-from wattsched.model.queue_index import QueueIndex
-from wattsched.model.response import LinearResponse, ResponseModel, ResponseScenario
+from wattsched.model.response import ResponseModel, ResponseScenario
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
 from wattsched.model.units import (
-    Capacity,
     capacity,
-    core_share,
     format_units,
-    minus,
     pack_starts,
     place,
-    plus,
-    unit_power_w,
 )
-from wattsched.model.units import fits as unit_fits
 from wattsched.policies.base import Policy, policy_tags
 from wattsched.predictors.base import predictor_tags
 from wattsched.sim.collector import sparse
@@ -78,7 +67,6 @@ _END, _SWITCH, _STEP, _CAP, _BUDGET, _TICK, _DR = range(7)
 CONTROL_LOG_MAX = 1_000_000
 """Most entries :attr:`Engine.control_log` keeps."""
 
-_IDLE = int(NodeState.IDLE)
 _BUSY = int(NodeState.BUSY)
 _OFF = int(NodeState.OFF)
 _SW_ON = int(NodeState.SWITCHING_ON)
@@ -89,8 +77,6 @@ _JOB_NUMBERS = {col: np.int64 if col in ("nodes", "evictions") else np.float64
                 for col in JOB_COLUMNS if col not in ("id", "user", "state")}
 """The numbers of a job's row (:meth:`Engine._record`), in order, and their types in :attr:`SimResult.jobs`
 (recorded as doubles: node and eviction counts are exact there; job ids, which may not be, are kept apart)."""
-DEFAULT_RESPONSE: ResponseModel = LinearResponse(f=1.0, floor=0.3)
-"""Response of jobs with no application class: CPU-bound (the conservative choice)."""
 
 
 def _completed_job_builder() -> Callable[..., Any]:
@@ -162,65 +148,6 @@ class EngineOptions:
     policy's tags if it declares one, else each job's class model from ``response_classes``."""
 
 
-class _Run:
-    """Engine-private record of a job attempt. Holds the ground truth."""
-
-    __slots__ = (
-        "dynamic",
-        "energy_j",
-        "est_max_w",
-        "est_mean_w",
-        "est_std_w",
-        "estimate",
-        "floor_w",
-        "idle_share_w",
-        "job",
-        "job_cap_w",
-        "job_freq_hz",
-        "job_settings",
-        "last_s",
-        "node_power_w",
-        "nodes",
-        "power_w",
-        "response",
-        "speed",
-        "start_s",
-        "step_index",
-        "truth",
-        "unit_dyn_w",
-        "version",
-        "view",
-        "work_done_s",
-        "work_left_s",
-    )
-
-    def __init__(self, job: Job, truth: TraceJob, response: ResponseModel):
-        self.job = job
-        self.truth = truth
-        self.response = response
-        self.dynamic = False
-        self.floor_w = 0.0
-        self.version = 0
-        self.energy_j = 0.0
-        self.step_index = 0
-        self.job_cap_w: float | None = None
-        self.job_freq_hz: float | None = None
-        self.idle_share_w = 0.0
-        self.unit_dyn_w: list[float] | None = None  # a job of units: each unit's dynamic power now
-
-
-class _JobAccount:
-    """What the engine remembers of a job across attempts."""
-
-    __slots__ = ("energy_j", "evictions", "wasted_j", "wasted_node_s")
-
-    def __init__(self):
-        self.evictions = 0
-        self.wasted_j = 0.0
-        self.wasted_node_s = 0.0
-        self.energy_j = 0.0
-
-
 class Engine:
     """Replay ``workload`` on ``platform`` through ``policy``.
 
@@ -272,8 +199,6 @@ class Engine:
         self.dr_events = sorted(dr_events, key=lambda e: (e.notice_s, e.start_s))
         self.noticed: list[NoticedEvent] = []
         self.options = options or EngineOptions()
-        self._responses: Mapping[str, ResponseModel] = (
-            platform.response_classes if self.options.response_classes is None else self.options.response_classes)
         self.response: ResponseScenario | None = self.options.response
         if self.response is None and tags.response_scenario is not None:
             # the policy's parameter names the scenario; the run's seed fixes its per-job draws
@@ -281,36 +206,23 @@ class Engine:
         if self.response is not None and self.response.kind == "classes":
             self.response = None  # the class models, exactly as without a scenario
         self.seed = seed
-        n = len(platform.nodes)
         self.now = 0.0
         self._heap: list = []
         self._seq = 0
-        self.ledger = ledger = Ledger(platform)
+        self._truth: dict[int, TraceJob] = {}  # ground truth of the jobs in the system, by id
+        self.ledger = ledger = Ledger(platform, responses=self.options.response_classes, scenario=self.response,
+                                      end_table=tags.wants_end_table)
+        # the ledger's containers, for readers of the engine (they are never rebound)
         self.state = ledger.state
         self.free = ledger.free
-        # In force on each node: the lower of the node's own setting (SetNodeCap/SetNodeFreq, kept in
-        # _node_cap_set/_node_freq_set) and the one its running job was started with (Start's cap/freq).
-        self.node_cap_w: dict[int, float] = {}
-        self.node_freq_hz: dict[int, float] = {}
-        self._node_cap_set: dict[int, float] = {}
-        self._node_freq_set: dict[int, float] = {}
-        # Nodes running units of jobs of units (shared nodes): free capacity, and the runs on each.
-        self._node_free: dict[int, Capacity] = {}
+        self.pending = ledger.pending
+        self.running = ledger.running
+        self.node_cap_w = ledger.node_cap_w
+        self.node_freq_hz = ledger.node_freq_hz
+        self.qindex = ledger.qindex
         # a policy mapping whole nodes: its starts of jobs of units are packed (once such a job is seen)
         self._maps_units = tags.maps_units
         self._pack = False
-        self._unit_fits: dict = {}  # by unit: whether some node of the platform can host it
-        self._node_runs: dict[int, list[_Run]] = {}
-        self._idle_w = ledger.idle_w
-        self._busy_w = ledger.busy_w
-        self._gpu_tdp_w = ledger.gpu_tdp_w
-        self._homogeneous = ledger.homogeneous
-        self.pending: dict[int, Job] = {}
-        self.running: dict[int, RunningJob] = {}
-        self._runs: dict[int, _Run] = {}
-        self._truth: dict[int, TraceJob] = {}
-        self._accounts: dict[int, _JobAccount] = {}
-        self._ends: list[tuple[float, int, int]] = []
         self.epoch = 0
         self._budget_start_energy: dict[int, float] = {}
         # the jobs that left, in the order they left: ids, users and states; the numbers of _JOB_NUMBERS
@@ -331,19 +243,25 @@ class Engine:
         self._snapshot = Snapshot(
             now_s=0.0,
             platform=platform,
-            pending=self.pending,
-            running=self.running,
-            free_nodes=self.free,
-            node_state=self.state,
+            pending=ledger.pending,
+            running=ledger.running,
+            free_nodes=ledger.free,
+            node_state=ledger.state,
             cap=self.cap,
             cap_lookahead_s=self.options.cap_lookahead_s,
             estimator=estimator,
-            node_cap_w=self.node_cap_w,
-            node_freq_hz=self.node_freq_hz,
-            desired_node_cap_w=self.node_cap_w,  # in replay every setting takes effect at once
-            desired_node_freq_hz=self.node_freq_hz,
-            node_free=self._node_free,
+            node_cap_w=ledger.node_cap_w,
+            node_freq_hz=ledger.node_freq_hz,
+            desired_node_cap_w=ledger.node_cap_w,  # in replay every setting takes effect at once
+            desired_node_freq_hz=ledger.node_freq_hz,
+            node_free=ledger.node_free,
         )
+        self._snapshot.ends = ledger.ends
+        self._snapshot.end_table = ledger.end_table
+        self._snapshot.estimates = ledger.estimates
+        self._snapshot.running_estimate = ledger.running_est
+        self._snapshot.queue_index = ledger.qindex
+        ledger.estimate = self._snapshot.estimate  # the estimate of a job started without a prediction
         self._forecast_horizon_s = self.options.forecast_horizon_s
         if self._forecast_horizon_s is None and tags.wants_forecast:
             self._forecast_horizon_s = 7200.0
@@ -353,24 +271,13 @@ class Engine:
         self._gen: Iterator[None] | None = None
         self.result_: SimResult | None = None
         self._next_job: TraceJob | None = None
-        self._snapshot.ends = self._ends
-        self._end_table = EndTable(platform.min_idle_w) if tags.wants_end_table else None
-        self._snapshot.end_table = self._end_table
         self.predictor = predictor
         self.predictor_tags = None if predictor is None else predictor_tags(predictor)
-        self._estimates: dict = {}
-        self._default_estimates: dict = {}  # by GPUs per node, for jobs without a prediction
-        self._running_est = [0.0, 0.0, 0.0]
-        self._snapshot.estimates = self._estimates
-        self._snapshot.running_estimate = self._running_est
         if predictor is not None:
             self._completed = _completed_job_builder()
             predictor.setup(platform)
             if self.predictor_tags.needs_truth:
                 predictor.observe_truth(self._true_estimate)  # an oracle: the replay knows the real power
-        # With the idle power, the index keeps each job's predicted power increments (power-aware searches).
-        self.qindex = QueueIndex(idle_w=platform.min_idle_w)
-        self._snapshot.queue_index = self.qindex
 
     # ------------------------------------------------------------------ the ledger's figures
     @property
@@ -464,35 +371,13 @@ class Engine:
 
     def cancel_pending(self, job_id: int) -> None:
         """Withdraw pending job ``job_id`` (cancelled before it started)."""
-        job = self.pending.pop(job_id)
-        self.qindex.remove(job_id)
-        self._estimates.pop(job_id, None)
+        job = self.ledger.cancel(job_id)
         self.epoch += 1
         self._record(job, JobState.CANCELLED, math.nan, self.now)
 
     def node_power_w(self) -> list[float]:
         """Power of each node now: its job's share, or the power of its state."""
-        out = [0.0] * len(self.state)
-        nodes = self.platform.nodes
-        for i, s in enumerate(self.state):
-            pm = nodes[i].power
-            if s == _OFF:
-                out[i] = pm.off_w
-            elif s == _SW_ON:
-                out[i] = pm.switch_on_w
-            elif s == _SW_OFF:
-                out[i] = pm.switch_off_w
-            else:
-                out[i] = pm.idle_w
-        for run in self._runs.values():
-            if run.unit_dyn_w is not None:
-                for n, dyn in zip(run.nodes, run.unit_dyn_w):
-                    out[n] += dyn  # a shared node: idle plus each unit's dynamic power
-                continue
-            share = run.power_w / len(run.nodes)
-            for n in run.nodes:
-                out[n] = share
-        return out
+        return self.ledger.node_power_w()
 
     def finished_jobs(self) -> int:
         """Jobs that left the system (completed, killed, cancelled)."""
@@ -534,10 +419,9 @@ class Engine:
         cap_at = self.cap.cap_at
         cap_now = cap_at(self.now)
         stats = self.stats
-        qindex = self.qindex
-        qappend = qindex.append
+        submit = self.ledger.submit
+        set_estimate = self.ledger.set_estimate
         predictor = self.predictor
-        estimates = self._estimates
         always_call = self.policy_tags.wants_empty_queue_calls
         until, hold_open = self._until, self._hold_open
         budgets, horizon_s = self.budgets, self._forecast_horizon_s  # fixed for the run: looked up once
@@ -545,7 +429,8 @@ class Engine:
         calls = 0
         events = 0
         hot: list[int] = []
-        runs = self._runs
+        ledger = self.ledger
+        runs = ledger.runs
         while True:
             while heap:
                 head = heap[0]
@@ -579,11 +464,11 @@ class Engine:
                 _, kind, _, obj, version = heappop(heap)
                 events += 1
                 if kind == _END:
-                    run = self._runs.get(obj)
+                    run = runs.get(obj)
                     if run is not None and run.version == version:
                         self._end(run)
                 elif kind == _STEP:
-                    run = self._runs.get(obj)
+                    run = runs.get(obj)
                     if run is not None and run.version == version:
                         self._power_step(run)
                 elif kind == _SWITCH:
@@ -626,10 +511,9 @@ class Engine:
                     raise TraceError(self.workload.name if self.workload else "workload", None,
                                      f"job id {job.id} appears twice in the workload")
                 truth[job.id] = nxt
-                pending[job.id] = job
                 if job.units:
                     self._check_units(job)
-                qappend(job)
+                submit(job)
                 if nxt.extra and nxt.extra.get("running_at_start"):
                     hot.append(job.id)
                 submitted += 1
@@ -642,8 +526,7 @@ class Engine:
                 new.reverse()
                 predicted = predictor.predict(new)
                 for job, est in zip(new, predicted):
-                    estimates[job.id] = est
-                    qindex.set_estimate(job.id, est.mean_w, est.max_w, est.std_w)
+                    set_estimate(job.id, est)
             if hot:
                 self._start_hot(hot)
                 hot.clear()
@@ -666,7 +549,7 @@ class Engine:
                     plan = pack_starts(snap, plan)
                 if plan.actions or plan.power_estimate_w is not None:
                     self._apply(plan)
-            self._timeline.add((t, self.ledger.power_w, cap_now, self.ledger.state_count[_BUSY], self.ledger.state_count[_OFF],
+            self._timeline.add((t, ledger.power_w, cap_now, ledger.state_count[_BUSY], ledger.state_count[_OFF],
                                 len(pending)))
         end_t = min(self.now, limit) if math.isfinite(limit) else self.now
         if math.isfinite(limit) and limit > self.now and (heap or nxt is not None):
@@ -678,8 +561,8 @@ class Engine:
         stats["policy_calls"] = calls
         stats["events"] = events
         stats["submitted"] = submitted
-        for jid in list(self._runs):
-            self._finalize_unfinished_run(self._runs[jid])
+        for jid in list(runs):
+            self._finalize_unfinished_run(runs[jid])
         for jid in list(pending):
             self._record(pending[jid], JobState.PENDING, math.nan, math.nan)
         if nxt is not None:
@@ -710,87 +593,7 @@ class Engine:
             tj.units, False,
         )
 
-    def _nominal_node_power(self, run: _Run, node: int) -> float:
-        tj = run.truth
-        if tj.power_series is not None:
-            return tj.power_series[run.step_index][1]
-        if tj.mean_w is not None:
-            return tj.mean_w
-        return self._busy_w[node] + tj.gpus_per_node * self._gpu_tdp_w[node]
-
-    def _node_factor(self, run: _Run, node: int, nominal_w: float) -> tuple[float, float]:
-        """(power ratio, duration multiplier) of ``run`` on ``node`` under its cap and frequency."""
-        ratio, mult = 1.0, 1.0
-        cap = self.node_cap_w.get(node)
-        if run.dynamic:
-            # Borghesi's scenarios: the cap cuts the dynamic power (above idle), never below floor_w of it.
-            idle = self._idle_w[node]
-            dyn = nominal_w - idle
-            if dyn <= 0:
-                return ratio, mult
-            if cap is not None and cap < nominal_w:
-                r, mult = run.response.under_power_ratio(max(cap - idle, run.floor_w, 0.0) / dyn)
-                ratio = (idle + r * dyn) / nominal_w
-            at_freq = self._at_node_freq(run, node)
-            if at_freq is not None:
-                r2, m2 = at_freq
-                ratio, mult = min(ratio, (idle + max(r2 * dyn, min(run.floor_w, dyn))) / nominal_w), max(mult, m2)
-            return ratio, mult
-        if cap is not None and cap < nominal_w:
-            ratio, mult = run.response.under_power_ratio(cap / nominal_w)
-        at_freq = self._at_node_freq(run, node)
-        if at_freq is not None:
-            ratio, mult = min(ratio, at_freq[0]), max(mult, at_freq[1])
-        return ratio, mult
-
-    def _at_node_freq(self, run: _Run, node: int) -> tuple[float, float] | None:
-        """(power ratio, duration multiplier) of ``run`` at the frequency limit of ``node``; None at nominal."""
-        freq = self.node_freq_hz.get(node)
-        if freq is not None:
-            fmax = self.platform.nodes[node].power.max_freq_hz
-            if fmax and freq < fmax:
-                return run.response.at_frequency_ratio(freq / fmax)
-        return None
-
-    def _rate(self, run: _Run) -> None:
-        """Recompute the job's speed and power from its nodes' settings."""
-        if run.unit_dyn_w is not None:
-            self._rate_units(run)
-            return
-        if self._homogeneous and not (self.node_cap_w or self.node_freq_hz) and run.truth.power_series is None:
-            p = run.truth.mean_w
-            if p is None:
-                p = self._busy_w[0] + run.truth.gpus_per_node * self._gpu_tdp_w[0]
-            run.speed = 1.0
-            run.node_power_w = p
-            run.power_w = p * len(run.nodes)
-            return
-        total = 0.0
-        mult = 1.0
-        controlled = self.node_cap_w or self.node_freq_hz
-        for node in run.nodes:
-            p = self._nominal_node_power(run, node)
-            if controlled and (node in self.node_cap_w or node in self.node_freq_hz):
-                r, m = self._node_factor(run, node, p)
-                p *= r
-                if m > mult:
-                    mult = m
-            total += p
-        run.speed = 1.0 / mult
-        run.power_w = total
-        run.node_power_w = total / len(run.nodes) if run.nodes else 0.0
-
-    def _settle(self, run: _Run) -> None:
-        """Account the work and energy of ``run`` up to now."""
-        dt = self.now - run.last_s
-        if dt > 0:
-            done = dt * run.speed
-            run.work_left_s -= done
-            run.work_done_s += done
-            run.energy_j += run.power_w * dt
-            run.last_s = self.now
-
-    def _schedule_end(self, run: _Run) -> None:
+    def _schedule_end(self, run: Run) -> None:
         run.version += 1
         now = self.now
         finish = now + max(run.work_left_s, 0.0) / run.speed
@@ -817,7 +620,8 @@ class Engine:
         for jid in job_ids:
             job = self.pending[jid]
             if job.units:
-                nodes = place(job.units, [*self._node_free, *reversed(self.free)], self.platform, self._node_free,
+                node_free = self.ledger.node_free
+                nodes = place(job.units, [*node_free, *reversed(self.free)], self.platform, node_free,
                               job.distinct_nodes)
             else:
                 k = job.nodes
@@ -831,131 +635,28 @@ class Engine:
 
     def _start(self, action: Start) -> None:
         jid = action.job_id
-        job = self.pending.pop(jid)
-        self.qindex.remove(jid)
-        truth = self._truth[jid]
-        nodes = action.nodes
-        scenario = self.response
-        if scenario is None:
-            run = _Run(job, truth, self._responses.get(job.app_class, DEFAULT_RESPONSE))
-        else:
-            run = _Run(job, truth, scenario.for_job(job.id, job.app_class) or DEFAULT_RESPONSE)
-            run.dynamic = True
-            run.floor_w = scenario.floor_w
-        run.start_s = self.now
-        run.last_s = self.now
-        run.nodes = nodes
-        run.work_left_s = truth.runtime_s
-        run.work_done_s = 0.0
-        run.job_settings = action.cap_w is not None or action.freq_hz is not None
-        if job.units:
-            self._start_units(run)
-            return
-        state, free = self.state, self.free
-        k = len(nodes)
-        if free[-k:] == list(nodes):
-            # The usual case: the policy took the last free nodes, in order.
-            del free[-k:]
-        else:
-            for n in nodes:
-                del free[_insertion_point(free, n)]
-        for n in nodes:
-            state[n] = _BUSY
-        if self._homogeneous:
-            idle = self._idle_w[0] * len(nodes)
-        else:
-            idle = 0.0
-            for n in nodes:  # a loop, not sum() of a generator: the compiled core types this method
-                idle += self._idle_w[n]
-        if run.job_settings:
-            run.job_cap_w, run.job_freq_hz = action.cap_w, action.freq_hz
-            for n in nodes:
-                self._settle_node(n, run)
-        self._rate(run)
-        self.ledger.occupy(k, idle, run.power_w)
-        self._account_start(run, k)
-
-    def _account_start(self, run: _Run, k: int) -> None:
-        """The started run's estimates, view and expected end (``k``: its nodes, or units)."""
-        job = run.job
-        jid = job.id
-        nodes = run.nodes
-        est = self._estimates.get(jid)
-        if est is None:
-            if job.units:
-                est = self._snapshot.estimate(job)
-            else:
-                est = self._default_estimates.get(job.gpus_per_node)
-                if est is None:
-                    est = self._default_estimates[job.gpus_per_node] = self._snapshot.estimate(job)
-        mean_w, max_w, std_w = est.mean_w, est.max_w, est.std_w
-        re = self._running_est
-        re[0] += mean_w * k
-        re[1] += max_w * k
-        re[2] += (std_w * k) ** 2
-        run.estimate = est
-        run.est_mean_w, run.est_max_w, run.est_std_w = mean_w, max_w, std_w  # for _release, without the lookups
-        expected = self.now + job.walltime_s
-        if run.job_settings or self.node_cap_w or self.node_freq_hz:
-            run.view = RunningJob(job, self.now, nodes, expected, run.power_w, run.speed, *self._limits(nodes))
-        else:
-            run.view = running_job_from_fields(job, self.now, nodes, expected, run.power_w, run.speed, None, None,
-                                               0.0, None)
-        self._runs[jid] = run
-        self.running[jid] = run.view
-        entry = (expected, k, jid)
-        if self._end_table is None:
-            bisect.insort(self._ends, entry)
-        else:
-            i = bisect.bisect_left(self._ends, entry)
-            self._ends.insert(i, entry)
-            self._end_table.insert(i, (expected, k, mean_w * k, max_w * k, (std_w * k) ** 2))
+        ledger = self.ledger
+        run = ledger.start(jid, action.nodes, action.cap_w, action.freq_hz, self._truth[jid])
+        if ledger.rerated:
+            self._reschedule()
         self._schedule_end(run)
 
-    def _release(self, run: _Run) -> None:
-        """Free the nodes of ``run`` and drop it from the running set."""
-        jid = run.job.id
-        state = self.state
-        nodes = run.nodes
-        if run.unit_dyn_w is not None:
-            self._release_units(run)
-        else:
-            for n in nodes:
-                state[n] = _IDLE
-            self.ledger.give_all(nodes)
-            if self._homogeneous:
-                idle = self._idle_w[0] * len(run.nodes)
-            else:
-                idle = 0.0
-                for n in nodes:
-                    idle += self._idle_w[n]
-            if run.job_settings:
-                # A cap or frequency given with Start lasts as long as the job: the node's own setting returns.
-                for n in run.nodes:
-                    self._settle_node(n, None)
-            self.ledger.occupy(-len(nodes), -idle, -run.power_w)
-        k, re = len(nodes), self._running_est
-        re[0] -= run.est_mean_w * k
-        re[1] -= run.est_max_w * k
-        re[2] -= (run.est_std_w * k) ** 2
-        if not self.running:  # no drift: an empty machine sums to zero exactly
-            re[0] = re[1] = re[2] = 0.0
-        del self._runs[jid]
-        del self.running[jid]
-        ends = self._ends
-        i = bisect.bisect_left(ends, (run.view.expected_end_s, len(run.view.nodes), jid))
-        del ends[i]
-        if self._end_table is not None:
-            self._end_table.delete(i)
-        self.epoch += 1
+    def _reschedule(self) -> None:
+        """Reschedule the ends of the runs the ledger re-rated (their speed changed)."""
+        rerated = self.ledger.rerated
+        for run in rerated:
+            self._schedule_end(run)
+        rerated.clear()
 
-    def _end(self, run: _Run) -> None:
-        self._settle(run)
-        self._release(run)
+    def _end(self, run: Run) -> None:
+        ledger = self.ledger
+        ledger.end(run)
+        if ledger.rerated:
+            self._reschedule()
+        self.epoch += 1
         done = run.work_left_s <= _EPS * max(1.0, run.truth.runtime_s)
         if self.predictor is not None:
             self._learn(run)
-        self._estimates.pop(run.job.id, None)
         self._record(run.job, JobState.COMPLETED if done else JobState.TIMEOUT, run.start_s, self.now, run.energy_j,
                      run.work_done_s)
 
@@ -963,34 +664,24 @@ class Engine:
         """Real per-node power of a job: what the oracle sees and what the predictor learns."""
         return true_power(self._truth[job_id], self.platform)
 
-    def _learn(self, run: _Run) -> None:
+    def _learn(self, run: Run) -> None:
         true = true_power(self._truth[run.job.id], self.platform)
         self.predictor.update(self._completed(run.job, run.start_s, self.now, true.mean_w, true.max_w, true.std_w))
 
-    def _power_step(self, run: _Run) -> None:
-        self._settle(run)
-        old = run.power_w
-        run.step_index += 1
-        self._rate(run)
-        self.ledger.set_power(_BUSY, run.power_w - old)
-        self._replace_view(run)
+    def _power_step(self, run: Run) -> None:
+        ledger = self.ledger
+        ledger.power_step(run)
         self._schedule_end(run)
-        if run.unit_dyn_w is not None:  # its units' new draw changes the share of the others on capped nodes
-            self._rerate(self._capped_neighbours(run))
+        if ledger.rerated:
+            self._reschedule()
 
-    def _replace_view(self, run: _Run) -> None:
-        v = run.view
-        run.view = RunningJob(v.job, v.start_s, run.nodes, v.expected_end_s, run.power_w, run.speed,
-                              *self._limits(run.nodes), run.work_done_s, run.last_s)
-        self.running[run.job.id] = run.view
-
-    def _finalize_unfinished_run(self, run: _Run) -> None:
-        self._settle(run)
+    def _finalize_unfinished_run(self, run: Run) -> None:
+        self.ledger.settle(run)
         self._record(run.job, JobState.RUNNING, run.start_s, math.nan, run.energy_j, run.work_done_s)
 
     def _record(self, job: Job, state: JobState, start: float, end: float, energy_j: float = 0.0,
                 work_s: float = math.nan) -> None:
-        acc = self._accounts.pop(job.id, None)
+        acc = self.ledger.accounts.pop(job.id, None)
         self._job_ids.append(job.id)
         self._job_users.append(job.user)
         self._job_states.append(state._value_)
@@ -1023,18 +714,10 @@ class Engine:
                 case Start():
                     self._start(action)
                 case Evict():
-                    if len(self.control_log) < CONTROL_LOG_MAX:
-                        self.control_log.append((self.now, "evict" if action.requeue else "cancel", -1, math.nan,
-                                                 action.job_id))
+                    self._log_control("evict" if action.requeue else "cancel", -1, math.nan, action.job_id)
                     self._evict(action)
                 case SetNodeCap() | SetNodeFreq():
                     self._set_node(action)
-                    if len(self.control_log) < CONTROL_LOG_MAX:
-                        run = self._run_on(action.node)
-                        value = action.cap_w if type(action) is SetNodeCap else action.freq_hz
-                        self.control_log.append((self.now, "cap" if type(action) is SetNodeCap else "freq",
-                                                 action.node, math.nan if value is None else value,
-                                                 -1 if run is None else run.job.id))
                 case PowerDown():
                     self._power_down(action.node)
                 case PowerUp():
@@ -1046,214 +729,51 @@ class Engine:
         if plan.actions:
             self.epoch += 1
 
+    def _log_control(self, kind: str, node: int, value: float, job_id: int) -> None:
+        if len(self.control_log) < CONTROL_LOG_MAX:
+            self.control_log.append((self.now, kind, node, value, job_id))
+
     def _evict(self, action: Evict) -> None:
-        run = self._runs[action.job_id]
-        self._settle(run)
-        self._release(run)
-        acc = self._accounts.get(run.job.id)
-        if acc is None:
-            acc = self._accounts[run.job.id] = _JobAccount()
-        acc.evictions += 1
-        acc.energy_j += run.energy_j
-        acc.wasted_j += run.energy_j
-        acc.wasted_node_s += (self.now - run.start_s) * len(run.nodes)
-        job = run.job
+        ledger = self.ledger
+        run = ledger.runs[action.job_id]
+        job = ledger.evict(run)
+        if ledger.rerated:
+            self._reschedule()
+        self.epoch += 1
         if action.requeue:
-            self._requeue(job)
+            ledger.requeue(job)
         else:
-            self._estimates.pop(job.id, None)
+            ledger.estimates.pop(job.id, None)
             self._record(job, JobState.CANCELLED, run.start_s, self.now)
 
-    def _requeue(self, job: Job) -> None:
-        pending = self.pending
-        if pending and next(reversed(pending.values())).submit_s > job.submit_s:
-            items = sorted([*pending.values(), job], key=lambda j: (j.submit_s, j.id))
-            pending.clear()
-            pending.update((j.id, j) for j in items)
-            self.qindex.rebuild(items)
-        else:
-            pending[job.id] = job
-            self.qindex.append(job)
-
     def _set_node(self, action: SetNodeCap | SetNodeFreq) -> None:
+        ledger = self.ledger
         n = action.node
-        table = self._node_cap_set if type(action) is SetNodeCap else self._node_freq_set
-        value = action.cap_w if type(action) is SetNodeCap else action.freq_hz
-        if value is None:
-            table.pop(n, None)
+        if type(action) is SetNodeCap:
+            ledger.set_node_cap(n, action.cap_w)
+            kind, value = "cap", action.cap_w
         else:
-            table[n] = value
-        shared = self._node_runs.get(n)
-        if shared is not None:  # units of several jobs: the setting applies to the node, every run re-rated
-            self._settle_node(n, None)
-            self._rerate(shared)
-            return
-        run = self._run_on(n)
-        self._settle_node(n, run)
-        if run is not None:
-            self._rerate((run,))
-
-    def _rerate(self, runs) -> None:
-        """Settle ``runs`` up to now, recompute their speed and power, and reschedule their ends."""
-        for run in runs:
-            self._settle(run)
-            old = run.power_w
-            self._rate(run)
-            self.ledger.set_power(_BUSY, run.power_w - old)
-            self._replace_view(run)
-            self._schedule_end(run)
+            ledger.set_node_freq(n, action.freq_hz)
+            kind, value = "freq", action.freq_hz
+        if ledger.rerated:
+            self._reschedule()
+        run = ledger.run_on(n)
+        self._log_control(kind, n, math.nan if value is None else value, -1 if run is None else run.job.id)
 
     # ------------------------------------------------------------ job units
     def _check_units(self, job: Job) -> None:
         """A submitted job of units: packed for a whole-node policy; refused if some unit fits no node at all."""
         if not self._maps_units:
             self._pack = True
-        fits = self._unit_fits
         for u in job.units:
-            ok = fits.get(u)
-            if ok is None:
-                ok = fits[u] = any(unit_fits(capacity(n), u, n.mem_mb > 0) for n in self.platform.nodes)
-            if not ok:
+            if not self.ledger.hosts_unit(u):
                 most = [max(capacity(n)[i] for n in self.platform.nodes) for i in range(4)]
                 raise TraceError(self.workload.name if self.workload else "workload", None,
                                  f"job {job.id}: unit {format_units((u,))} fits no node of platform "
                                  f"{self.platform.name!r} (its nodes have at most {most[0]} cores, {most[1]} GPUs, "
                                  f"{most[2]} MICs, {most[3]} MB): the job could never start", field="units")
 
-    def _unit_nominal_w(self, run: _Run, i: int, node: int) -> float:
-        """Nominal power of unit ``i`` of ``run`` on ``node`` alone: the trace's per-unit power, or the default."""
-        tj = run.truth
-        if tj.power_series is not None:
-            return tj.power_series[run.step_index][1]
-        if tj.mean_w is not None:
-            return tj.mean_w
-        return unit_power_w(self.platform.nodes[node], run.job.units[i])
-
-    def _node_dynamic_w(self, node: int) -> float:
-        """Nominal dynamic power of every unit on a shared node together."""
-        idle = self._idle_w[node]
-        total = 0.0
-        for other in self._node_runs.get(node, ()):
-            for i, n in enumerate(other.nodes):
-                if n == node:
-                    total += max(0.0, self._unit_nominal_w(other, i, node) - idle)
-        return total
-
-    def _rate_units(self, run: _Run) -> None:
-        """Speed and power of a job of units.
-
-        A cap on a shared node limits the node's dynamic power: every unit on
-        it gets the same fraction of its nominal dynamic power (as RAPL
-        throttles a package), its job slowing through its response model; a
-        frequency limit acts on every unit as on a whole node. The job is as
-        fast as its slowest unit.
-        """
-        controlled = self.node_cap_w or self.node_freq_hz
-        dyn_list = run.unit_dyn_w
-        mult = 1.0
-        total = 0.0
-        for i, node in enumerate(run.nodes):
-            idle = self._idle_w[node]
-            dyn = max(0.0, self._unit_nominal_w(run, i, node) - idle)
-            r = 1.0
-            if controlled and dyn > 0:
-                cap = self.node_cap_w.get(node)
-                if cap is not None:
-                    node_dyn = self._node_dynamic_w(node)
-                    if cap - idle < node_dyn:
-                        r, m = run.response.under_power_ratio(max(cap - idle, 0.0) / node_dyn)
-                        mult = max(mult, m)
-                at_freq = self._at_node_freq(run, node)
-                if at_freq is not None:
-                    r, mult = min(r, at_freq[0]), max(mult, at_freq[1])
-                if r < 1.0:
-                    dyn = max(r * dyn, min(run.floor_w, dyn))
-            dyn_list[i] = dyn
-            total += dyn
-        run.speed = 1.0 / mult
-        run.power_w = run.idle_share_w + total
-        run.node_power_w = run.power_w / len(run.nodes) if run.nodes else 0.0
-
-    def _capped_neighbours(self, run: _Run) -> list[_Run]:
-        """Other runs on the capped shared nodes of ``run``: a unit arriving or leaving changes their share."""
-        if not self.node_cap_w:
-            return []
-        out: list[_Run] = []
-        for n in set(run.nodes):
-            if n in self.node_cap_w:
-                for other in self._node_runs.get(n, ()):
-                    if other is not run and other not in out:
-                        out.append(other)
-        return out
-
-    def _start_units(self, run: _Run) -> None:
-        """Start a job of units: each unit on its node, the nodes shared with other jobs' units."""
-        job = run.job
-        nodes = run.nodes
-        pnodes = self.platform.nodes
-        node_free, node_runs, state = self._node_free, self._node_runs, self.state
-        opened: list[int] = []
-        for u, n in zip(job.units, nodes, strict=True):
-            cap = node_free.get(n)
-            if cap is None:
-                cap = capacity(pnodes[n])
-                opened.append(n)
-            node_free[n] = minus(cap, u)
-        idle = 0.0
-        for n in opened:
-            self.ledger.take(n)
-            state[n] = _BUSY
-            idle += self._idle_w[n]
-        share = 0.0
-        for u, n in zip(job.units, nodes):
-            share += self._idle_w[n] * core_share(pnodes[n], u)
-        run.idle_share_w = share
-        run.unit_dyn_w = [0.0] * len(nodes)
-        for n in set(nodes):
-            node_runs.setdefault(n, []).append(run)
-        self._rate_units(run)
-        self.ledger.occupy(len(opened), idle, idle + run.power_w - run.idle_share_w)
-        self._rerate(self._capped_neighbours(run))
-        self._account_start(run, len(nodes))
-
-    def _release_units(self, run: _Run) -> None:
-        """Give back the capacity of a job of units; nodes left without units go idle."""
-        node_free, node_runs, state = self._node_free, self._node_runs, self.state
-        for u, n in zip(run.job.units, run.nodes, strict=True):
-            node_free[n] = plus(node_free[n], u)
-        neighbours = self._capped_neighbours(run)
-        emptied: list[int] = []
-        for n in set(run.nodes):
-            runs = node_runs[n]
-            runs.remove(run)
-            if not runs:
-                del node_runs[n]
-                del node_free[n]
-                emptied.append(n)
-        idle = 0.0
-        for n in sorted(emptied):
-            state[n] = _IDLE
-            self.ledger.give(n)
-            idle += self._idle_w[n]
-        self.ledger.occupy(-len(emptied), -idle, -(idle + run.power_w - run.idle_share_w))
-        self._rerate(neighbours)
-
-    def _settle_node(self, n: int, run: _Run | None) -> None:
-        """Put in force on node ``n`` the lower of its own setting and that of ``run``, the job on it."""
-        for own, job_value, table in ((self._node_cap_set.get(n), run and run.job_cap_w, self.node_cap_w),
-                                      (self._node_freq_set.get(n), run and run.job_freq_hz, self.node_freq_hz)):
-            values = [v for v in (own, job_value) if v is not None]
-            if values:
-                table[n] = min(values)
-            else:
-                table.pop(n, None)
-
-    def _limits(self, nodes: tuple[int, ...]) -> tuple[float | None, float | None]:
-        """(lowest frequency limit, lowest cap) in force on ``nodes``, None where none is set."""
-        freqs = [self.node_freq_hz[n] for n in nodes if n in self.node_freq_hz]
-        caps = [self.node_cap_w[n] for n in nodes if n in self.node_cap_w]
-        return (min(freqs) if freqs else None), (min(caps) if caps else None)
-
+    # ------------------------------------------------------------ control events
     def _notice(self, event: DemandResponseEvent) -> None:
         """A demand-response event is announced: its window joins the cap schedule policies see."""
         baseline = self.ledger.power_w
@@ -1268,85 +788,21 @@ class Engine:
             if t > self.now:
                 self._push(t, _CAP)
 
-    def _run_on(self, node: int) -> _Run | None:
-        """The run on ``node`` (a scan: node settings change rarely, starts and ends all the time)."""
-        if self.state[node] != _BUSY:
-            return None
-        shared = self._node_runs.get(node)
-        if shared is not None:
-            return shared[0]
-        return next((r for r in self._runs.values() if node in r.nodes), None)
-
     def _power_down(self, n: int) -> None:
-        pm = self.platform.nodes[n].power
-        self.ledger.take(n)
-        self.state[n] = _SW_OFF
-        self.ledger.move_nodes(_IDLE, _SW_OFF, 1)
-        self.ledger.set_power(_IDLE, -pm.idle_w)
-        self.ledger.set_power(_SW_OFF, pm.switch_off_w)
-        self._push(self.now + pm.switch_off_s, _SWITCH, n, _SW_OFF)
+        self._push(self.now + self.ledger.power_down(n), _SWITCH, n, _SW_OFF)
 
     def _power_up(self, n: int) -> None:
-        pm = self.platform.nodes[n].power
-        self.state[n] = _SW_ON
-        self.ledger.move_nodes(_OFF, _SW_ON, 1)
-        self.ledger.set_power(_OFF, -pm.off_w)
-        self.ledger.set_power(_SW_ON, pm.switch_on_w)
-        self._push(self.now + pm.switch_on_s, _SWITCH, n, _SW_ON)
+        self._push(self.now + self.ledger.power_up(n), _SWITCH, n, _SW_ON)
 
     def _switch_done(self, n: int, from_state: int) -> None:
-        pm = self.platform.nodes[n].power
-        if self.state[n] != from_state:
-            return
-        self.epoch += 1
-        if from_state == _SW_OFF:
-            self.state[n] = _OFF
-            self.ledger.move_nodes(_SW_OFF, _OFF, 1)
-            self.ledger.set_power(_SW_OFF, -pm.switch_off_w)
-            self.ledger.set_power(_OFF, pm.off_w)
-        else:
-            self.state[n] = _IDLE
-            self.ledger.give(n)
-            self.ledger.move_nodes(_SW_ON, _IDLE, 1)
-            self.ledger.set_power(_SW_ON, -pm.switch_on_w)
-            self.ledger.set_power(_IDLE, pm.idle_w)
+        if self.ledger.switch_done(n, from_state):
+            self.epoch += 1
 
     def _reshape(self, action: Reshape) -> None:
-        run = self._runs[action.job_id]
-        self._settle(run)
-        old_nodes, new_nodes = run.nodes, action.nodes
-        old_set, new_set = set(old_nodes), set(new_nodes)
-        jid = run.job.id
-        old_power = run.power_w
-        for n in old_nodes:
-            if n not in new_set:
-                self.state[n] = _IDLE
-                self.ledger.give(n)
-                self.ledger.occupy(-1, -self._idle_w[n], 0.0)
-        for n in new_nodes:
-            if n not in old_set:
-                self.ledger.take(n)
-                self.state[n] = _BUSY
-                self.ledger.occupy(1, self._idle_w[n], 0.0)
-        # Linear speedup: the remaining work spreads over the new node count.
-        run.work_left_s *= len(old_nodes) / len(new_nodes)
+        run = self.ledger.runs[action.job_id]
         hook = self.options.reshape_overhead
-        if hook is not None:
-            run.work_left_s += max(0.0, hook(run.job, len(old_nodes), len(new_nodes)))
-        ends = self._ends
-        i = bisect.bisect_left(ends, (run.view.expected_end_s, len(old_nodes), jid))
-        del ends[i]
-        entry = (run.view.expected_end_s, len(new_nodes), jid)
-        j = bisect.bisect_left(ends, entry)
-        ends.insert(j, entry)
-        if self._end_table is not None:
-            est, k = run.estimate, len(new_nodes)
-            self._end_table.delete(i)
-            self._end_table.insert(j, (entry[0], k, est.mean_w * k, est.max_w * k, (est.std_w * k) ** 2))
-        run.nodes = tuple(new_nodes)
-        self._rate(run)
-        self.ledger.set_power(_BUSY, run.power_w - old_power)
-        self._replace_view(run)
+        overhead_s = 0.0 if hook is None else max(0.0, hook(run.job, len(run.nodes), len(action.nodes)))
+        self.ledger.reshape(run, action.nodes, overhead_s)
         self._schedule_end(run)
 
     # ------------------------------------------------------------ results
