@@ -32,7 +32,8 @@ from wattsched.model.job import Job, PowerEstimate, RunningJob, running_job_from
 from wattsched.model.platform import NodeState, Platform
 from wattsched.model.queue_index import QueueIndex
 from wattsched.model.response import LinearResponse, ResponseModel, ResponseScenario
-from wattsched.model.units import Capacity, capacity, core_share, minus, plus, unit_power_w
+from wattsched.model.snapshot import Snapshot
+from wattsched.model.units import Capacity, capacity, core_share, format_units, minus, place, plus, unit_power_w
 from wattsched.model.units import fits as unit_fits
 
 _IDLE = int(NodeState.IDLE)
@@ -215,6 +216,16 @@ class Ledger:
         self.running_est = [0.0, 0.0, 0.0]
         self.rerated: list[Run] = []
 
+    def snapshot(self, **fields) -> Snapshot:
+        """A :class:`Snapshot` viewing this ledger: its queue, running jobs, nodes and indexes are the ledger's own
+        containers (current as the ledger changes); ``fields`` are the rest (cap schedule, estimator, ...). Its
+        figures (time, power, epoch) are the caller's to refresh before a policy reads it."""
+        return Snapshot(now_s=self.now, platform=self.platform, pending=self.pending, running=self.running,
+                        free_nodes=self.free, node_state=self.state, node_cap_w=self.node_cap_w,
+                        node_freq_hz=self.node_freq_hz, node_free=self.node_free, queue_index=self.qindex,
+                        estimates=self.estimates, running_estimate=self.running_est, end_table=self.end_table,
+                        ends=self.ends, **fields)
+
     # ------------------------------------------------------------------ time
     def open(self, t: float) -> None:
         """Open the books at ``t``: nothing is counted before it."""
@@ -376,13 +387,27 @@ class Ledger:
             pending[job.id] = job
             self.qindex.append(job)
 
-    def hosts_unit(self, unit) -> bool:
-        """Whether some node of the platform can host ``unit`` alone."""
-        ok = self.unit_hosts.get(unit)
-        if ok is None:
-            ok = self.unit_hosts[unit] = any(unit_fits(capacity(n), unit, n.mem_mb > 0)
-                                             for n in self.platform.nodes)
-        return ok
+    def unhosted(self, job: Job) -> str | None:
+        """Why no node of the platform could ever host some unit of ``job`` (a job of units), or None."""
+        nodes = self.platform.nodes
+        for u in job.units:
+            ok = self.unit_hosts.get(u)
+            if ok is None:
+                ok = self.unit_hosts[u] = any(unit_fits(capacity(n), u, n.mem_mb > 0) for n in nodes)
+            if not ok:
+                most = [max(capacity(n)[i] for n in nodes) for i in range(4)]
+                return (f"job {job.id}: unit {format_units((u,))} fits no node of platform {self.platform.name!r} "
+                        f"(its nodes have at most {most[0]} cores, {most[1]} GPUs, {most[2]} MICs, {most[3]} MB): "
+                        "the job could never start")
+        return None
+
+    def place_free(self, job: Job) -> tuple[int, ...] | None:
+        """Nodes ``job`` would get among the free ones now (a job of units: shared nodes first), or None."""
+        if job.units:
+            return place(job.units, [*self.node_free, *reversed(self.free)], self.platform, self.node_free,
+                         job.distinct_nodes)
+        k = job.nodes
+        return tuple(self.free[-k:]) if len(self.free) >= k else None
 
     # ------------------------------------------------------------------ jobs started and ended
     def start(self, job_id: int, nodes: tuple[int, ...], cap_w, freq_hz, truth) -> Run:

@@ -16,14 +16,25 @@ cdef double _EPS
 @cython.final
 cdef class Engine:
     cdef dict __dict__
-    cdef public double now
-    cdef public Py_ssize_t _seq, epoch
-    cdef public bint _maps_units, _pack
+    cdef public double now, _until, _limit, _cap_now
+    cdef public Py_ssize_t _seq, epoch, _events, _calls, _submitted, _ticks
+    cdef public bint _maps_units, _pack, _hold_open, _stopping, _always_call
     cdef public Ledger ledger
     cdef public list _heap, state, free, _job_ids, _job_users, _job_states
     cdef public Rows _job_rows, _timeline
     cdef public dict node_cap_w, node_freq_hz, pending, running, _truth, stats
-    cdef public object response, options, qindex, _snapshot, predictor
+    cdef public object response, options, qindex, _snapshot, predictor, _next_job, _jobs, _bar
+
+    @cython.locals(heap=list, runs=dict, run=Run)
+    cpdef double _next_time(self) except? -1
+
+    @cython.locals(heap=list, runs=dict, run=Run, kind=int, control=bint)
+    cpdef bint _events_at(self, double t) except? -1
+
+    @cython.locals(truth=dict, submitted=Py_ssize_t, first_new=Py_ssize_t, ledger=Ledger)
+    cpdef _submit_at(self, double t)
+
+    cpdef _decide(self, double t)
 
     cpdef _push(self, double t, int kind, object obj=*, Py_ssize_t version=*)
 

@@ -1,22 +1,21 @@
 """The discrete-event engine: replays a workload through a policy, under power constraints.
 
-Events sit on a heap ordered by ``(time, priority, sequence)``: job ends, node
-switch completions, job power-profile steps, cap-schedule changes, budget
-window edges, monitoring ticks. Submissions are streamed from the workload
-alongside the heap (so a 450,000-job trace is never all in memory) and come
-after heap events of the same time. After each batch of same-time events the
-policy is called once; its plan goes through the guard and is applied at the
-same instant. Everything is deterministic for a given workload, policy and
-seed.
+The engine is the clock. Events sit on a heap ordered by ``(time, priority,
+sequence)``: job ends, node switch completions, job power-profile steps,
+cap-schedule changes, budget window edges, demand-response notices,
+monitoring ticks. Submissions are streamed from the workload alongside the
+heap (a 450,000-job trace is never all in memory) and come after heap events
+of the same time. After each batch of same-time events the policy is called
+once; its plan goes through the guard and is applied at the same instant.
+Deterministic for a given workload, policy and seed.
 
-Ground truth (real runtimes and power) stays in the engine's run records; the
-policy sees a :class:`~wattsched.model.snapshot.Snapshot` with what a live
-system would know. The snapshot is a view of the engine's state, valid only
-during the policy call.
-
-Energy is integrated exactly: platform power is piecewise constant between
-events (a job's power changes only at events: start, end, a cap or frequency
-change, a step of its measured power profile).
+The bookkeeping is the :class:`~wattsched.model.ledger.Ledger`'s (node states,
+units, caps, per-job power, energy, the indexes): the engine drives it, one
+typed operation per event or action, and records what leaves it. The policy
+sees the ledger through a :class:`~wattsched.model.snapshot.Snapshot`, with
+what a live system would know; ground truth (real runtimes and power) stays
+in the ledger's run records. Energy is integrated exactly: power is piecewise
+constant between events.
 """
 
 from __future__ import annotations
@@ -25,40 +24,27 @@ import dataclasses
 import heapq
 import math
 import time as _time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any, assert_never
-
-import numpy as np
 
 from wattsched.errors import ConfigError, PlanViolation, TraceError
 from wattsched.model.constraints import BudgetState, CapSchedule, DemandResponseEvent, EnergyBudget, NoticedEvent
 from wattsched.model.forecast import forecast
 from wattsched.model.guard import plan_problems
-from wattsched.model.job import (
-    Job,
-    JobState,
-    PowerEstimate,
-    job_from_fields,
-    slot_layout,
-)
+from wattsched.model.job import Job, JobState, PowerEstimate, job_from_fields
 from wattsched.model.ledger import Ledger, Run
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodeState, Platform
-from wattsched.model.response import ResponseModel, ResponseScenario
+from wattsched.model.response import ResponseScenario
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
-from wattsched.model.units import (
-    capacity,
-    format_units,
-    pack_starts,
-    place,
-)
+from wattsched.model.units import pack_starts
 from wattsched.policies.base import Policy, policy_tags
-from wattsched.predictors.base import predictor_tags
+from wattsched.predictors.base import completed_job_builder, predictor_tags
 from wattsched.sim.collector import sparse
-from wattsched.sim.result import JOB_COLUMNS, TIMELINE_COLUMNS, SimResult
+from wattsched.sim.options import EngineOptions
+from wattsched.sim.result import JOB_NUMBERS, TIMELINE_COLUMNS, SimResult, job_table
 from wattsched.sim.rows import Rows
 from wattsched.workload.records import TraceJob, Workload, true_power
 
@@ -73,79 +59,16 @@ _SW_ON = int(NodeState.SWITCHING_ON)
 _SW_OFF = int(NodeState.SWITCHING_OFF)
 
 _EPS = 1e-9
-_JOB_NUMBERS = {col: np.int64 if col in ("nodes", "evictions") else np.float64
-                for col in JOB_COLUMNS if col not in ("id", "user", "state")}
-"""The numbers of a job's row (:meth:`Engine._record`), in order, and their types in :attr:`SimResult.jobs`
-(recorded as doubles: node and eviction counts are exact there; job ids, which may not be, are kept apart)."""
 
 
-def _completed_job_builder() -> Callable[..., Any]:
-    """A ``CompletedJob(job, start_s, end_s, mean_w, max_w, std_w)`` constructor for the predictor's learning.
-
-    It builds as :func:`~wattsched.model.job.job_from_fields` builds a Job (once per completed job;
-    the frozen dataclass's ``__init__`` costs about three times more).
-    """
-    from wattsched.predictors.base import CompletedJob
-
-    layout = slot_layout(CompletedJob)
-    new = object.__new__
-
-    def completed_job(job: Job, start_s: float, end_s: float, mean_w: float, max_w: float, std_w: float):
-        obj = new(layout)
-        obj.job = job
-        obj.start_s = start_s
-        obj.end_s = end_s
-        obj.mean_w = mean_w
-        obj.max_w = max_w
-        obj.std_w = std_w
-        obj.__class__ = CompletedJob
-        return obj
-
-    return completed_job
-
-
-@dataclass
-class EngineOptions:
-    """How the engine replays a workload.
-
-    Attributes
-    ----------
-    kill_at_walltime
-        Kill a job at its requested time, as Slurm does (default); otherwise
-        let it run to its real end.
-    tick_s
-        Period of monitoring ticks (the policy is called at each), or ``None``:
-        then the ``tick_period_s`` of the policy's tags, if any (the
-        energy-budget policies' monitoring stages).
-    strict
-        A plan the guard rejects raises :class:`~wattsched.errors.PlanViolation`
-        (tests, default); otherwise it is dropped and counted.
-    time_limit_s
-        Stop the run at this simulated time.
-    progress
-        Show a progress bar when the run takes more than two seconds.
-    max_ticks
-        Stop with a :class:`~wattsched.errors.ConfigError` when a run reaches
-        this many ticks (a bound on time and timeline rows), or ``None``.
-    """
-
-    kill_at_walltime: bool = True
-    tick_s: float | None = None
-    strict: bool = True
-    time_limit_s: float | None = None
-    progress: bool = False
-    cap_lookahead_s: float = math.inf
-    """How far ahead policies see the cap schedule, and the guard holds plans to it (see ``Snapshot``)."""
-    forecast_horizon_s: float | None = None
-    """Fill ``snapshot.forecast`` over this horizon at every call (also done for policies tagged ``wants_forecast``)."""
-    forecast_step_s: float = 300.0
-    reshape_overhead: Callable[[Job, int, int], float] | None = None
-    response_classes: Mapping[str, ResponseModel] | None = None
-    """Response model per application class; default: the platform's (:attr:`Platform.response_classes`)."""
-    max_ticks: int | None = None
-    response: ResponseScenario | None = None
-    """Per-job response scenario (Borghesi et al. 2018, §5.1.1); default: the ``response_scenario`` of the
-    policy's tags if it declares one, else each job's class model from ``response_classes``."""
+def _scenario(given: ResponseScenario | None, declared: ResponseScenario | None, seed: int) -> ResponseScenario | None:
+    """The run's per-job response scenario: the options', else the one the policy's tags declare (its per-job
+    draws fixed by the run's seed); None for the class models."""
+    if given is None and declared is not None:
+        given = dataclasses.replace(declared, seed=seed)
+    if given is not None and given.kind == "classes":
+        return None  # the class models, exactly as without a scenario
+    return given
 
 
 class Engine:
@@ -198,40 +121,35 @@ class Engine:
         self.budgets = list(budgets)
         self.dr_events = sorted(dr_events, key=lambda e: (e.notice_s, e.start_s))
         self.noticed: list[NoticedEvent] = []
-        self.options = options or EngineOptions()
-        self.response: ResponseScenario | None = self.options.response
-        if self.response is None and tags.response_scenario is not None:
-            # the policy's parameter names the scenario; the run's seed fixes its per-job draws
-            self.response = dataclasses.replace(tags.response_scenario, seed=seed)
-        if self.response is not None and self.response.kind == "classes":
-            self.response = None  # the class models, exactly as without a scenario
+        self.options = opts = options or EngineOptions()
+        self.response = _scenario(opts.response, tags.response_scenario, seed)
         self.seed = seed
         self.now = 0.0
         self._heap: list = []
         self._seq = 0
+        self.epoch = 0
         self._truth: dict[int, TraceJob] = {}  # ground truth of the jobs in the system, by id
-        self.ledger = ledger = Ledger(platform, responses=self.options.response_classes, scenario=self.response,
+        self.ledger = ledger = Ledger(platform, responses=opts.response_classes, scenario=self.response,
                                       end_table=tags.wants_end_table)
         # the ledger's containers, for readers of the engine (they are never rebound)
-        self.state = ledger.state
-        self.free = ledger.free
-        self.pending = ledger.pending
-        self.running = ledger.running
-        self.node_cap_w = ledger.node_cap_w
-        self.node_freq_hz = ledger.node_freq_hz
-        self.qindex = ledger.qindex
+        self.state, self.free, self.pending, self.running = ledger.state, ledger.free, ledger.pending, ledger.running
+        self.node_cap_w, self.node_freq_hz, self.qindex = ledger.node_cap_w, ledger.node_freq_hz, ledger.qindex
+        self._snapshot = ledger.snapshot(cap=self.cap, cap_lookahead_s=opts.cap_lookahead_s, estimator=estimator,
+                                         # in replay every setting takes effect at once
+                                         desired_node_cap_w=ledger.node_cap_w, desired_node_freq_hz=ledger.node_freq_hz)
+        ledger.estimate = self._snapshot.estimate  # the estimate of a job started without a prediction
         # a policy mapping whole nodes: its starts of jobs of units are packed (once such a job is seen)
         self._maps_units = tags.maps_units
         self._pack = False
-        self.epoch = 0
         self._budget_start_energy: dict[int, float] = {}
-        # the jobs that left, in the order they left: ids, users and states; the numbers of _JOB_NUMBERS
+        # the jobs that left, in the order they left: ids, users and states; the numbers of JOB_NUMBERS
         self._job_ids: list[int] = []
         self._job_users: list[str] = []
         self._job_states: list[str] = []
-        self._job_rows = Rows(len(_JOB_NUMBERS))
+        self._job_rows = Rows(len(JOB_NUMBERS))
         self._timeline = Rows(len(TIMELINE_COLUMNS))  # a row per event
         self.stats = {"policy_calls": 0, "events": 0, "plans_rejected": 0, "actions": 0, "submitted": 0}
+        self._events = self._calls = self._submitted = self._ticks = 0
         self.rejections: list[str] = []
         self.control_log: list[tuple[float, str, int, float, int]] = []
         """Evictions and node frequency/cap changes applied: ``(t_s, kind, node, value, job_id)`` (-1: none).
@@ -240,41 +158,18 @@ class Engine:
         NaN for nominal; ``job_id`` is the job evicted or running on the node. At most
         :data:`CONTROL_LOG_MAX` entries.
         """
-        self._snapshot = Snapshot(
-            now_s=0.0,
-            platform=platform,
-            pending=ledger.pending,
-            running=ledger.running,
-            free_nodes=ledger.free,
-            node_state=ledger.state,
-            cap=self.cap,
-            cap_lookahead_s=self.options.cap_lookahead_s,
-            estimator=estimator,
-            node_cap_w=ledger.node_cap_w,
-            node_freq_hz=ledger.node_freq_hz,
-            desired_node_cap_w=ledger.node_cap_w,  # in replay every setting takes effect at once
-            desired_node_freq_hz=ledger.node_freq_hz,
-            node_free=ledger.node_free,
-        )
-        self._snapshot.ends = ledger.ends
-        self._snapshot.end_table = ledger.end_table
-        self._snapshot.estimates = ledger.estimates
-        self._snapshot.running_estimate = ledger.running_est
-        self._snapshot.queue_index = ledger.qindex
-        ledger.estimate = self._snapshot.estimate  # the estimate of a job started without a prediction
-        self._forecast_horizon_s = self.options.forecast_horizon_s
+        self._forecast_horizon_s = opts.forecast_horizon_s
         if self._forecast_horizon_s is None and tags.wants_forecast:
             self._forecast_horizon_s = 7200.0
         self._until = math.inf
-        self._hold_open = False
-        self._stopping = False
+        self._hold_open = self._stopping = False
         self._gen: Iterator[None] | None = None
         self.result_: SimResult | None = None
         self._next_job: TraceJob | None = None
         self.predictor = predictor
         self.predictor_tags = None if predictor is None else predictor_tags(predictor)
         if predictor is not None:
-            self._completed = _completed_job_builder()
+            self._completed = completed_job_builder()
             predictor.setup(platform)
             if self.predictor_tags.needs_truth:
                 predictor.observe_truth(self._true_estimate)  # an oracle: the replay knows the real power
@@ -289,16 +184,6 @@ class Engine:
     def energy_j(self) -> float:
         """Energy drawn since the run began (J)."""
         return self.ledger.energy_j
-
-    @property
-    def state_node_s(self) -> list[float]:
-        """Node-seconds spent in each node state (indexed by state value)."""
-        return list(self.ledger.state_node_s)
-
-    @property
-    def state_energy_j(self) -> list[float]:
-        """Energy spent in each node state (indexed by state value)."""
-        return list(self.ledger.state_energy_j)
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, obj: Any = None, version: int = 0) -> None:
@@ -359,11 +244,7 @@ class Engine:
 
     def apply(self, plan: Plan) -> list[str]:
         """Apply ``plan`` now, as the policy's plans are; returns the guard's problems (nothing applied then)."""
-        snap = self._snapshot
-        snap.now_s = self.now
-        snap.epoch = self.epoch
-        snap.platform_power_w = self.ledger.power_w
-        snap.jobs_power_w = self.ledger.state_power[_BUSY]
+        snap = self._refresh(self.now)
         problems = plan_problems(snap, plan)
         if not problems:
             self._apply(plan)
@@ -385,10 +266,39 @@ class Engine:
 
     def _loop(self) -> Iterator[None]:
         wall0 = _time.perf_counter()
+        self._prime()
+        limit = self._limit
+        ledger = self.ledger
+        pending = self.pending
+        while True:
+            t = self._next_time()
+            if t > self._until or (t == math.inf and self._hold_open):
+                # Stepped against a clock: wait until the controller moves the clock on.
+                if self._stopping:
+                    break
+                yield
+                continue
+            if t == math.inf or t > limit:
+                break
+            if t > self.now:
+                ledger.advance(t)
+                self.now = t
+            control = self._events_at(t)
+            self._submit_at(t)
+            # A queue-only policy has nothing to do with an empty queue; control events
+            # (cap changes, ticks, ...) and node-managing policies are always served.
+            if pending or control or self._always_call:
+                self._decide(t)
+            self._timeline.add((t, ledger.power_w, self._cap_now, ledger.state_count[_BUSY],
+                                ledger.state_count[_OFF], len(pending)))
+        self._wrap_up(wall0)
+
+    def _prime(self) -> None:
+        """Before the first event: the known control events on the heap, the clock at the first event."""
         opts = self.options
         # A policy with monitoring stages (its tags' ``tick_period_s``) is called at that period too.
-        tick_s = opts.tick_s or self.policy_tags.tick_period_s
-        tick_until = max((b.end_s for b in self.budgets), default=-math.inf)
+        self._tick_s = tick_s = opts.tick_s or self.policy_tags.tick_period_s
+        self._tick_until = max((b.end_s for b in self.budgets), default=-math.inf)
         for t in self.cap.change_times():
             self._push(t, _CAP)
         for i, e in enumerate(self.dr_events):
@@ -406,169 +316,169 @@ class Engine:
             self.ledger.open(start)
             if tick_s:
                 self._push(start + tick_s, _TICK)
-        limit = opts.time_limit_s if opts.time_limit_s is not None else math.inf
-        ticks = 0
-        bar = self._progress_bar()
+        self._limit = opts.time_limit_s if opts.time_limit_s is not None else math.inf
+        self._bar = self._progress_bar()
+        self._cap_now = self.cap.cap_at(self.now)
+        self._always_call = self.policy_tags.wants_empty_queue_calls
+
+    def _next_time(self) -> float:
+        """Time of the next event, superseded ones dropped (a job's old end: it neither moves the clock nor calls
+        the policy)."""
         heap = self._heap
-        heappop = heapq.heappop
-        pending = self.pending
+        runs = self.ledger.runs
+        while heap:
+            head = heap[0]
+            if head[1] == _END or head[1] == _STEP:
+                run = runs.get(head[3])
+                if run is None or run.version != head[4]:
+                    heapq.heappop(heap)
+                    continue
+            break
+        t = heap[0][0] if heap else math.inf
+        nxt = self._next_job
+        if nxt is not None and nxt.submit_s < t:
+            t = nxt.submit_s
+        return t
+
+    def _events_at(self, t: float) -> bool:
+        """Handle the heap's events at ``t``; returns whether one was a control event (the policy is called)."""
+        heap = self._heap
+        runs = self.ledger.runs
+        control = False
+        while heap and heap[0][0] <= t:
+            _, kind, _, obj, version = heapq.heappop(heap)
+            self._events += 1
+            if kind == _END:
+                run = runs.get(obj)
+                if run is not None and run.version == version:
+                    self._end(run)
+            elif kind == _STEP:
+                run = runs.get(obj)
+                if run is not None and run.version == version:
+                    self._power_step(run)
+            else:
+                control = True
+                self._on_control(kind, obj, version, t)
+        return control
+
+    def _on_control(self, kind: int, obj: Any, version: int, t: float) -> None:
+        if kind == _SWITCH:
+            self._switch_done(obj, version)
+        elif kind == _CAP:
+            self.epoch += 1
+            self._cap_now = self.cap.cap_at(t)
+            if self.noticed:
+                self._snapshot.dr_events = [e for e in self.noticed if e.event.end_s > t]
+        elif kind == _BUDGET:
+            if t == self.budgets[obj].start_s:
+                self._budget_start_energy[obj] = self.ledger.energy_j
+            self.epoch += 1
+        elif kind == _DR:
+            self._notice(self.dr_events[obj])
+            self._cap_now = self.cap.cap_at(t)
+        elif kind == _TICK:
+            self._on_tick(t)
+
+    def _on_tick(self, t: float) -> None:
+        opts, tick_s = self.options, self._tick_s
+        self._ticks += 1
+        if opts.max_ticks is not None and self._ticks > opts.max_ticks:
+            raise ConfigError(
+                f"tick_s: the run reached {opts.max_ticks:,} ticks of {tick_s:g} s at "
+                f"t = {t:,.0f} s; use a longer tick or raise the limit (--max-ticks, config "
+                "key max_ticks)")
+        # A policy's own monitoring stages go on for a waiting queue only while a budget window
+        # lasts: a job that can never start would otherwise keep the run going for ever.
+        if self._next_job is not None or self.running or (self.pending and (opts.tick_s or t < self._tick_until)):
+            self._push(t + tick_s, _TICK)
+
+    def _submit_at(self, t: float) -> None:
+        """Submit the workload's jobs up to ``t`` (predicted, if a predictor runs; hot-started, if they ran)."""
+        nxt = self._next_job
+        if nxt is None or nxt.submit_s > t:
+            return
         truth = self._truth
-        decide = self.policy.decide
-        snap = self._snapshot
-        state = self.policy_state
-        cap_at = self.cap.cap_at
-        cap_now = cap_at(self.now)
-        stats = self.stats
-        submit = self.ledger.submit
-        set_estimate = self.ledger.set_estimate
-        predictor = self.predictor
-        always_call = self.policy_tags.wants_empty_queue_calls
-        until, hold_open = self._until, self._hold_open
-        budgets, horizon_s = self.budgets, self._forecast_horizon_s  # fixed for the run: looked up once
-        submitted = 0
-        calls = 0
-        events = 0
-        hot: list[int] = []
         ledger = self.ledger
-        runs = ledger.runs
-        while True:
-            while heap:
-                head = heap[0]
-                if head[1] == _END or head[1] == _STEP:
-                    run = runs.get(head[3])
-                    if run is None or run.version != head[4]:
-                        # superseded (the job ended, or its end moved when it was re-rated): not an event,
-                        # it neither moves the clock nor calls the policy
-                        heappop(heap)
-                        continue
-                break
-            t = heap[0][0] if heap else math.inf
-            if nxt is not None and nxt.submit_s < t:
-                t = nxt.submit_s
-            if t > until or (t == math.inf and hold_open):
-                # Stepped against a clock: wait until the controller moves the clock on.
-                if self._stopping:
-                    break
-                self._next_job = nxt
-                yield
-                until, hold_open = self._until, self._hold_open
-                continue
-            if t == math.inf or t > limit:
-                break
-            if t > self.now:
-                self.ledger.advance(t)
-                self.now = t
-            # heap events at t
-            control = False
-            while heap and heap[0][0] <= t:
-                _, kind, _, obj, version = heappop(heap)
-                events += 1
-                if kind == _END:
-                    run = runs.get(obj)
-                    if run is not None and run.version == version:
-                        self._end(run)
-                elif kind == _STEP:
-                    run = runs.get(obj)
-                    if run is not None and run.version == version:
-                        self._power_step(run)
-                elif kind == _SWITCH:
-                    self._switch_done(obj, version)
-                    control = True
-                elif kind == _CAP:
-                    control = True
-                    self.epoch += 1
-                    cap_now = cap_at(t)
-                    if self.noticed:
-                        snap.dr_events = [e for e in self.noticed if e.event.end_s > t]
-                elif kind == _BUDGET:
-                    control = True
-                    b = self.budgets[obj]
-                    if t == b.start_s:
-                        self._budget_start_energy[obj] = self.ledger.energy_j
-                    self.epoch += 1
-                elif kind == _DR:
-                    control = True
-                    self._notice(self.dr_events[obj])
-                    cap_at = self.cap.cap_at
-                    cap_now = cap_at(t)
-                elif kind == _TICK:
-                    control = True
-                    ticks += 1
-                    if opts.max_ticks is not None and ticks > opts.max_ticks:
-                        raise ConfigError(
-                            f"tick_s: the run reached {opts.max_ticks:,} ticks of {tick_s:g} s at "
-                            f"t = {t:,.0f} s; use a longer tick or raise the limit (--max-ticks, config "
-                            "key max_ticks)")
-                    # A policy's own monitoring stages go on for a waiting queue only while a budget window
-                    # lasts: a job that can never start would otherwise keep the run going for ever.
-                    if nxt is not None or self.running or (pending and (opts.tick_s or t < tick_until)):
-                        self._push(t + tick_s, _TICK)
-            # submissions at t
-            first_new = submitted
-            while nxt is not None and nxt.submit_s <= t:
-                job = self._make_job(nxt)
-                if job.id in truth:
-                    raise TraceError(self.workload.name if self.workload else "workload", None,
-                                     f"job id {job.id} appears twice in the workload")
-                truth[job.id] = nxt
-                if job.units:
-                    self._check_units(job)
-                submit(job)
-                if nxt.extra and nxt.extra.get("running_at_start"):
-                    hot.append(job.id)
-                submitted += 1
-                events += 1
-                nxt = next(self._jobs, None)
-                if bar is not None and not submitted & 1023:
-                    bar.update(1024)
-            if predictor is not None and submitted > first_new:
-                new = list(islice(reversed(pending.values()), submitted - first_new))
-                new.reverse()
-                predicted = predictor.predict(new)
-                for job, est in zip(new, predicted):
-                    set_estimate(job.id, est)
-            if hot:
-                self._start_hot(hot)
-                hot.clear()
-            # decide
-            # A queue-only policy has nothing to do with an empty queue; control events
-            # (cap changes, ticks, ...) and node-managing policies are always served.
-            if pending or control or always_call:
-                snap.now_s = t
-                snap.epoch = self.epoch
-                snap.platform_power_w = self.ledger.power_w
-                snap.jobs_power_w = self.ledger.state_power[_BUSY]
-                if budgets:
-                    snap.budgets = self._budget_states()
-                    snap.upcoming_budgets = self._upcoming_budgets()
-                if horizon_s is not None:
-                    snap.forecast = forecast(snap, None, horizon_s, min(opts.forecast_step_s, horizon_s))
-                calls += 1
-                plan = decide(snap, state)
-                if self._pack and plan.actions:
-                    plan = pack_starts(snap, plan)
-                if plan.actions or plan.power_estimate_w is not None:
-                    self._apply(plan)
-            self._timeline.add((t, ledger.power_w, cap_now, ledger.state_count[_BUSY], ledger.state_count[_OFF],
-                                len(pending)))
+        jobs = self._jobs
+        bar = self._bar
+        first_new = submitted = self._submitted
+        hot: list[int] = []
+        while nxt is not None and nxt.submit_s <= t:
+            job = self._make_job(nxt)
+            if job.id in truth:
+                raise TraceError(self.workload.name if self.workload else "workload", None,
+                                 f"job id {job.id} appears twice in the workload")
+            truth[job.id] = nxt
+            if job.units:
+                self._check_units(job)
+            ledger.submit(job)
+            if nxt.extra and nxt.extra.get("running_at_start"):
+                hot.append(job.id)
+            submitted += 1
+            nxt = next(jobs, None)
+            if bar is not None and not submitted & 1023:
+                bar.update(1024)
+        self._next_job = nxt
+        self._events += submitted - first_new
+        self._submitted = submitted
+        if self.predictor is not None:
+            new = list(islice(reversed(self.pending.values()), submitted - first_new))
+            new.reverse()
+            for job, est in zip(new, self.predictor.predict(new)):
+                ledger.set_estimate(job.id, est)
+        if hot:
+            self._start_hot(hot)
+
+    def _decide(self, t: float) -> None:
+        """Call the policy on the snapshot at ``t`` and apply its plan."""
+        snap = self._refresh(t)
+        if self.budgets:
+            snap.budgets = self._budget_states()
+            snap.upcoming_budgets = self._upcoming_budgets()
+        horizon_s = self._forecast_horizon_s
+        if horizon_s is not None:
+            snap.forecast = forecast(snap, None, horizon_s, min(self.options.forecast_step_s, horizon_s))
+        self._calls += 1
+        plan = self.policy.decide(snap, self.policy_state)
+        if self._pack and plan.actions:
+            plan = pack_starts(snap, plan)
+        if plan.actions or plan.power_estimate_w is not None:
+            self._apply(plan)
+
+    def _refresh(self, t: float) -> Snapshot:
+        """The snapshot's figures brought to ``t`` (its containers are the ledger's, always current)."""
+        snap = self._snapshot
+        snap.now_s = t
+        snap.epoch = self.epoch
+        snap.platform_power_w = self.ledger.power_w
+        snap.jobs_power_w = self.ledger.state_power[_BUSY]
+        return snap
+
+    def _wrap_up(self, wall0: float) -> None:
+        """The run ends: the clock to the time limit if one is set, unfinished jobs recorded, the result built."""
+        limit, ledger = self._limit, self.ledger
         end_t = min(self.now, limit) if math.isfinite(limit) else self.now
-        if math.isfinite(limit) and limit > self.now and (heap or nxt is not None):
-            self.ledger.advance(limit)
+        if math.isfinite(limit) and limit > self.now and (self._heap or self._next_job is not None):
+            ledger.advance(limit)
             self.now = end_t = limit
+        bar = self._bar
         if bar is not None:
-            bar.update(submitted & 1023)
+            bar.update(self._submitted & 1023)
             bar.close()
-        stats["policy_calls"] = calls
-        stats["events"] = events
-        stats["submitted"] = submitted
+        stats = self.stats
+        stats["policy_calls"] = self._calls
+        stats["events"] = self._events
+        stats["submitted"] = self._submitted
+        runs = ledger.runs
         for jid in list(runs):
             self._finalize_unfinished_run(runs[jid])
+        pending = self.pending
         for jid in list(pending):
             self._record(pending[jid], JobState.PENDING, math.nan, math.nan)
-        if nxt is not None:
+        if self._next_job is not None:
             stats["not_submitted"] = 1 + sum(1 for _ in self._jobs)
-        self._timeline.add((end_t, self.ledger.power_w, self.cap.cap_at(end_t), self.ledger.state_count[_BUSY],
-                            self.ledger.state_count[_OFF], len(pending)))
+        self._timeline.add((end_t, ledger.power_w, self.cap.cap_at(end_t), ledger.state_count[_BUSY],
+                            ledger.state_count[_OFF], len(pending)))
         self.result_ = self._result(_time.perf_counter() - wall0)
 
     def _progress_bar(self):
@@ -618,14 +528,7 @@ class Engine:
         ``stats["hot_start_pending"]``).
         """
         for jid in job_ids:
-            job = self.pending[jid]
-            if job.units:
-                node_free = self.ledger.node_free
-                nodes = place(job.units, [*node_free, *reversed(self.free)], self.platform, node_free,
-                              job.distinct_nodes)
-            else:
-                k = job.nodes
-                nodes = tuple(self.free[-k:]) if len(self.free) >= k else None
+            nodes = self.ledger.place_free(self.pending[jid])
             if nodes is not None:
                 self._start(Start(jid, nodes))
                 self.stats["hot_started"] = self.stats.get("hot_started", 0) + 1
@@ -765,13 +668,9 @@ class Engine:
         """A submitted job of units: packed for a whole-node policy; refused if some unit fits no node at all."""
         if not self._maps_units:
             self._pack = True
-        for u in job.units:
-            if not self.ledger.hosts_unit(u):
-                most = [max(capacity(n)[i] for n in self.platform.nodes) for i in range(4)]
-                raise TraceError(self.workload.name if self.workload else "workload", None,
-                                 f"job {job.id}: unit {format_units((u,))} fits no node of platform "
-                                 f"{self.platform.name!r} (its nodes have at most {most[0]} cores, {most[1]} GPUs, "
-                                 f"{most[2]} MICs, {most[3]} MB): the job could never start", field="units")
+        problem = self.ledger.unhosted(job)
+        if problem is not None:
+            raise TraceError(self.workload.name if self.workload else "workload", None, problem, field="units")
 
     # ------------------------------------------------------------ control events
     def _notice(self, event: DemandResponseEvent) -> None:
@@ -818,14 +717,7 @@ class Engine:
         return sorted((b for b in self.budgets if b.start_s > self.now), key=lambda b: b.start_s)
 
     def _result(self, wall_s: float) -> SimResult:
-        ids = np.fromiter(self._job_ids, dtype=np.int64, count=len(self._job_ids))
-        order = np.argsort(ids, kind="stable")
-        numbers = self._job_rows.table()
-        jobs = {"id": ids[order], "user": np.array(self._job_users, dtype=object)[order],
-                "state": np.array(self._job_states, dtype=object)[order]}
-        for k, (col, dtype) in enumerate(_JOB_NUMBERS.items()):
-            jobs[col] = numbers[:, k][order].astype(dtype, copy=False)
-        jobs = {col: jobs[col] for col in JOB_COLUMNS}
+        jobs = job_table(self._job_ids, self._job_users, self._job_states, self._job_rows.table())
         table = self._timeline.table()
         timeline = {col: table[:, k].copy() for k, col in enumerate(TIMELINE_COLUMNS)}
         self.ledger.close()
