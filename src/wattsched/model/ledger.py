@@ -139,7 +139,8 @@ class Ledger:
     end_table
         Keep an :class:`EndTable` beside the sorted expected ends.
     estimate
-        Estimate of a job without a prediction (the snapshot's estimator).
+        Estimate of a job started without a prediction (default: the
+        snapshot's, the node maximum).
 
     Attributes
     ----------
@@ -215,6 +216,8 @@ class Ledger:
         self.end_table = EndTable(platform.min_idle_w) if end_table else None
         self.running_est = [0.0, 0.0, 0.0]
         self.rerated: list[Run] = []
+        if estimate is None:
+            self.estimate = self.snapshot().estimate
 
     def snapshot(self, **fields) -> Snapshot:
         """A :class:`Snapshot` viewing this ledger: its queue, running jobs, nodes and indexes are the ledger's own
