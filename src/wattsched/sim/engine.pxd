@@ -36,6 +36,11 @@ cdef class Engine:
 
     cpdef _decide(self, double t)
 
+    cpdef _refresh(self, double t)
+
+    @cython.locals(ledger=Ledger)
+    cpdef _add_row(self, double t, double cap_w)
+
     cpdef _push(self, double t, int kind, object obj=*, Py_ssize_t version=*)
 
     @cython.locals(now=cython.double, finish=cython.double, kill=cython.double)

@@ -21,10 +21,10 @@ constant between events.
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import math
 import time as _time
 from collections.abc import Iterable, Iterator
+from heapq import heappop, heappush
 from itertools import islice
 from typing import Any, assert_never
 
@@ -188,7 +188,7 @@ class Engine:
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, obj: Any = None, version: int = 0) -> None:
         self._seq += 1
-        heapq.heappush(self._heap, (t, kind, self._seq, obj, version))
+        heappush(self._heap, (t, kind, self._seq, obj, version))
 
     # ------------------------------------------------------------ the run
     def run(self) -> SimResult:
@@ -268,7 +268,6 @@ class Engine:
         wall0 = _time.perf_counter()
         self._prime()
         limit = self._limit
-        ledger = self.ledger
         pending = self.pending
         while True:
             t = self._next_time()
@@ -281,7 +280,7 @@ class Engine:
             if t == math.inf or t > limit:
                 break
             if t > self.now:
-                ledger.advance(t)
+                self.ledger.advance(t)
                 self.now = t
             control = self._events_at(t)
             self._submit_at(t)
@@ -289,9 +288,14 @@ class Engine:
             # (cap changes, ticks, ...) and node-managing policies are always served.
             if pending or control or self._always_call:
                 self._decide(t)
-            self._timeline.add((t, ledger.power_w, self._cap_now, ledger.state_count[_BUSY],
-                                ledger.state_count[_OFF], len(pending)))
+            self._add_row(t, self._cap_now)
         self._wrap_up(wall0)
+
+    def _add_row(self, t: float, cap_w: float) -> None:
+        """The timeline's row at ``t``: power, cap, busy and off nodes, queue length."""
+        ledger = self.ledger
+        self._timeline.add((t, ledger.power_w, cap_w, ledger.state_count[_BUSY], ledger.state_count[_OFF],
+                            len(self.pending)))
 
     def _prime(self) -> None:
         """Before the first event: the known control events on the heap, the clock at the first event."""
@@ -331,7 +335,7 @@ class Engine:
             if head[1] == _END or head[1] == _STEP:
                 run = runs.get(head[3])
                 if run is None or run.version != head[4]:
-                    heapq.heappop(heap)
+                    heappop(heap)
                     continue
             break
         t = heap[0][0] if heap else math.inf
@@ -346,7 +350,7 @@ class Engine:
         runs = self.ledger.runs
         control = False
         while heap and heap[0][0] <= t:
-            _, kind, _, obj, version = heapq.heappop(heap)
+            _, kind, _, obj, version = heappop(heap)
             self._events += 1
             if kind == _END:
                 run = runs.get(obj)
@@ -477,8 +481,7 @@ class Engine:
             self._record(pending[jid], JobState.PENDING, math.nan, math.nan)
         if self._next_job is not None:
             stats["not_submitted"] = 1 + sum(1 for _ in self._jobs)
-        self._timeline.add((end_t, ledger.power_w, self.cap.cap_at(end_t), ledger.state_count[_BUSY],
-                            ledger.state_count[_OFF], len(pending)))
+        self._add_row(end_t, self.cap.cap_at(end_t))
         self.result_ = self._result(_time.perf_counter() - wall0)
 
     def _progress_bar(self):
