@@ -22,6 +22,7 @@ import sys
 COMPILED = (
     "wattsched.sim.engine",
     "wattsched.sim.rows",
+    "wattsched.model.ledger",
     "wattsched.policies.easy",
     "wattsched.policies.easy_pc",
     "wattsched.policies.power",
@@ -43,7 +44,7 @@ COMPILED = (
     "wattsched.workload.augment",
 )
 
-CIMPORTS = {"wattsched.sim.engine": ("wattsched.sim.rows",)}
+CIMPORTS = {"wattsched.sim.engine": ("wattsched.sim.rows", "wattsched.model.ledger")}
 """Compiled modules that use another one's C type (their ``.pxd`` cimports it): a module whose dependency is
 loaded from its source is loaded from its source too (the compiled one would refuse the Python class)."""
 

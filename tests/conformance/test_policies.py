@@ -211,4 +211,4 @@ def test_policy_runs_jobs_of_units_through_the_engine_with_the_guard_strict(name
     assert set(result.jobs["state"]) <= {"COMPLETED", "TIMEOUT"}
     assert len(result.jobs["id"]) == 150
     assert result.timeline["busy_nodes"].max() <= 6
-    assert set(engine.node_power_w()) <= {SIMPLE_POWER.idle_w, SIMPLE_POWER.off_w} and not engine._node_free
+    assert set(engine.node_power_w()) <= {SIMPLE_POWER.idle_w, SIMPLE_POWER.off_w} and not engine.ledger.node_free

@@ -96,7 +96,7 @@ def test_instances_of_jobs_of_units_keep_the_arrivals_and_share_nodes():
     engine = Engine(platform, jobs, make_policy("ls", {"queue_ewt_s": b18.QUEUE_EWT_S}))
     engine.begin()
     engine.advance_to(0.0)
-    shared = [n for n, runs in engine._node_runs.items() if len(runs) > 1]
+    shared = [n for n, runs in engine.ledger.node_runs.items() if len(runs) > 1]
     assert shared, "no node runs units of two jobs at t = 0"
     engine.advance_to(float("inf"))
     result = engine.finish()

@@ -65,10 +65,9 @@ def test_power_estimate_builder_is_a_plain_estimate():
 
 
 def test_the_engine_builds_completed_jobs_like_the_dataclass():
-    from wattsched.predictors.base import CompletedJob
-    from wattsched.sim.engine import _completed_job_builder
+    from wattsched.predictors.base import CompletedJob, completed_job_builder
 
-    build = _completed_job_builder()
+    build = completed_job_builder()
     assert list(inspect.signature(build).parameters) == [f.name for f in dataclasses.fields(CompletedJob)]
     job = Job(3, 0.0, 60.0, 2)
     done = build(job, 5.0, 50.0, 210.0, 280.0, 12.5)

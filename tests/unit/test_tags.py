@@ -176,7 +176,7 @@ def test_the_engine_reads_the_policy_tags():
 
     engine = Engine(platform(2), [tj(1, 0.0, 100.0)], Forecasting(), options=None)
     assert engine.policy_tags.tick_period_s == 50.0
-    assert engine._end_table is not None
+    assert engine.ledger.end_table is not None
     assert engine._forecast_horizon_s == 7200.0
     plain = Engine(platform(2), [tj(1, 0.0, 100.0)], make_policy("easy"))
-    assert plain._end_table is None and plain._forecast_horizon_s is None
+    assert plain.ledger.end_table is None and plain._forecast_horizon_s is None

@@ -1,81 +1,57 @@
 # C types for the compiled engine (Cython reads this beside engine.py; pure Python ignores it).
-# Only the per-job hot path is typed: the run records, the engine's counters and lists, and the
-# methods called once or twice per job. Everything else stays a Python attribute (Engine.__dict__).
+# Only the per-job hot path is typed: the engine's counters and lists, the ledger and its run records, and
+# the methods called once or twice per job. Everything else stays a Python attribute (Engine.__dict__).
 cimport cython
 
+from wattsched.model.ledger cimport Ledger, Run
 from wattsched.sim.rows cimport Rows
 
 
 # event kinds and node states (module constants, C integers here)
 cdef int _END, _SWITCH, _STEP, _CAP, _BUDGET, _TICK, _DR
-cdef int _IDLE, _BUSY, _OFF, _SW_ON, _SW_OFF
+cdef int _BUSY, _OFF, _SW_ON, _SW_OFF
 cdef double _EPS
-
-
-@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t)
-cpdef Py_ssize_t _insertion_point(list free, Py_ssize_t node) except -1
-
-
-@cython.final
-cdef class _Run:
-    cdef public object job, truth, response, estimate, view, nodes, job_cap_w, job_freq_hz, unit_dyn_w
-    cdef public bint dynamic, job_settings
-    cdef public double idle_share_w, floor_w, energy_j, last_s, node_power_w, power_w, speed, start_s, work_done_s, work_left_s
-    cdef public double est_mean_w, est_max_w, est_std_w
-    cdef public Py_ssize_t version, step_index
-
-
-@cython.final
-cdef class _JobAccount:
-    cdef public Py_ssize_t evictions
-    cdef public double energy_j, wasted_j, wasted_node_s
 
 
 @cython.final
 cdef class Engine:
     cdef dict __dict__
-    cdef public double now, power_w, energy_j
-    cdef public Py_ssize_t _seq, epoch
-    cdef public bint _homogeneous, _maps_units, _pack
-    cdef public list _heap, state, free, _idle_w, _busy_w, _gpu_tdp_w, _ends, _running_est
-    cdef public list _job_ids, _job_users, _job_states
+    cdef public double now, _until, _limit, _cap_now
+    cdef public Py_ssize_t _seq, epoch, _events, _calls, _submitted, _ticks
+    cdef public bint _maps_units, _pack, _hold_open, _stopping, _always_call
+    cdef public Ledger ledger
+    cdef public list _heap, state, free, _job_ids, _job_users, _job_states
     cdef public Rows _job_rows, _timeline
-    # per node state (7 states): C arrays here, lists in pure Python; read from Python, they come out as lists
-    cdef public double state_node_s[7], state_energy_j[7], _state_power[7], _state_t[7]
-    cdef public Py_ssize_t _state_count[7]
-    cdef public dict node_cap_w, node_freq_hz, _node_cap_set, _node_freq_set, pending, running, _runs, _truth
-    cdef public dict _accounts, _estimates, _default_estimates, stats
-    cdef public object _responses, response, options, qindex, _end_table, _snapshot, predictor
+    cdef public dict node_cap_w, node_freq_hz, pending, running, _truth, stats
+    cdef public object response, options, qindex, _snapshot, predictor, _next_job, _jobs, _bar
+
+    @cython.locals(heap=list, runs=dict, run=Run)
+    cpdef double _next_time(self) except? -1
+
+    @cython.locals(heap=list, runs=dict, run=Run, kind=int, control=bint)
+    cpdef bint _events_at(self, double t) except? -1
+
+    @cython.locals(truth=dict, submitted=Py_ssize_t, first_new=Py_ssize_t, ledger=Ledger)
+    cpdef _submit_at(self, double t)
+
+    cpdef _decide(self, double t)
+
+    cpdef _refresh(self, double t)
+
+    @cython.locals(ledger=Ledger)
+    cpdef _add_row(self, double t, double cap_w)
 
     cpdef _push(self, double t, int kind, object obj=*, Py_ssize_t version=*)
 
-    @cython.locals(now=cython.double, dt=cython.double)
-    cpdef _occupy(self, Py_ssize_t count, double idle_w, double busy_w)
-
-    @cython.locals(dt=cython.double)
-    cpdef _touch(self, int state)
-
-    @cython.locals(n=Py_ssize_t, top=Py_ssize_t, free=list)
-    cpdef _give_all(self, tuple nodes)
-
-    @cython.locals(total=cython.double, mult=cython.double)
-    cpdef _rate(self, _Run run)
-
-    @cython.locals(dt=cython.double, done=cython.double)
-    cpdef _settle(self, _Run run)
-
     @cython.locals(now=cython.double, finish=cython.double, kill=cython.double)
-    cpdef _schedule_end(self, _Run run)
+    cpdef _schedule_end(self, Run run)
 
-    @cython.locals(run=_Run, k=Py_ssize_t, idle=cython.double)
+    @cython.locals(run=Run, ledger=Ledger)
     cpdef _start(self, object action)
 
-    @cython.locals(k=Py_ssize_t, re=list)
-    cpdef _account_start(self, _Run run, Py_ssize_t k)
+    cpdef _reschedule(self)
 
-    @cython.locals(idle=cython.double, k=Py_ssize_t, re=list, i=Py_ssize_t)
-    cpdef _release(self, _Run run)
-
-    cpdef _end(self, _Run run)
+    @cython.locals(ledger=Ledger)
+    cpdef _end(self, Run run)
 
     cpdef _record(self, object job, object state, double start, double end, double energy_j=*, double work_s=*)

@@ -1,74 +1,50 @@
 """The discrete-event engine: replays a workload through a policy, under power constraints.
 
-Events sit on a heap ordered by ``(time, priority, sequence)``: job ends, node
-switch completions, job power-profile steps, cap-schedule changes, budget
-window edges, monitoring ticks. Submissions are streamed from the workload
-alongside the heap (so a 450,000-job trace is never all in memory) and come
-after heap events of the same time. After each batch of same-time events the
-policy is called once; its plan goes through the guard and is applied at the
-same instant. Everything is deterministic for a given workload, policy and
-seed.
+The engine is the clock. Events sit on a heap ordered by ``(time, priority,
+sequence)``: job ends, node switch completions, job power-profile steps,
+cap-schedule changes, budget window edges, demand-response notices,
+monitoring ticks. Submissions are streamed from the workload alongside the
+heap (a 450,000-job trace is never all in memory) and come after heap events
+of the same time. After each batch of same-time events the policy is called
+once; its plan goes through the guard and is applied at the same instant.
+Deterministic for a given workload, policy and seed.
 
-Ground truth (real runtimes and power) stays in the engine's run records; the
-policy sees a :class:`~wattsched.model.snapshot.Snapshot` with what a live
-system would know. The snapshot is a view of the engine's state, valid only
-during the policy call.
-
-Energy is integrated exactly: platform power is piecewise constant between
-events (a job's power changes only at events: start, end, a cap or frequency
-change, a step of its measured power profile).
+The bookkeeping is the :class:`~wattsched.model.ledger.Ledger`'s (node states,
+units, caps, per-job power, energy, the indexes): the engine drives it, one
+typed operation per event or action, and records what leaves it. The policy
+sees the ledger through a :class:`~wattsched.model.snapshot.Snapshot`, with
+what a live system would know; ground truth (real runtimes and power) stays
+in the ledger's run records. Energy is integrated exactly: power is piecewise
+constant between events.
 """
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
-import heapq
 import math
 import time as _time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from heapq import heappop, heappush
 from itertools import islice
 from typing import Any, assert_never
 
-import numpy as np
-
 from wattsched.errors import ConfigError, PlanViolation, TraceError
 from wattsched.model.constraints import BudgetState, CapSchedule, DemandResponseEvent, EnergyBudget, NoticedEvent
-from wattsched.model.end_table import EndTable
 from wattsched.model.forecast import forecast
 from wattsched.model.guard import plan_problems
-from wattsched.model.job import (
-    Job,
-    JobState,
-    PowerEstimate,
-    RunningJob,
-    job_from_fields,
-    running_job_from_fields,
-    slot_layout,
-)
+from wattsched.model.job import Job, JobState, PowerEstimate, job_from_fields
+from wattsched.model.ledger import Ledger, Run
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodeState, Platform
-from wattsched.model.queue_index import QueueIndex
-from wattsched.model.response import LinearResponse, ResponseModel, ResponseScenario
+from wattsched.model.response import ResponseScenario
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
-from wattsched.model.units import (
-    Capacity,
-    capacity,
-    core_share,
-    format_units,
-    minus,
-    pack_starts,
-    place,
-    plus,
-    unit_power_w,
-)
-from wattsched.model.units import fits as unit_fits
+from wattsched.model.units import pack_starts
 from wattsched.policies.base import Policy, policy_tags
-from wattsched.predictors.base import predictor_tags
+from wattsched.predictors.base import completed_job_builder, predictor_tags
 from wattsched.sim.collector import sparse
-from wattsched.sim.result import JOB_COLUMNS, TIMELINE_COLUMNS, SimResult
+from wattsched.sim.options import EngineOptions
+from wattsched.sim.result import JOB_NUMBERS, TIMELINE_COLUMNS, SimResult, job_table
 from wattsched.sim.rows import Rows
 from wattsched.workload.records import TraceJob, Workload, true_power
 
@@ -77,160 +53,22 @@ _END, _SWITCH, _STEP, _CAP, _BUDGET, _TICK, _DR = range(7)
 CONTROL_LOG_MAX = 1_000_000
 """Most entries :attr:`Engine.control_log` keeps."""
 
-_IDLE = int(NodeState.IDLE)
 _BUSY = int(NodeState.BUSY)
 _OFF = int(NodeState.OFF)
 _SW_ON = int(NodeState.SWITCHING_ON)
 _SW_OFF = int(NodeState.SWITCHING_OFF)
 
 _EPS = 1e-9
-_JOB_NUMBERS = {col: np.int64 if col in ("nodes", "evictions") else np.float64
-                for col in JOB_COLUMNS if col not in ("id", "user", "state")}
-"""The numbers of a job's row (:meth:`Engine._record`), in order, and their types in :attr:`SimResult.jobs`
-(recorded as doubles: node and eviction counts are exact there; job ids, which may not be, are kept apart)."""
-DEFAULT_RESPONSE: ResponseModel = LinearResponse(f=1.0, floor=0.3)
-"""Response of jobs with no application class: CPU-bound (the conservative choice)."""
 
 
-def _completed_job_builder() -> Callable[..., Any]:
-    """A ``CompletedJob(job, start_s, end_s, mean_w, max_w, std_w)`` constructor for the predictor's learning.
-
-    It builds as :func:`~wattsched.model.job.job_from_fields` builds a Job (once per completed job;
-    the frozen dataclass's ``__init__`` costs about three times more).
-    """
-    from wattsched.predictors.base import CompletedJob
-
-    layout = slot_layout(CompletedJob)
-    new = object.__new__
-
-    def completed_job(job: Job, start_s: float, end_s: float, mean_w: float, max_w: float, std_w: float):
-        obj = new(layout)
-        obj.job = job
-        obj.start_s = start_s
-        obj.end_s = end_s
-        obj.mean_w = mean_w
-        obj.max_w = max_w
-        obj.std_w = std_w
-        obj.__class__ = CompletedJob
-        return obj
-
-    return completed_job
-
-
-@dataclass
-class EngineOptions:
-    """How the engine replays a workload.
-
-    Attributes
-    ----------
-    kill_at_walltime
-        Kill a job at its requested time, as Slurm does (default); otherwise
-        let it run to its real end.
-    tick_s
-        Period of monitoring ticks (the policy is called at each), or ``None``:
-        then the ``tick_period_s`` of the policy's tags, if any (the
-        energy-budget policies' monitoring stages).
-    strict
-        A plan the guard rejects raises :class:`~wattsched.errors.PlanViolation`
-        (tests, default); otherwise it is dropped and counted.
-    time_limit_s
-        Stop the run at this simulated time.
-    progress
-        Show a progress bar when the run takes more than two seconds.
-    max_ticks
-        Stop with a :class:`~wattsched.errors.ConfigError` when a run reaches
-        this many ticks (a bound on time and timeline rows), or ``None``.
-    """
-
-    kill_at_walltime: bool = True
-    tick_s: float | None = None
-    strict: bool = True
-    time_limit_s: float | None = None
-    progress: bool = False
-    cap_lookahead_s: float = math.inf
-    """How far ahead policies see the cap schedule, and the guard holds plans to it (see ``Snapshot``)."""
-    forecast_horizon_s: float | None = None
-    """Fill ``snapshot.forecast`` over this horizon at every call (also done for policies tagged ``wants_forecast``)."""
-    forecast_step_s: float = 300.0
-    reshape_overhead: Callable[[Job, int, int], float] | None = None
-    response_classes: Mapping[str, ResponseModel] | None = None
-    """Response model per application class; default: the platform's (:attr:`Platform.response_classes`)."""
-    max_ticks: int | None = None
-    response: ResponseScenario | None = None
-    """Per-job response scenario (Borghesi et al. 2018, §5.1.1); default: the ``response_scenario`` of the
-    policy's tags if it declares one, else each job's class model from ``response_classes``."""
-
-
-def _insertion_point(free: list[int], node: int) -> int:
-    """Where ``node`` goes in the decreasing list ``free``: ``bisect_left(free, -node, key=neg)``, written out
-    so that the compiled core runs it on C integers."""
-    lo, hi = 0, len(free)
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if free[mid] > node:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-class _Run:
-    """Engine-private record of a job attempt. Holds the ground truth."""
-
-    __slots__ = (
-        "dynamic",
-        "energy_j",
-        "est_max_w",
-        "est_mean_w",
-        "est_std_w",
-        "estimate",
-        "floor_w",
-        "idle_share_w",
-        "job",
-        "job_cap_w",
-        "job_freq_hz",
-        "job_settings",
-        "last_s",
-        "node_power_w",
-        "nodes",
-        "power_w",
-        "response",
-        "speed",
-        "start_s",
-        "step_index",
-        "truth",
-        "unit_dyn_w",
-        "version",
-        "view",
-        "work_done_s",
-        "work_left_s",
-    )
-
-    def __init__(self, job: Job, truth: TraceJob, response: ResponseModel):
-        self.job = job
-        self.truth = truth
-        self.response = response
-        self.dynamic = False
-        self.floor_w = 0.0
-        self.version = 0
-        self.energy_j = 0.0
-        self.step_index = 0
-        self.job_cap_w: float | None = None
-        self.job_freq_hz: float | None = None
-        self.idle_share_w = 0.0
-        self.unit_dyn_w: list[float] | None = None  # a job of units: each unit's dynamic power now
-
-
-class _JobAccount:
-    """What the engine remembers of a job across attempts."""
-
-    __slots__ = ("energy_j", "evictions", "wasted_j", "wasted_node_s")
-
-    def __init__(self):
-        self.evictions = 0
-        self.wasted_j = 0.0
-        self.wasted_node_s = 0.0
-        self.energy_j = 0.0
+def _scenario(given: ResponseScenario | None, declared: ResponseScenario | None, seed: int) -> ResponseScenario | None:
+    """The run's per-job response scenario: the options', else the one the policy's tags declare (its per-job
+    draws fixed by the run's seed); None for the class models."""
+    if given is None and declared is not None:
+        given = dataclasses.replace(declared, seed=seed)
+    if given is not None and given.kind == "classes":
+        return None  # the class models, exactly as without a scenario
+    return given
 
 
 class Engine:
@@ -283,66 +121,35 @@ class Engine:
         self.budgets = list(budgets)
         self.dr_events = sorted(dr_events, key=lambda e: (e.notice_s, e.start_s))
         self.noticed: list[NoticedEvent] = []
-        self.options = options or EngineOptions()
-        self._responses: Mapping[str, ResponseModel] = (
-            platform.response_classes if self.options.response_classes is None else self.options.response_classes)
-        self.response: ResponseScenario | None = self.options.response
-        if self.response is None and tags.response_scenario is not None:
-            # the policy's parameter names the scenario; the run's seed fixes its per-job draws
-            self.response = dataclasses.replace(tags.response_scenario, seed=seed)
-        if self.response is not None and self.response.kind == "classes":
-            self.response = None  # the class models, exactly as without a scenario
+        self.options = opts = options or EngineOptions()
+        self.response = _scenario(opts.response, tags.response_scenario, seed)
         self.seed = seed
-        n = len(platform.nodes)
         self.now = 0.0
         self._heap: list = []
         self._seq = 0
-        self.state = [_IDLE] * n
-        # Idle nodes by decreasing index, the order the daemon lists them in too (see Snapshot.free_nodes):
-        # policies take from the end, the lowest-numbered first.
-        self.free: list[int] = list(range(n - 1, -1, -1))
-        # In force on each node: the lower of the node's own setting (SetNodeCap/SetNodeFreq, kept in
-        # _node_cap_set/_node_freq_set) and the one its running job was started with (Start's cap/freq).
-        self.node_cap_w: dict[int, float] = {}
-        self.node_freq_hz: dict[int, float] = {}
-        self._node_cap_set: dict[int, float] = {}
-        self._node_freq_set: dict[int, float] = {}
-        # Nodes running units of jobs of units (shared nodes): free capacity, and the runs on each.
-        self._node_free: dict[int, Capacity] = {}
+        self.epoch = 0
+        self._truth: dict[int, TraceJob] = {}  # ground truth of the jobs in the system, by id
+        self.ledger = ledger = Ledger(platform, responses=opts.response_classes, scenario=self.response,
+                                      end_table=tags.wants_end_table)
+        # the ledger's containers, for readers of the engine (they are never rebound)
+        self.state, self.free, self.pending, self.running = ledger.state, ledger.free, ledger.pending, ledger.running
+        self.node_cap_w, self.node_freq_hz, self.qindex = ledger.node_cap_w, ledger.node_freq_hz, ledger.qindex
+        self._snapshot = ledger.snapshot(cap=self.cap, cap_lookahead_s=opts.cap_lookahead_s, estimator=estimator,
+                                         # in replay every setting takes effect at once
+                                         desired_node_cap_w=ledger.node_cap_w, desired_node_freq_hz=ledger.node_freq_hz)
+        ledger.estimate = self._snapshot.estimate  # the estimate of a job started without a prediction
         # a policy mapping whole nodes: its starts of jobs of units are packed (once such a job is seen)
         self._maps_units = tags.maps_units
         self._pack = False
-        self._unit_fits: dict = {}  # by unit: whether some node of the platform can host it
-        self._node_runs: dict[int, list[_Run]] = {}
-        self._idle_w = [node.power.idle_w for node in platform.nodes]
-        self._busy_w = [node.power.busy_w for node in platform.nodes]
-        self._gpu_tdp_w = [node.power.gpu_tdp_w for node in platform.nodes]
-        self._homogeneous = platform.homogeneous
-        self.power_w = float(sum(self._idle_w))
-        self.energy_j = 0.0
-        self.pending: dict[int, Job] = {}
-        self.running: dict[int, RunningJob] = {}
-        self._runs: dict[int, _Run] = {}
-        self._truth: dict[int, TraceJob] = {}
-        self._accounts: dict[int, _JobAccount] = {}
-        self._ends: list[tuple[float, int, int]] = []
-        self.epoch = 0
-        # per-state node-seconds and energy
-        self.state_node_s = [0.0] * 7
-        self.state_energy_j = [0.0] * 7
-        self._state_count = [0] * 7
-        self._state_count[_IDLE] = n
-        self._state_power = [0.0] * 7
-        self._state_power[_IDLE] = self.power_w
-        self._state_t = [0.0] * 7  # when each state's node-seconds and energy were last integrated
         self._budget_start_energy: dict[int, float] = {}
-        # the jobs that left, in the order they left: ids, users and states; the numbers of _JOB_NUMBERS
+        # the jobs that left, in the order they left: ids, users and states; the numbers of JOB_NUMBERS
         self._job_ids: list[int] = []
         self._job_users: list[str] = []
         self._job_states: list[str] = []
-        self._job_rows = Rows(len(_JOB_NUMBERS))
+        self._job_rows = Rows(len(JOB_NUMBERS))
         self._timeline = Rows(len(TIMELINE_COLUMNS))  # a row per event
         self.stats = {"policy_calls": 0, "events": 0, "plans_rejected": 0, "actions": 0, "submitted": 0}
+        self._events = self._calls = self._submitted = self._ticks = 0
         self.rejections: list[str] = []
         self.control_log: list[tuple[float, str, int, float, int]] = []
         """Evictions and node frequency/cap changes applied: ``(t_s, kind, node, value, job_id)`` (-1: none).
@@ -351,115 +158,37 @@ class Engine:
         NaN for nominal; ``job_id`` is the job evicted or running on the node. At most
         :data:`CONTROL_LOG_MAX` entries.
         """
-        self._snapshot = Snapshot(
-            now_s=0.0,
-            platform=platform,
-            pending=self.pending,
-            running=self.running,
-            free_nodes=self.free,
-            node_state=self.state,
-            cap=self.cap,
-            cap_lookahead_s=self.options.cap_lookahead_s,
-            estimator=estimator,
-            node_cap_w=self.node_cap_w,
-            node_freq_hz=self.node_freq_hz,
-            desired_node_cap_w=self.node_cap_w,  # in replay every setting takes effect at once
-            desired_node_freq_hz=self.node_freq_hz,
-            node_free=self._node_free,
-        )
-        self._forecast_horizon_s = self.options.forecast_horizon_s
+        self._forecast_horizon_s = opts.forecast_horizon_s
         if self._forecast_horizon_s is None and tags.wants_forecast:
             self._forecast_horizon_s = 7200.0
         self._until = math.inf
-        self._hold_open = False
-        self._stopping = False
+        self._hold_open = self._stopping = False
         self._gen: Iterator[None] | None = None
         self.result_: SimResult | None = None
         self._next_job: TraceJob | None = None
-        self._snapshot.ends = self._ends
-        self._end_table = EndTable(platform.min_idle_w) if tags.wants_end_table else None
-        self._snapshot.end_table = self._end_table
         self.predictor = predictor
         self.predictor_tags = None if predictor is None else predictor_tags(predictor)
-        self._estimates: dict = {}
-        self._default_estimates: dict = {}  # by GPUs per node, for jobs without a prediction
-        self._running_est = [0.0, 0.0, 0.0]
-        self._snapshot.estimates = self._estimates
-        self._snapshot.running_estimate = self._running_est
         if predictor is not None:
-            self._completed = _completed_job_builder()
+            self._completed = completed_job_builder()
             predictor.setup(platform)
             if self.predictor_tags.needs_truth:
                 predictor.observe_truth(self._true_estimate)  # an oracle: the replay knows the real power
-        # With the idle power, the index keeps each job's predicted power increments (power-aware searches).
-        self.qindex = QueueIndex(idle_w=platform.min_idle_w)
-        self._snapshot.queue_index = self.qindex
+
+    # ------------------------------------------------------------------ the ledger's figures
+    @property
+    def power_w(self) -> float:
+        """Platform power now (W)."""
+        return self.ledger.power_w
+
+    @property
+    def energy_j(self) -> float:
+        """Energy drawn since the run began (J)."""
+        return self.ledger.energy_j
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, obj: Any = None, version: int = 0) -> None:
         self._seq += 1
-        heapq.heappush(self._heap, (t, kind, self._seq, obj, version))
-
-    def _touch(self, state: int) -> None:
-        """Integrate the node-seconds and energy of ``state`` up to now (before it changes)."""
-        dt = self.now - self._state_t[state]
-        if dt > 0:
-            self.state_energy_j[state] += self._state_power[state] * dt
-            self.state_node_s[state] += self._state_count[state] * dt
-        self._state_t[state] = self.now
-
-    def _set_power(self, state: int, delta: float) -> None:
-        self._touch(state)
-        self.power_w += delta
-        self._state_power[state] += delta
-
-    def _move_nodes(self, old: int, new: int, count: int) -> None:
-        self._touch(old)
-        self._touch(new)
-        self._state_count[old] -= count
-        self._state_count[new] += count
-
-    def _occupy(self, count: int, idle_w: float, busy_w: float) -> None:
-        """``count`` nodes drawing ``idle_w`` in all go busy drawing ``busy_w`` (negative: the reverse)."""
-        now = self.now
-        dt = now - self._state_t[_IDLE]
-        if dt > 0:
-            self.state_energy_j[_IDLE] += self._state_power[_IDLE] * dt
-            self.state_node_s[_IDLE] += self._state_count[_IDLE] * dt
-            self._state_t[_IDLE] = now
-        dt = now - self._state_t[_BUSY]
-        if dt > 0:
-            self.state_energy_j[_BUSY] += self._state_power[_BUSY] * dt
-            self.state_node_s[_BUSY] += self._state_count[_BUSY] * dt
-            self._state_t[_BUSY] = now
-        self._state_count[_IDLE] -= count
-        self._state_count[_BUSY] += count
-        self._state_power[_IDLE] -= idle_w
-        self._state_power[_BUSY] += busy_w
-        self.power_w += busy_w - idle_w
-
-    # ------------------------------------------------------------ free nodes
-    def _take(self, node: int) -> None:
-        free = self.free
-        del free[_insertion_point(free, node)]
-
-    def _give(self, node: int) -> None:
-        self.free.insert(_insertion_point(self.free, node), node)
-
-    def _give_all(self, nodes: tuple[int, ...]) -> None:
-        free = self.free
-        if len(nodes) <= 8:
-            for n in nodes:
-                free.insert(_insertion_point(free, n), n)
-            return
-        top = _insertion_point(free, max(nodes))
-        if top == _insertion_point(free, min(nodes)):
-            # no free node lies between the job's lowest and highest: its nodes go in as one block
-            # (the usual case: a job gets a run of neighbouring free nodes), without sorting the list
-            free[top:top] = sorted(nodes, reverse=True)
-        else:
-            free.extend(nodes)
-            free.sort(reverse=True)
+        heappush(self._heap, (t, kind, self._seq, obj, version))
 
     # ------------------------------------------------------------ the run
     def run(self) -> SimResult:
@@ -494,7 +223,7 @@ class Engine:
         self._until = t
         next(self._gen, None)
         if t > self.now:
-            self.energy_j += self.power_w * (t - self.now)
+            self.ledger.advance(t)
             self.now = t
 
     def finish(self) -> SimResult:
@@ -515,11 +244,7 @@ class Engine:
 
     def apply(self, plan: Plan) -> list[str]:
         """Apply ``plan`` now, as the policy's plans are; returns the guard's problems (nothing applied then)."""
-        snap = self._snapshot
-        snap.now_s = self.now
-        snap.epoch = self.epoch
-        snap.platform_power_w = self.power_w
-        snap.jobs_power_w = self._state_power[_BUSY]
+        snap = self._refresh(self.now)
         problems = plan_problems(snap, plan)
         if not problems:
             self._apply(plan)
@@ -527,35 +252,13 @@ class Engine:
 
     def cancel_pending(self, job_id: int) -> None:
         """Withdraw pending job ``job_id`` (cancelled before it started)."""
-        job = self.pending.pop(job_id)
-        self.qindex.remove(job_id)
-        self._estimates.pop(job_id, None)
+        job = self.ledger.cancel(job_id)
         self.epoch += 1
         self._record(job, JobState.CANCELLED, math.nan, self.now)
 
     def node_power_w(self) -> list[float]:
         """Power of each node now: its job's share, or the power of its state."""
-        out = [0.0] * len(self.state)
-        nodes = self.platform.nodes
-        for i, s in enumerate(self.state):
-            pm = nodes[i].power
-            if s == _OFF:
-                out[i] = pm.off_w
-            elif s == _SW_ON:
-                out[i] = pm.switch_on_w
-            elif s == _SW_OFF:
-                out[i] = pm.switch_off_w
-            else:
-                out[i] = pm.idle_w
-        for run in self._runs.values():
-            if run.unit_dyn_w is not None:
-                for n, dyn in zip(run.nodes, run.unit_dyn_w):
-                    out[n] += dyn  # a shared node: idle plus each unit's dynamic power
-                continue
-            share = run.power_w / len(run.nodes)
-            for n in run.nodes:
-                out[n] = share
-        return out
+        return self.ledger.node_power_w()
 
     def finished_jobs(self) -> int:
         """Jobs that left the system (completed, killed, cancelled)."""
@@ -563,10 +266,43 @@ class Engine:
 
     def _loop(self) -> Iterator[None]:
         wall0 = _time.perf_counter()
+        self._prime()
+        limit = self._limit
+        pending = self.pending
+        while True:
+            t = self._next_time()
+            if t > self._until or (t == math.inf and self._hold_open):
+                # Stepped against a clock: wait until the controller moves the clock on.
+                if self._stopping:
+                    break
+                yield
+                continue
+            if t == math.inf or t > limit:
+                break
+            if t > self.now:
+                self.ledger.advance(t)
+                self.now = t
+            control = self._events_at(t)
+            self._submit_at(t)
+            # A queue-only policy has nothing to do with an empty queue; control events
+            # (cap changes, ticks, ...) and node-managing policies are always served.
+            if pending or control or self._always_call:
+                self._decide(t)
+            self._add_row(t, self._cap_now)
+        self._wrap_up(wall0)
+
+    def _add_row(self, t: float, cap_w: float) -> None:
+        """The timeline's row at ``t``: power, cap, busy and off nodes, queue length."""
+        ledger = self.ledger
+        self._timeline.add((t, ledger.power_w, cap_w, ledger.state_count[_BUSY], ledger.state_count[_OFF],
+                            len(self.pending)))
+
+    def _prime(self) -> None:
+        """Before the first event: the known control events on the heap, the clock at the first event."""
         opts = self.options
         # A policy with monitoring stages (its tags' ``tick_period_s``) is called at that period too.
-        tick_s = opts.tick_s or self.policy_tags.tick_period_s
-        tick_until = max((b.end_s for b in self.budgets), default=-math.inf)
+        self._tick_s = tick_s = opts.tick_s or self.policy_tags.tick_period_s
+        self._tick_until = max((b.end_s for b in self.budgets), default=-math.inf)
         for t in self.cap.change_times():
             self._push(t, _CAP)
         for i, e in enumerate(self.dr_events):
@@ -581,184 +317,181 @@ class Engine:
             start = self._heap[0][0]
         if math.isfinite(start):
             self.now = start
-            for i in range(7):
-                self._state_t[i] = start
+            self.ledger.open(start)
             if tick_s:
                 self._push(start + tick_s, _TICK)
-        limit = opts.time_limit_s if opts.time_limit_s is not None else math.inf
-        ticks = 0
-        bar = self._progress_bar()
+        self._limit = opts.time_limit_s if opts.time_limit_s is not None else math.inf
+        self._bar = self._progress_bar()
+        self._cap_now = self.cap.cap_at(self.now)
+        self._always_call = self.policy_tags.wants_empty_queue_calls
+
+    def _next_time(self) -> float:
+        """Time of the next event, superseded ones dropped (a job's old end: it neither moves the clock nor calls
+        the policy)."""
         heap = self._heap
-        heappop = heapq.heappop
-        pending = self.pending
+        runs = self.ledger.runs
+        while heap:
+            head = heap[0]
+            if head[1] == _END or head[1] == _STEP:
+                run = runs.get(head[3])
+                if run is None or run.version != head[4]:
+                    heappop(heap)
+                    continue
+            break
+        t = heap[0][0] if heap else math.inf
+        nxt = self._next_job
+        if nxt is not None and nxt.submit_s < t:
+            t = nxt.submit_s
+        return t
+
+    def _events_at(self, t: float) -> bool:
+        """Handle the heap's events at ``t``; returns whether one was a control event (the policy is called)."""
+        heap = self._heap
+        runs = self.ledger.runs
+        control = False
+        while heap and heap[0][0] <= t:
+            _, kind, _, obj, version = heappop(heap)
+            self._events += 1
+            if kind == _END:
+                run = runs.get(obj)
+                if run is not None and run.version == version:
+                    self._end(run)
+            elif kind == _STEP:
+                run = runs.get(obj)
+                if run is not None and run.version == version:
+                    self._power_step(run)
+            else:
+                control = True
+                self._on_control(kind, obj, version, t)
+        return control
+
+    def _on_control(self, kind: int, obj: Any, version: int, t: float) -> None:
+        if kind == _SWITCH:
+            self._switch_done(obj, version)
+        elif kind == _CAP:
+            self.epoch += 1
+            self._cap_now = self.cap.cap_at(t)
+            if self.noticed:
+                self._snapshot.dr_events = [e for e in self.noticed if e.event.end_s > t]
+        elif kind == _BUDGET:
+            if t == self.budgets[obj].start_s:
+                self._budget_start_energy[obj] = self.ledger.energy_j
+            self.epoch += 1
+        elif kind == _DR:
+            self._notice(self.dr_events[obj])
+            self._cap_now = self.cap.cap_at(t)
+        elif kind == _TICK:
+            self._on_tick(t)
+
+    def _on_tick(self, t: float) -> None:
+        opts, tick_s = self.options, self._tick_s
+        self._ticks += 1
+        if opts.max_ticks is not None and self._ticks > opts.max_ticks:
+            # the period is tick_s, or the policy's own (named by its parameter)
+            param = None if opts.tick_s else self.policy_tags.tick_param
+            key, fix = ("tick_s", "a longer tick") if param is None else (
+                f"params.{param}", f"a longer period (--param {param}=SECONDS)")
+            raise ConfigError(
+                f"{key}: the run reached {opts.max_ticks:,} ticks of {tick_s:g} s at "
+                f"t = {t:,.0f} s; use {fix} or raise the limit (--max-ticks, config "
+                "key max_ticks)")
+        # A policy's own monitoring stages go on for a waiting queue only while a budget window
+        # lasts: a job that can never start would otherwise keep the run going for ever.
+        if self._next_job is not None or self.running or (self.pending and (opts.tick_s or t < self._tick_until)):
+            self._push(t + tick_s, _TICK)
+
+    def _submit_at(self, t: float) -> None:
+        """Submit the workload's jobs up to ``t`` (predicted, if a predictor runs; hot-started, if they ran)."""
+        nxt = self._next_job
+        if nxt is None or nxt.submit_s > t:
+            return
         truth = self._truth
-        decide = self.policy.decide
-        snap = self._snapshot
-        state = self.policy_state
-        cap_at = self.cap.cap_at
-        cap_now = cap_at(self.now)
-        stats = self.stats
-        qindex = self.qindex
-        qappend = qindex.append
-        predictor = self.predictor
-        estimates = self._estimates
-        always_call = self.policy_tags.wants_empty_queue_calls
-        until, hold_open = self._until, self._hold_open
-        budgets, horizon_s = self.budgets, self._forecast_horizon_s  # fixed for the run: looked up once
-        submitted = 0
-        calls = 0
-        events = 0
+        ledger = self.ledger
+        jobs = self._jobs
+        bar = self._bar
+        first_new = submitted = self._submitted
         hot: list[int] = []
-        runs = self._runs
-        while True:
-            while heap:
-                head = heap[0]
-                if head[1] == _END or head[1] == _STEP:
-                    run = runs.get(head[3])
-                    if run is None or run.version != head[4]:
-                        # superseded (the job ended, or its end moved when it was re-rated): not an event,
-                        # it neither moves the clock nor calls the policy
-                        heappop(heap)
-                        continue
-                break
-            t = heap[0][0] if heap else math.inf
-            if nxt is not None and nxt.submit_s < t:
-                t = nxt.submit_s
-            if t > until or (t == math.inf and hold_open):
-                # Stepped against a clock: wait until the controller moves the clock on.
-                if self._stopping:
-                    break
-                self._next_job = nxt
-                yield
-                until, hold_open = self._until, self._hold_open
-                continue
-            if t == math.inf or t > limit:
-                break
-            if t > self.now:
-                self.energy_j += self.power_w * (t - self.now)
-                self.now = t
-            # heap events at t
-            control = False
-            while heap and heap[0][0] <= t:
-                _, kind, _, obj, version = heappop(heap)
-                events += 1
-                if kind == _END:
-                    run = self._runs.get(obj)
-                    if run is not None and run.version == version:
-                        self._end(run)
-                elif kind == _STEP:
-                    run = self._runs.get(obj)
-                    if run is not None and run.version == version:
-                        self._power_step(run)
-                elif kind == _SWITCH:
-                    self._switch_done(obj, version)
-                    control = True
-                elif kind == _CAP:
-                    control = True
-                    self.epoch += 1
-                    cap_now = cap_at(t)
-                    if self.noticed:
-                        snap.dr_events = [e for e in self.noticed if e.event.end_s > t]
-                elif kind == _BUDGET:
-                    control = True
-                    b = self.budgets[obj]
-                    if t == b.start_s:
-                        self._budget_start_energy[obj] = self.energy_j
-                    self.epoch += 1
-                elif kind == _DR:
-                    control = True
-                    self._notice(self.dr_events[obj])
-                    cap_at = self.cap.cap_at
-                    cap_now = cap_at(t)
-                elif kind == _TICK:
-                    control = True
-                    ticks += 1
-                    if opts.max_ticks is not None and ticks > opts.max_ticks:
-                        # the period is tick_s, or the policy's own (named by its parameter)
-                        param = None if opts.tick_s else self.policy_tags.tick_param
-                        key, fix = ("tick_s", "a longer tick") if param is None else (
-                            f"params.{param}", f"a longer period (--param {param}=SECONDS)")
-                        raise ConfigError(
-                            f"{key}: the run reached {opts.max_ticks:,} ticks of {tick_s:g} s at "
-                            f"t = {t:,.0f} s; use {fix} or raise the limit (--max-ticks, config "
-                            "key max_ticks)")
-                    # A policy's own monitoring stages go on for a waiting queue only while a budget window
-                    # lasts: a job that can never start would otherwise keep the run going for ever.
-                    if nxt is not None or self.running or (pending and (opts.tick_s or t < tick_until)):
-                        self._push(t + tick_s, _TICK)
-            # submissions at t
-            first_new = submitted
-            while nxt is not None and nxt.submit_s <= t:
-                job = self._make_job(nxt)
-                if job.id in truth:
-                    raise TraceError(self.workload.name if self.workload else "workload", None,
-                                     f"job id {job.id} appears twice in the workload")
-                truth[job.id] = nxt
-                pending[job.id] = job
-                if job.units:
-                    self._check_units(job)
-                qappend(job)
-                if nxt.extra and nxt.extra.get("running_at_start"):
-                    hot.append(job.id)
-                submitted += 1
-                events += 1
-                nxt = next(self._jobs, None)
-                if bar is not None and not submitted & 1023:
-                    bar.update(1024)
-            if predictor is not None and submitted > first_new:
-                new = list(islice(reversed(pending.values()), submitted - first_new))
-                new.reverse()
-                predicted = predictor.predict(new)
-                for job, est in zip(new, predicted):
-                    estimates[job.id] = est
-                    qindex.set_estimate(job.id, est.mean_w, est.max_w, est.std_w)
-            elif submitted > first_new:
-                # No prediction: the estimate the policy gets (nominal busy power) narrows the index's searches too.
-                for job in islice(reversed(pending.values()), submitted - first_new):
-                    est = snap.estimate(job)
-                    qindex.set_estimate(job.id, est.mean_w, est.max_w, est.std_w)
-            if hot:
-                self._start_hot(hot)
-                hot.clear()
-            # decide
-            # A queue-only policy has nothing to do with an empty queue; control events
-            # (cap changes, ticks, ...) and node-managing policies are always served.
-            if pending or control or always_call:
-                snap.now_s = t
-                snap.epoch = self.epoch
-                snap.platform_power_w = self.power_w
-                snap.jobs_power_w = self._state_power[_BUSY]
-                if budgets:
-                    snap.budgets = self._budget_states()
-                    snap.upcoming_budgets = self._upcoming_budgets()
-                if horizon_s is not None:
-                    snap.forecast = forecast(snap, None, horizon_s, min(opts.forecast_step_s, horizon_s))
-                calls += 1
-                plan = decide(snap, state)
-                if self._pack and plan.actions:
-                    plan = pack_starts(snap, plan)
-                if plan.actions or plan.power_estimate_w is not None:
-                    self._apply(plan)
-            self._timeline.add((t, self.power_w, cap_now, self._state_count[_BUSY], self._state_count[_OFF],
-                                len(pending)))
+        while nxt is not None and nxt.submit_s <= t:
+            job = self._make_job(nxt)
+            if job.id in truth:
+                raise TraceError(self.workload.name if self.workload else "workload", None,
+                                 f"job id {job.id} appears twice in the workload")
+            truth[job.id] = nxt
+            if job.units:
+                self._check_units(job)
+            ledger.submit(job)
+            if nxt.extra and nxt.extra.get("running_at_start"):
+                hot.append(job.id)
+            submitted += 1
+            nxt = next(jobs, None)
+            if bar is not None and not submitted & 1023:
+                bar.update(1024)
+        self._next_job = nxt
+        self._events += submitted - first_new
+        self._submitted = submitted
+        if self.predictor is not None:
+            new = list(islice(reversed(self.pending.values()), submitted - first_new))
+            new.reverse()
+            for job, est in zip(new, self.predictor.predict(new)):
+                ledger.set_estimate(job.id, est)
+        elif submitted > first_new:
+            # No prediction: the estimate the policy gets (nominal busy power) narrows the index's searches too.
+            snap, qindex = self._snapshot, ledger.qindex
+            for job in islice(reversed(self.pending.values()), submitted - first_new):
+                est = snap.estimate(job)
+                qindex.set_estimate(job.id, est.mean_w, est.max_w, est.std_w)
+        if hot:
+            self._start_hot(hot)
+
+    def _decide(self, t: float) -> None:
+        """Call the policy on the snapshot at ``t`` and apply its plan."""
+        snap = self._refresh(t)
+        if self.budgets:
+            snap.budgets = self._budget_states()
+            snap.upcoming_budgets = self._upcoming_budgets()
+        horizon_s = self._forecast_horizon_s
+        if horizon_s is not None:
+            snap.forecast = forecast(snap, None, horizon_s, min(self.options.forecast_step_s, horizon_s))
+        self._calls += 1
+        plan = self.policy.decide(snap, self.policy_state)
+        if self._pack and plan.actions:
+            plan = pack_starts(snap, plan)
+        if plan.actions or plan.power_estimate_w is not None:
+            self._apply(plan)
+
+    def _refresh(self, t: float) -> Snapshot:
+        """The snapshot's figures brought to ``t`` (its containers are the ledger's, always current)."""
+        snap = self._snapshot
+        snap.now_s = t
+        snap.epoch = self.epoch
+        snap.platform_power_w = self.ledger.power_w
+        snap.jobs_power_w = self.ledger.state_power[_BUSY]
+        return snap
+
+    def _wrap_up(self, wall0: float) -> None:
+        """The run ends: the clock to the time limit if one is set, unfinished jobs recorded, the result built."""
+        limit, ledger = self._limit, self.ledger
         end_t = min(self.now, limit) if math.isfinite(limit) else self.now
-        if math.isfinite(limit) and limit > self.now and (heap or nxt is not None):
-            self.energy_j += self.power_w * (limit - self.now)
+        if math.isfinite(limit) and limit > self.now and (self._heap or self._next_job is not None):
+            ledger.advance(limit)
             self.now = end_t = limit
+        bar = self._bar
         if bar is not None:
-            bar.update(submitted & 1023)
+            bar.update(self._submitted & 1023)
             bar.close()
-        stats["policy_calls"] = calls
-        stats["events"] = events
-        stats["submitted"] = submitted
-        for jid in list(self._runs):
-            self._finalize_unfinished_run(self._runs[jid])
+        stats = self.stats
+        stats["policy_calls"] = self._calls
+        stats["events"] = self._events
+        stats["submitted"] = self._submitted
+        runs = ledger.runs
+        for jid in list(runs):
+            self._finalize_unfinished_run(runs[jid])
+        pending = self.pending
         for jid in list(pending):
             self._record(pending[jid], JobState.PENDING, math.nan, math.nan)
-        if nxt is not None:
+        if self._next_job is not None:
             stats["not_submitted"] = 1 + sum(1 for _ in self._jobs)
-        self._timeline.add((end_t, self.power_w, self.cap.cap_at(end_t), self._state_count[_BUSY],
-                            self._state_count[_OFF], len(pending)))
+        self._add_row(end_t, self.cap.cap_at(end_t))
         self.result_ = self._result(_time.perf_counter() - wall0)
 
     def _progress_bar(self):
@@ -783,87 +516,7 @@ class Engine:
             tj.units, False,
         )
 
-    def _nominal_node_power(self, run: _Run, node: int) -> float:
-        tj = run.truth
-        if tj.power_series is not None:
-            return tj.power_series[run.step_index][1]
-        if tj.mean_w is not None:
-            return tj.mean_w
-        return self._busy_w[node] + tj.gpus_per_node * self._gpu_tdp_w[node]
-
-    def _node_factor(self, run: _Run, node: int, nominal_w: float) -> tuple[float, float]:
-        """(power ratio, duration multiplier) of ``run`` on ``node`` under its cap and frequency."""
-        ratio, mult = 1.0, 1.0
-        cap = self.node_cap_w.get(node)
-        if run.dynamic:
-            # Borghesi's scenarios: the cap cuts the dynamic power (above idle), never below floor_w of it.
-            idle = self._idle_w[node]
-            dyn = nominal_w - idle
-            if dyn <= 0:
-                return ratio, mult
-            if cap is not None and cap < nominal_w:
-                r, mult = run.response.under_power_ratio(max(cap - idle, run.floor_w, 0.0) / dyn)
-                ratio = (idle + r * dyn) / nominal_w
-            at_freq = self._at_node_freq(run, node)
-            if at_freq is not None:
-                r2, m2 = at_freq
-                ratio, mult = min(ratio, (idle + max(r2 * dyn, min(run.floor_w, dyn))) / nominal_w), max(mult, m2)
-            return ratio, mult
-        if cap is not None and cap < nominal_w:
-            ratio, mult = run.response.under_power_ratio(cap / nominal_w)
-        at_freq = self._at_node_freq(run, node)
-        if at_freq is not None:
-            ratio, mult = min(ratio, at_freq[0]), max(mult, at_freq[1])
-        return ratio, mult
-
-    def _at_node_freq(self, run: _Run, node: int) -> tuple[float, float] | None:
-        """(power ratio, duration multiplier) of ``run`` at the frequency limit of ``node``; None at nominal."""
-        freq = self.node_freq_hz.get(node)
-        if freq is not None:
-            fmax = self.platform.nodes[node].power.max_freq_hz
-            if fmax and freq < fmax:
-                return run.response.at_frequency_ratio(freq / fmax)
-        return None
-
-    def _rate(self, run: _Run) -> None:
-        """Recompute the job's speed and power from its nodes' settings."""
-        if run.unit_dyn_w is not None:
-            self._rate_units(run)
-            return
-        if self._homogeneous and not (self.node_cap_w or self.node_freq_hz) and run.truth.power_series is None:
-            p = run.truth.mean_w
-            if p is None:
-                p = self._busy_w[0] + run.truth.gpus_per_node * self._gpu_tdp_w[0]
-            run.speed = 1.0
-            run.node_power_w = p
-            run.power_w = p * len(run.nodes)
-            return
-        total = 0.0
-        mult = 1.0
-        controlled = self.node_cap_w or self.node_freq_hz
-        for node in run.nodes:
-            p = self._nominal_node_power(run, node)
-            if controlled and (node in self.node_cap_w or node in self.node_freq_hz):
-                r, m = self._node_factor(run, node, p)
-                p *= r
-                if m > mult:
-                    mult = m
-            total += p
-        run.speed = 1.0 / mult
-        run.power_w = total
-        run.node_power_w = total / len(run.nodes) if run.nodes else 0.0
-
-    def _settle(self, run: _Run) -> None:
-        """Account the work and energy of ``run`` up to now."""
-        dt = self.now - run.last_s
-        if dt > 0:
-            done = dt * run.speed
-            run.work_left_s -= done
-            run.work_done_s += done
-            run.energy_j += run.power_w * dt
-            run.last_s = self.now
-
-    def _schedule_end(self, run: _Run) -> None:
+    def _schedule_end(self, run: Run) -> None:
         run.version += 1
         now = self.now
         finish = now + max(run.work_left_s, 0.0) / run.speed
@@ -888,13 +541,7 @@ class Engine:
         ``stats["hot_start_pending"]``).
         """
         for jid in job_ids:
-            job = self.pending[jid]
-            if job.units:
-                nodes = place(job.units, [*self._node_free, *reversed(self.free)], self.platform, self._node_free,
-                              job.distinct_nodes)
-            else:
-                k = job.nodes
-                nodes = tuple(self.free[-k:]) if len(self.free) >= k else None
+            nodes = self.ledger.place_free(self.pending[jid])
             if nodes is not None:
                 self._start(Start(jid, nodes))
                 self.stats["hot_started"] = self.stats.get("hot_started", 0) + 1
@@ -904,131 +551,28 @@ class Engine:
 
     def _start(self, action: Start) -> None:
         jid = action.job_id
-        job = self.pending.pop(jid)
-        self.qindex.remove(jid)
-        truth = self._truth[jid]
-        nodes = action.nodes
-        scenario = self.response
-        if scenario is None:
-            run = _Run(job, truth, self._responses.get(job.app_class, DEFAULT_RESPONSE))
-        else:
-            run = _Run(job, truth, scenario.for_job(job.id, job.app_class) or DEFAULT_RESPONSE)
-            run.dynamic = True
-            run.floor_w = scenario.floor_w
-        run.start_s = self.now
-        run.last_s = self.now
-        run.nodes = nodes
-        run.work_left_s = truth.runtime_s
-        run.work_done_s = 0.0
-        run.job_settings = action.cap_w is not None or action.freq_hz is not None
-        if job.units:
-            self._start_units(run)
-            return
-        state, free = self.state, self.free
-        k = len(nodes)
-        if free[-k:] == list(nodes):
-            # The usual case: the policy took the last free nodes, in order.
-            del free[-k:]
-        else:
-            for n in nodes:
-                del free[_insertion_point(free, n)]
-        for n in nodes:
-            state[n] = _BUSY
-        if self._homogeneous:
-            idle = self._idle_w[0] * len(nodes)
-        else:
-            idle = 0.0
-            for n in nodes:  # a loop, not sum() of a generator: the compiled core types this method
-                idle += self._idle_w[n]
-        if run.job_settings:
-            run.job_cap_w, run.job_freq_hz = action.cap_w, action.freq_hz
-            for n in nodes:
-                self._settle_node(n, run)
-        self._rate(run)
-        self._occupy(k, idle, run.power_w)
-        self._account_start(run, k)
-
-    def _account_start(self, run: _Run, k: int) -> None:
-        """The started run's estimates, view and expected end (``k``: its nodes, or units)."""
-        job = run.job
-        jid = job.id
-        nodes = run.nodes
-        est = self._estimates.get(jid)
-        if est is None:
-            if job.units:
-                est = self._snapshot.estimate(job)
-            else:
-                est = self._default_estimates.get(job.gpus_per_node)
-                if est is None:
-                    est = self._default_estimates[job.gpus_per_node] = self._snapshot.estimate(job)
-        mean_w, max_w, std_w = est.mean_w, est.max_w, est.std_w
-        re = self._running_est
-        re[0] += mean_w * k
-        re[1] += max_w * k
-        re[2] += (std_w * k) ** 2
-        run.estimate = est
-        run.est_mean_w, run.est_max_w, run.est_std_w = mean_w, max_w, std_w  # for _release, without the lookups
-        expected = self.now + job.walltime_s
-        if run.job_settings or self.node_cap_w or self.node_freq_hz:
-            run.view = RunningJob(job, self.now, nodes, expected, run.power_w, run.speed, *self._limits(nodes))
-        else:
-            run.view = running_job_from_fields(job, self.now, nodes, expected, run.power_w, run.speed, None, None,
-                                               0.0, None)
-        self._runs[jid] = run
-        self.running[jid] = run.view
-        entry = (expected, k, jid)
-        if self._end_table is None:
-            bisect.insort(self._ends, entry)
-        else:
-            i = bisect.bisect_left(self._ends, entry)
-            self._ends.insert(i, entry)
-            self._end_table.insert(i, (expected, k, mean_w * k, max_w * k, (std_w * k) ** 2))
+        ledger = self.ledger
+        run = ledger.start(jid, action.nodes, action.cap_w, action.freq_hz, self._truth[jid])
+        if ledger.rerated:
+            self._reschedule()
         self._schedule_end(run)
 
-    def _release(self, run: _Run) -> None:
-        """Free the nodes of ``run`` and drop it from the running set."""
-        jid = run.job.id
-        state = self.state
-        nodes = run.nodes
-        if run.unit_dyn_w is not None:
-            self._release_units(run)
-        else:
-            for n in nodes:
-                state[n] = _IDLE
-            self._give_all(nodes)
-            if self._homogeneous:
-                idle = self._idle_w[0] * len(run.nodes)
-            else:
-                idle = 0.0
-                for n in nodes:
-                    idle += self._idle_w[n]
-            if run.job_settings:
-                # A cap or frequency given with Start lasts as long as the job: the node's own setting returns.
-                for n in run.nodes:
-                    self._settle_node(n, None)
-            self._occupy(-len(nodes), -idle, -run.power_w)
-        k, re = len(nodes), self._running_est
-        re[0] -= run.est_mean_w * k
-        re[1] -= run.est_max_w * k
-        re[2] -= (run.est_std_w * k) ** 2
-        if not self.running:  # no drift: an empty machine sums to zero exactly
-            re[0] = re[1] = re[2] = 0.0
-        del self._runs[jid]
-        del self.running[jid]
-        ends = self._ends
-        i = bisect.bisect_left(ends, (run.view.expected_end_s, len(run.view.nodes), jid))
-        del ends[i]
-        if self._end_table is not None:
-            self._end_table.delete(i)
-        self.epoch += 1
+    def _reschedule(self) -> None:
+        """Reschedule the ends of the runs the ledger re-rated (their speed changed)."""
+        rerated = self.ledger.rerated
+        for run in rerated:
+            self._schedule_end(run)
+        rerated.clear()
 
-    def _end(self, run: _Run) -> None:
-        self._settle(run)
-        self._release(run)
+    def _end(self, run: Run) -> None:
+        ledger = self.ledger
+        ledger.end(run)
+        if ledger.rerated:
+            self._reschedule()
+        self.epoch += 1
         done = run.work_left_s <= _EPS * max(1.0, run.truth.runtime_s)
         if self.predictor is not None:
             self._learn(run)
-        self._estimates.pop(run.job.id, None)
         self._record(run.job, JobState.COMPLETED if done else JobState.TIMEOUT, run.start_s, self.now, run.energy_j,
                      run.work_done_s)
 
@@ -1036,34 +580,24 @@ class Engine:
         """Real per-node power of a job: what the oracle sees and what the predictor learns."""
         return true_power(self._truth[job_id], self.platform)
 
-    def _learn(self, run: _Run) -> None:
+    def _learn(self, run: Run) -> None:
         true = true_power(self._truth[run.job.id], self.platform)
         self.predictor.update(self._completed(run.job, run.start_s, self.now, true.mean_w, true.max_w, true.std_w))
 
-    def _power_step(self, run: _Run) -> None:
-        self._settle(run)
-        old = run.power_w
-        run.step_index += 1
-        self._rate(run)
-        self._set_power(_BUSY, run.power_w - old)
-        self._replace_view(run)
+    def _power_step(self, run: Run) -> None:
+        ledger = self.ledger
+        ledger.power_step(run)
         self._schedule_end(run)
-        if run.unit_dyn_w is not None:  # its units' new draw changes the share of the others on capped nodes
-            self._rerate(self._capped_neighbours(run))
+        if ledger.rerated:
+            self._reschedule()
 
-    def _replace_view(self, run: _Run) -> None:
-        v = run.view
-        run.view = RunningJob(v.job, v.start_s, run.nodes, v.expected_end_s, run.power_w, run.speed,
-                              *self._limits(run.nodes), run.work_done_s, run.last_s)
-        self.running[run.job.id] = run.view
-
-    def _finalize_unfinished_run(self, run: _Run) -> None:
-        self._settle(run)
+    def _finalize_unfinished_run(self, run: Run) -> None:
+        self.ledger.settle(run)
         self._record(run.job, JobState.RUNNING, run.start_s, math.nan, run.energy_j, run.work_done_s)
 
     def _record(self, job: Job, state: JobState, start: float, end: float, energy_j: float = 0.0,
                 work_s: float = math.nan) -> None:
-        acc = self._accounts.pop(job.id, None)
+        acc = self.ledger.accounts.pop(job.id, None)
         self._job_ids.append(job.id)
         self._job_users.append(job.user)
         self._job_states.append(state._value_)
@@ -1096,18 +630,10 @@ class Engine:
                 case Start():
                     self._start(action)
                 case Evict():
-                    if len(self.control_log) < CONTROL_LOG_MAX:
-                        self.control_log.append((self.now, "evict" if action.requeue else "cancel", -1, math.nan,
-                                                 action.job_id))
+                    self._log_control("evict" if action.requeue else "cancel", -1, math.nan, action.job_id)
                     self._evict(action)
                 case SetNodeCap() | SetNodeFreq():
                     self._set_node(action)
-                    if len(self.control_log) < CONTROL_LOG_MAX:
-                        run = self._run_on(action.node)
-                        value = action.cap_w if type(action) is SetNodeCap else action.freq_hz
-                        self.control_log.append((self.now, "cap" if type(action) is SetNodeCap else "freq",
-                                                 action.node, math.nan if value is None else value,
-                                                 -1 if run is None else run.job.id))
                 case PowerDown():
                     self._power_down(action.node)
                 case PowerUp():
@@ -1119,217 +645,50 @@ class Engine:
         if plan.actions:
             self.epoch += 1
 
+    def _log_control(self, kind: str, node: int, value: float, job_id: int) -> None:
+        if len(self.control_log) < CONTROL_LOG_MAX:
+            self.control_log.append((self.now, kind, node, value, job_id))
+
     def _evict(self, action: Evict) -> None:
-        run = self._runs[action.job_id]
-        self._settle(run)
-        self._release(run)
-        acc = self._accounts.get(run.job.id)
-        if acc is None:
-            acc = self._accounts[run.job.id] = _JobAccount()
-        acc.evictions += 1
-        acc.energy_j += run.energy_j
-        acc.wasted_j += run.energy_j
-        acc.wasted_node_s += (self.now - run.start_s) * len(run.nodes)
-        job = run.job
+        ledger = self.ledger
+        run = ledger.runs[action.job_id]
+        job = ledger.evict(run)
+        if ledger.rerated:
+            self._reschedule()
+        self.epoch += 1
         if action.requeue:
-            self._requeue(job)
+            ledger.requeue(job)
         else:
-            self._estimates.pop(job.id, None)
+            ledger.estimates.pop(job.id, None)
             self._record(job, JobState.CANCELLED, run.start_s, self.now)
 
-    def _requeue(self, job: Job) -> None:
-        pending = self.pending
-        if pending and next(reversed(pending.values())).submit_s > job.submit_s:
-            items = sorted([*pending.values(), job], key=lambda j: (j.submit_s, j.id))
-            pending.clear()
-            pending.update((j.id, j) for j in items)
-            self.qindex.rebuild(items)
-        else:
-            pending[job.id] = job
-            self.qindex.append(job)
-
     def _set_node(self, action: SetNodeCap | SetNodeFreq) -> None:
+        ledger = self.ledger
         n = action.node
-        table = self._node_cap_set if type(action) is SetNodeCap else self._node_freq_set
-        value = action.cap_w if type(action) is SetNodeCap else action.freq_hz
-        if value is None:
-            table.pop(n, None)
+        if type(action) is SetNodeCap:
+            ledger.set_node_cap(n, action.cap_w)
+            kind, value = "cap", action.cap_w
         else:
-            table[n] = value
-        shared = self._node_runs.get(n)
-        if shared is not None:  # units of several jobs: the setting applies to the node, every run re-rated
-            self._settle_node(n, None)
-            self._rerate(shared)
-            return
-        run = self._run_on(n)
-        self._settle_node(n, run)
-        if run is not None:
-            self._rerate((run,))
-
-    def _rerate(self, runs) -> None:
-        """Settle ``runs`` up to now, recompute their speed and power, and reschedule their ends."""
-        for run in runs:
-            self._settle(run)
-            old = run.power_w
-            self._rate(run)
-            self._set_power(_BUSY, run.power_w - old)
-            self._replace_view(run)
-            self._schedule_end(run)
+            ledger.set_node_freq(n, action.freq_hz)
+            kind, value = "freq", action.freq_hz
+        if ledger.rerated:
+            self._reschedule()
+        run = ledger.run_on(n)
+        self._log_control(kind, n, math.nan if value is None else value, -1 if run is None else run.job.id)
 
     # ------------------------------------------------------------ job units
     def _check_units(self, job: Job) -> None:
         """A submitted job of units: packed for a whole-node policy; refused if some unit fits no node at all."""
         if not self._maps_units:
             self._pack = True
-        fits = self._unit_fits
-        for u in job.units:
-            ok = fits.get(u)
-            if ok is None:
-                ok = fits[u] = any(unit_fits(capacity(n), u, n.mem_mb > 0) for n in self.platform.nodes)
-            if not ok:
-                most = [max(capacity(n)[i] for n in self.platform.nodes) for i in range(4)]
-                raise TraceError(self.workload.name if self.workload else "workload", None,
-                                 f"job {job.id}: unit {format_units((u,))} fits no node of platform "
-                                 f"{self.platform.name!r} (its nodes have at most {most[0]} cores, {most[1]} GPUs, "
-                                 f"{most[2]} MICs, {most[3]} MB): the job could never start", field="units")
+        problem = self.ledger.unhosted(job)
+        if problem is not None:
+            raise TraceError(self.workload.name if self.workload else "workload", None, problem, field="units")
 
-    def _unit_nominal_w(self, run: _Run, i: int, node: int) -> float:
-        """Nominal power of unit ``i`` of ``run`` on ``node`` alone: the trace's per-unit power, or the default."""
-        tj = run.truth
-        if tj.power_series is not None:
-            return tj.power_series[run.step_index][1]
-        if tj.mean_w is not None:
-            return tj.mean_w
-        return unit_power_w(self.platform.nodes[node], run.job.units[i])
-
-    def _node_dynamic_w(self, node: int) -> float:
-        """Nominal dynamic power of every unit on a shared node together."""
-        idle = self._idle_w[node]
-        total = 0.0
-        for other in self._node_runs.get(node, ()):
-            for i, n in enumerate(other.nodes):
-                if n == node:
-                    total += max(0.0, self._unit_nominal_w(other, i, node) - idle)
-        return total
-
-    def _rate_units(self, run: _Run) -> None:
-        """Speed and power of a job of units.
-
-        A cap on a shared node limits the node's dynamic power: every unit on
-        it gets the same fraction of its nominal dynamic power (as RAPL
-        throttles a package), its job slowing through its response model; a
-        frequency limit acts on every unit as on a whole node. The job is as
-        fast as its slowest unit.
-        """
-        controlled = self.node_cap_w or self.node_freq_hz
-        dyn_list = run.unit_dyn_w
-        mult = 1.0
-        total = 0.0
-        for i, node in enumerate(run.nodes):
-            idle = self._idle_w[node]
-            dyn = max(0.0, self._unit_nominal_w(run, i, node) - idle)
-            r = 1.0
-            if controlled and dyn > 0:
-                cap = self.node_cap_w.get(node)
-                if cap is not None:
-                    node_dyn = self._node_dynamic_w(node)
-                    if cap - idle < node_dyn:
-                        r, m = run.response.under_power_ratio(max(cap - idle, 0.0) / node_dyn)
-                        mult = max(mult, m)
-                at_freq = self._at_node_freq(run, node)
-                if at_freq is not None:
-                    r, mult = min(r, at_freq[0]), max(mult, at_freq[1])
-                if r < 1.0:
-                    dyn = max(r * dyn, min(run.floor_w, dyn))
-            dyn_list[i] = dyn
-            total += dyn
-        run.speed = 1.0 / mult
-        run.power_w = run.idle_share_w + total
-        run.node_power_w = run.power_w / len(run.nodes) if run.nodes else 0.0
-
-    def _capped_neighbours(self, run: _Run) -> list[_Run]:
-        """Other runs on the capped shared nodes of ``run``: a unit arriving or leaving changes their share."""
-        if not self.node_cap_w:
-            return []
-        out: list[_Run] = []
-        for n in set(run.nodes):
-            if n in self.node_cap_w:
-                for other in self._node_runs.get(n, ()):
-                    if other is not run and other not in out:
-                        out.append(other)
-        return out
-
-    def _start_units(self, run: _Run) -> None:
-        """Start a job of units: each unit on its node, the nodes shared with other jobs' units."""
-        job = run.job
-        nodes = run.nodes
-        pnodes = self.platform.nodes
-        node_free, node_runs, state = self._node_free, self._node_runs, self.state
-        opened: list[int] = []
-        for u, n in zip(job.units, nodes, strict=True):
-            cap = node_free.get(n)
-            if cap is None:
-                cap = capacity(pnodes[n])
-                opened.append(n)
-            node_free[n] = minus(cap, u)
-        idle = 0.0
-        for n in opened:
-            self._take(n)
-            state[n] = _BUSY
-            idle += self._idle_w[n]
-        share = 0.0
-        for u, n in zip(job.units, nodes):
-            share += self._idle_w[n] * core_share(pnodes[n], u)
-        run.idle_share_w = share
-        run.unit_dyn_w = [0.0] * len(nodes)
-        for n in set(nodes):
-            node_runs.setdefault(n, []).append(run)
-        self._rate_units(run)
-        self._occupy(len(opened), idle, idle + run.power_w - run.idle_share_w)
-        self._rerate(self._capped_neighbours(run))
-        self._account_start(run, len(nodes))
-
-    def _release_units(self, run: _Run) -> None:
-        """Give back the capacity of a job of units; nodes left without units go idle."""
-        node_free, node_runs, state = self._node_free, self._node_runs, self.state
-        for u, n in zip(run.job.units, run.nodes, strict=True):
-            node_free[n] = plus(node_free[n], u)
-        neighbours = self._capped_neighbours(run)
-        emptied: list[int] = []
-        for n in set(run.nodes):
-            runs = node_runs[n]
-            runs.remove(run)
-            if not runs:
-                del node_runs[n]
-                del node_free[n]
-                emptied.append(n)
-        idle = 0.0
-        for n in sorted(emptied):
-            state[n] = _IDLE
-            self._give(n)
-            idle += self._idle_w[n]
-        self._occupy(-len(emptied), -idle, -(idle + run.power_w - run.idle_share_w))
-        self._rerate(neighbours)
-
-    def _settle_node(self, n: int, run: _Run | None) -> None:
-        """Put in force on node ``n`` the lower of its own setting and that of ``run``, the job on it."""
-        for own, job_value, table in ((self._node_cap_set.get(n), run and run.job_cap_w, self.node_cap_w),
-                                      (self._node_freq_set.get(n), run and run.job_freq_hz, self.node_freq_hz)):
-            values = [v for v in (own, job_value) if v is not None]
-            if values:
-                table[n] = min(values)
-            else:
-                table.pop(n, None)
-
-    def _limits(self, nodes: tuple[int, ...]) -> tuple[float | None, float | None]:
-        """(lowest frequency limit, lowest cap) in force on ``nodes``, None where none is set."""
-        freqs = [self.node_freq_hz[n] for n in nodes if n in self.node_freq_hz]
-        caps = [self.node_cap_w[n] for n in nodes if n in self.node_cap_w]
-        return (min(freqs) if freqs else None), (min(caps) if caps else None)
-
+    # ------------------------------------------------------------ control events
     def _notice(self, event: DemandResponseEvent) -> None:
         """A demand-response event is announced: its window joins the cap schedule policies see."""
-        baseline = self.power_w
+        baseline = self.ledger.power_w
         cap_w = event.target_cap_w(baseline)
         self.noticed.append(NoticedEvent(event, baseline, cap_w))
         self.cap = self.cap.with_limit(event.start_s, event.end_s, cap_w, event.label)
@@ -1341,85 +700,21 @@ class Engine:
             if t > self.now:
                 self._push(t, _CAP)
 
-    def _run_on(self, node: int) -> _Run | None:
-        """The run on ``node`` (a scan: node settings change rarely, starts and ends all the time)."""
-        if self.state[node] != _BUSY:
-            return None
-        shared = self._node_runs.get(node)
-        if shared is not None:
-            return shared[0]
-        return next((r for r in self._runs.values() if node in r.nodes), None)
-
     def _power_down(self, n: int) -> None:
-        pm = self.platform.nodes[n].power
-        self._take(n)
-        self.state[n] = _SW_OFF
-        self._move_nodes(_IDLE, _SW_OFF, 1)
-        self._set_power(_IDLE, -pm.idle_w)
-        self._set_power(_SW_OFF, pm.switch_off_w)
-        self._push(self.now + pm.switch_off_s, _SWITCH, n, _SW_OFF)
+        self._push(self.now + self.ledger.power_down(n), _SWITCH, n, _SW_OFF)
 
     def _power_up(self, n: int) -> None:
-        pm = self.platform.nodes[n].power
-        self.state[n] = _SW_ON
-        self._move_nodes(_OFF, _SW_ON, 1)
-        self._set_power(_OFF, -pm.off_w)
-        self._set_power(_SW_ON, pm.switch_on_w)
-        self._push(self.now + pm.switch_on_s, _SWITCH, n, _SW_ON)
+        self._push(self.now + self.ledger.power_up(n), _SWITCH, n, _SW_ON)
 
     def _switch_done(self, n: int, from_state: int) -> None:
-        pm = self.platform.nodes[n].power
-        if self.state[n] != from_state:
-            return
-        self.epoch += 1
-        if from_state == _SW_OFF:
-            self.state[n] = _OFF
-            self._move_nodes(_SW_OFF, _OFF, 1)
-            self._set_power(_SW_OFF, -pm.switch_off_w)
-            self._set_power(_OFF, pm.off_w)
-        else:
-            self.state[n] = _IDLE
-            self._give(n)
-            self._move_nodes(_SW_ON, _IDLE, 1)
-            self._set_power(_SW_ON, -pm.switch_on_w)
-            self._set_power(_IDLE, pm.idle_w)
+        if self.ledger.switch_done(n, from_state):
+            self.epoch += 1
 
     def _reshape(self, action: Reshape) -> None:
-        run = self._runs[action.job_id]
-        self._settle(run)
-        old_nodes, new_nodes = run.nodes, action.nodes
-        old_set, new_set = set(old_nodes), set(new_nodes)
-        jid = run.job.id
-        old_power = run.power_w
-        for n in old_nodes:
-            if n not in new_set:
-                self.state[n] = _IDLE
-                self._give(n)
-                self._occupy(-1, -self._idle_w[n], 0.0)
-        for n in new_nodes:
-            if n not in old_set:
-                self._take(n)
-                self.state[n] = _BUSY
-                self._occupy(1, self._idle_w[n], 0.0)
-        # Linear speedup: the remaining work spreads over the new node count.
-        run.work_left_s *= len(old_nodes) / len(new_nodes)
+        run = self.ledger.runs[action.job_id]
         hook = self.options.reshape_overhead
-        if hook is not None:
-            run.work_left_s += max(0.0, hook(run.job, len(old_nodes), len(new_nodes)))
-        ends = self._ends
-        i = bisect.bisect_left(ends, (run.view.expected_end_s, len(old_nodes), jid))
-        del ends[i]
-        entry = (run.view.expected_end_s, len(new_nodes), jid)
-        j = bisect.bisect_left(ends, entry)
-        ends.insert(j, entry)
-        if self._end_table is not None:
-            est, k = run.estimate, len(new_nodes)
-            self._end_table.delete(i)
-            self._end_table.insert(j, (entry[0], k, est.mean_w * k, est.max_w * k, (est.std_w * k) ** 2))
-        run.nodes = tuple(new_nodes)
-        self._rate(run)
-        self._set_power(_BUSY, run.power_w - old_power)
-        self._replace_view(run)
+        overhead_s = 0.0 if hook is None else max(0.0, hook(run.job, len(run.nodes), len(action.nodes)))
+        self.ledger.reshape(run, action.nodes, overhead_s)
         self._schedule_end(run)
 
     # ------------------------------------------------------------ results
@@ -1427,7 +722,7 @@ class Engine:
         out = []
         for i, b in enumerate(self.budgets):
             if b.start_s <= self.now < b.end_s:
-                consumed = self.energy_j - self._budget_start_energy.get(i, self.energy_j)
+                consumed = self.ledger.energy_j - self._budget_start_energy.get(i, self.ledger.energy_j)
                 out.append(BudgetState(b, consumed))
         return out
 
@@ -1435,18 +730,10 @@ class Engine:
         return sorted((b for b in self.budgets if b.start_s > self.now), key=lambda b: b.start_s)
 
     def _result(self, wall_s: float) -> SimResult:
-        ids = np.fromiter(self._job_ids, dtype=np.int64, count=len(self._job_ids))
-        order = np.argsort(ids, kind="stable")
-        numbers = self._job_rows.table()
-        jobs = {"id": ids[order], "user": np.array(self._job_users, dtype=object)[order],
-                "state": np.array(self._job_states, dtype=object)[order]}
-        for k, (col, dtype) in enumerate(_JOB_NUMBERS.items()):
-            jobs[col] = numbers[:, k][order].astype(dtype, copy=False)
-        jobs = {col: jobs[col] for col in JOB_COLUMNS}
+        jobs = job_table(self._job_ids, self._job_users, self._job_states, self._job_rows.table())
         table = self._timeline.table()
         timeline = {col: table[:, k].copy() for k, col in enumerate(TIMELINE_COLUMNS)}
-        for state in (_IDLE, _BUSY, _OFF, _SW_ON, _SW_OFF):
-            self._touch(state)
+        self.ledger.close()
         names = ("idle", "busy", "off", "switching_on", "switching_off")
         info = {
             "policy": getattr(self.policy, "name", type(self.policy).__name__),
@@ -1459,9 +746,9 @@ class Engine:
             "response": "classes" if self.response is None else self.response.label(),
             "kill_at_walltime": self.options.kill_at_walltime,
             "wall_time_s": wall_s,
-            "energy_j": self.energy_j,
-            "node_seconds_by_state": dict(zip(names, self.state_node_s)),
-            "energy_j_by_state": dict(zip(names, self.state_energy_j)),
+            "energy_j": self.ledger.energy_j,
+            "node_seconds_by_state": dict(zip(names, self.ledger.state_node_s)),
+            "energy_j_by_state": dict(zip(names, self.ledger.state_energy_j)),
             "rejected_plans": self.rejections,
             **self.stats,
         }

@@ -37,6 +37,28 @@ Row ``i`` holds from ``t_s[i]`` until ``t_s[i+1]`` (piecewise constant); the las
 row marks the end of the run. ``cap_w`` is ``inf`` where no cap applies.
 """
 
+JOB_NUMBERS = {col: np.int64 if col in ("nodes", "evictions") else np.float64
+               for col in JOB_COLUMNS if col not in ("id", "user", "state")}
+"""The numbers of a job's row as the engine records them, in order, and their types in :attr:`SimResult.jobs`
+(recorded as doubles: node and eviction counts are exact there; job ids, which may not be, are kept apart)."""
+
+
+def job_table(ids: list[int], users: list[str], states: list[str], numbers: np.ndarray) -> dict[str, np.ndarray]:
+    """:attr:`SimResult.jobs` from the jobs recorded in the order they left: ids, users, states, and a row of
+    :data:`JOB_NUMBERS` each; sorted by id.
+
+    >>> t = job_table([2, 1], ["b", "a"], ["COMPLETED", "TIMEOUT"], np.zeros((2, len(JOB_NUMBERS))))
+    >>> t["id"].tolist(), t["user"].tolist(), list(t) == list(JOB_COLUMNS)
+    ([1, 2], ['a', 'b'], True)
+    """
+    id_array = np.fromiter(ids, dtype=np.int64, count=len(ids))
+    order = np.argsort(id_array, kind="stable")
+    jobs = {"id": id_array[order], "user": np.array(users, dtype=object)[order],
+            "state": np.array(states, dtype=object)[order]}
+    for k, (col, dtype) in enumerate(JOB_NUMBERS.items()):
+        jobs[col] = numbers[:, k][order].astype(dtype, copy=False)
+    return {col: jobs[col] for col in JOB_COLUMNS}
+
 
 @dataclass
 class SimResult:

@@ -1,0 +1,54 @@
+"""How the engine replays a workload (:class:`EngineOptions`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from wattsched.model.job import Job
+from wattsched.model.response import ResponseModel, ResponseScenario
+
+
+@dataclass
+class EngineOptions:
+    """How the engine replays a workload.
+
+    Attributes
+    ----------
+    kill_at_walltime
+        Kill a job at its requested time, as Slurm does (default); otherwise
+        let it run to its real end.
+    tick_s
+        Period of monitoring ticks (the policy is called at each), or ``None``:
+        then the ``tick_period_s`` of the policy's tags, if any (the
+        energy-budget policies' monitoring stages).
+    strict
+        A plan the guard rejects raises :class:`~wattsched.errors.PlanViolation`
+        (tests, default); otherwise it is dropped and counted.
+    time_limit_s
+        Stop the run at this simulated time.
+    progress
+        Show a progress bar when the run takes more than two seconds.
+    max_ticks
+        Stop with a :class:`~wattsched.errors.ConfigError` when a run reaches
+        this many ticks (a bound on time and timeline rows), or ``None``.
+    """
+
+    kill_at_walltime: bool = True
+    tick_s: float | None = None
+    strict: bool = True
+    time_limit_s: float | None = None
+    progress: bool = False
+    cap_lookahead_s: float = math.inf
+    """How far ahead policies see the cap schedule, and the guard holds plans to it (see ``Snapshot``)."""
+    forecast_horizon_s: float | None = None
+    """Fill ``snapshot.forecast`` over this horizon at every call (also done for policies tagged ``wants_forecast``)."""
+    forecast_step_s: float = 300.0
+    reshape_overhead: Callable[[Job, int, int], float] | None = None
+    response_classes: Mapping[str, ResponseModel] | None = None
+    """Response model per application class; default: the platform's (:attr:`Platform.response_classes`)."""
+    max_ticks: int | None = None
+    response: ResponseScenario | None = None
+    """Per-job response scenario (Borghesi et al. 2018, §5.1.1); default: the ``response_scenario`` of the
+    policy's tags if it declares one, else each job's class model from ``response_classes``."""
