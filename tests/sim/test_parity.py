@@ -33,6 +33,7 @@ from wattsched.model.plan import Start
 from wattsched.model.platform import Platform
 from wattsched.model.snapshot import fraction_cap
 from wattsched.policies import make_policy
+from wattsched.policies.base import policy_tags
 from wattsched.sim.engine import Engine
 from wattsched.workload.augment import AugmentParams, augment_workload
 from wattsched.workload.swf import read_swf
@@ -116,11 +117,36 @@ def run_daemon(platform, jobs, cap, events, config: DaemonConfig):
     return policy, sim, live, started, baselines
 
 
+DIVERGENT = {
+    "dvfs": "the daemon does not see the frequency a DVFS start set on its nodes in the next snapshot as the "
+            "engine does: it starts the next job 5 s later on other nodes (decision 107)",
+    "dr": "a start under a demand-response event picks other nodes live (decision 109): the frequency the "
+          "policy lowered on running jobs' nodes is read back differently",
+    "dr-easy-pc": "as dr (decision 109)",
+}
+"""Policies whose live and replay decisions still differ on this scenario, and where (held as expected failures:
+a fix makes the test pass and the marker must go)."""
+
+OVER_THE_CAP = {"dynshare", "simple", "dec+rapl", "performance"}
+"""Policies that decide under the cap but let power go over it by design: the RAPL methods share the budget as node
+caps that a job's power does not fill exactly (Borghesi et al. 2018); ``performance`` is the demand-response
+baseline that runs at full speed."""
+
+
+def _cases():
+    from wattsched.policies import available
+
+    return [pytest.param(name, marks=pytest.mark.xfail(reason=DIVERGENT[name], strict=True))
+            if name in DIVERGENT else name for name in sorted(available())]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", ["easy", "easy-pc", "knapsack"])
+@pytest.mark.parametrize("policy", _cases())
 def test_simulator_and_daemon_on_the_simulated_cluster_decide_alike(workload, policy, tmp_path):
+    """Every registered policy, on the KTH slice with a capped window and two demand-response events; the daemon
+    sets node caps and frequencies through the simulated cluster's actuator."""
     platform, jobs, cap, events, site = workload
-    params = {"check": "max"} if policy != "easy" else {}
+    params = {"check": "max"} if policy in ("easy-pc", "easy-saf", "knapsack") else {}
 
     replay_policy = Recording(make_policy(policy, params))
     engine = Engine(platform, jobs, replay_policy, cap=cap, dr_events=events)
@@ -131,6 +157,7 @@ def test_simulator_and_daemon_on_the_simulated_cluster_decide_alike(workload, po
     # power a reduction counts from is the one the simulator measures.
     path.write_text(yaml.safe_dump({"policy": policy, "params": params, "state_dir": str(tmp_path / "state"),
                                     "poll_interval_s": 0.01, "telemetry": {"source": "slurm", "settle_s": 0},
+                                    "actuator": {"kind": "sim"},
                                     **site}))
     config = load_config(path, DaemonConfig)
     daemon_policy, sim, live, started, baselines = run_daemon(platform, jobs, cap, events, config)
@@ -150,13 +177,13 @@ def test_simulator_and_daemon_on_the_simulated_cluster_decide_alike(workload, po
     have = dict(zip(live.jobs["id"].tolist(), live.jobs["start_s"].tolist(), strict=True))
     assert set(want) == set(have) == {j.id for j in jobs}
     assert all(want[j] == have[j] or (math.isnan(want[j]) and math.isnan(have[j])) for j in want)
-    # The cap shaped the schedule: it binds in the planned window (easy ignores it; the others respect it;
+    # The cap shaped the schedule: it binds in the planned window (policies that plan against it respect it;
     # a reduction may ask for less than the running jobs draw, which no start can fix), and both events
     # were announced to the daemon at the simulator's baseline power.
     t_s = live.timeline["t_s"]
     inside = (t_s >= cap.steps[0].start_s) & (t_s < cap.steps[1].start_s)
     assert inside.any()
-    if policy != "easy":
+    if "cap" in (policy_tags(replay_policy).constraints or ()) and policy not in OVER_THE_CAP:
         assert (live.timeline["power_w"][inside] <= live.timeline["cap_w"][inside] * (1 + 1e-6)).all()
     assert [n.event.label for n in engine.noticed] == ["grid event", "grid reduction"]
     seen = [baselines[k] for k in sorted(baselines, key=lambda k: int(k.split(":")[0]))]
