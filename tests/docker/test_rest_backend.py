@@ -72,7 +72,8 @@ def test_daemon_off_the_head_node_in_dry_run_through_rest(docker_cluster, tmp_pa
     config.write_text(yaml.safe_dump({
         "kind": "daemon", "policy": "easy", "gate": "daemon", "poll_interval_s": 0.5, "partitions": ["normal"],
         "state_dir": str(tmp_path / "state"), "metrics": {"port": 0},
-        "slurm": {"backend": "rest", "url": c.rest_url, "token_file": str(token)}}))
+        # the docker network is internal to this machine: plain HTTP is a choice the site makes, said in the config
+        "slurm": {"backend": "rest", "url": c.rest_url, "token_file": str(token), "allow_insecure_http": True}}))
     proc = subprocess.run([sys.executable, "-m", "wattsched", "-v", "daemon", "-c", str(config), "--dry-run",
                            "--cycles", "3"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -102,7 +103,8 @@ def test_live_daemon_through_rest_on_slurm_24_11(docker_session, tmp_path):
         "kind": "daemon", "policy": "easy", "gate": "daemon", "poll_interval_s": 1.0, "start_timeout_cycles": 10,
         "partitions": ["normal"], "state_dir": str(tmp_path / "state"), "metrics": {"port": 0},
         "node_power": {"idle_w": 95.0, "busy_w": 190.0, "off_w": 10.0},
-        "slurm": {"backend": "rest", "url": c.rest_url, "token_file": str(token), "timeout_s": 10}}))
+        "slurm": {"backend": "rest", "url": c.rest_url, "token_file": str(token), "timeout_s": 10,
+                  "allow_insecure_http": True}}))
     log = open(tmp_path / "daemon.log", "w")  # noqa: SIM115
     daemon = subprocess.Popen([sys.executable, "-m", "wattsched", "-v", "daemon", "-c", str(config)],
                               stdout=log, stderr=subprocess.STDOUT)

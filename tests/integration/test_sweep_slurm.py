@@ -84,7 +84,7 @@ def test_sweep_workers_are_slurm_jobs_and_results_equal_a_local_run(cluster, tmp
     logs = list((out / "dask-logs").glob("*.err"))
     assert logs, "no worker job logs"
     text = "\n".join(p.read_text() for p in logs)
-    assert f"tcp://{BRIDGE_ADDR}:" in text, text[-2000:]  # the scheduler on the bridge address
+    assert f"tls://{BRIDGE_ADDR}:" in text, text[-2000:]  # the scheduler on the bridge address, over TLS
     assert any(f"10.199.8.{10 + i}" in text for i in range(1, 5)), "workers did not listen on node addresses"
     # no worker job left behind
     time.sleep(1)

@@ -136,12 +136,15 @@ class Store:
             for suffix in ("", "-wal", "-shm"):
                 restrict_file(f"{self.path}{suffix}", 0o600)
             self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=10.0)
+            self.db.text_factory = self._text
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
             for suffix in ("", "-wal", "-shm"):  # without opening them: see restrict_file
                 restrict_file(f"{self.path}{suffix}", 0o600)
             damage = sqlite_damage(self.db)
+        except UnicodeDecodeError as exc:  # SQLite's own message quoting a damaged schema
+            damage = f"its schema is not UTF-8 text ({exc.reason})"
         except (OSError, sqlite3.Error, UnsafeDirError) as exc:
             damage = damage_of(exc)
             if damage is None:
@@ -156,6 +159,14 @@ class Store:
         elif self._check_version(row[0]) < SCHEMA_VERSION:  # version 1 lacked the audit link of intents
             self.db.execute("ALTER TABLE intents ADD COLUMN audit_id INTEGER")
             self.db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+
+    def _text(self, raw: bytes) -> str:
+        """A text value of the store; text that is not UTF-8 (the store writes only UTF-8) means a damaged file."""
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise StoreError(damaged_database(self.path, f"a text value is not UTF-8 ({exc.reason} at byte "
+                                                         f"{exc.start})")) from None
 
     def _check_version(self, value) -> int:
         try:
@@ -176,7 +187,10 @@ class Store:
         try:
             self.db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
                                       timeout=10.0)
+            self.db.text_factory = self._text
             row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except UnicodeDecodeError as exc:  # SQLite's own message quoting a damaged schema
+            raise StoreError(damaged_database(self.path, f"its schema is not UTF-8 text ({exc.reason})")) from None
         except sqlite3.Error as exc:
             if damage_of(exc) is not None:
                 raise StoreError(damaged_database(self.path, exc)) from None

@@ -454,7 +454,10 @@ def make_cluster(cluster_cfg, *, workers: int | None = None, scheduler: str | No
         kwargs["scheduler_options"] = {"dashboard_address": f"{host or '127.0.0.1'}:0",
                                        **({"host": host} if host else {})}
         kwargs["security"] = security()
-        kwargs["protocol"] = "tls://"
+        # "tls", not "tls://": the workers get it as --protocol, and only the bare name makes a worker listen on
+        # the address that reaches the scheduler (distributed's Worker compares it with "tls"; "tls://" left
+        # them on 127.0.0.1, unreachable from the scheduler's host)
+        kwargs["protocol"] = "tls"
         kwargs["shared_temp_directory"] = str(log_dir)
         cluster = SLURMCluster(**{k: v for k, v in kwargs.items() if v is not None})
         cluster.scale(jobs=workers or cluster_cfg.workers or 1)
