@@ -116,6 +116,8 @@ class Engine:
         self._jobs: Iterator[TraceJob] = iter(workload.jobs if isinstance(workload, Workload) else workload)
         self.policy = policy
         self.policy_tags = tags = policy_tags(policy)  # what the policy declares it needs, read once
+        # a policy that declares no constraint (easy, fcfs) never searches the queue index by power
+        self._index_estimates = tags.constraints is None or bool(tags.constraints)
         self.policy_state: PolicyState = policy.init_state()
         self.cap = cap or CapSchedule()
         self.budgets = list(budgets)
@@ -434,8 +436,9 @@ class Engine:
             new.reverse()
             for job, est in zip(new, self.predictor.predict(new)):
                 ledger.set_estimate(job.id, est)
-        elif submitted > first_new:
-            # No prediction: the estimate the policy gets (nominal busy power) narrows the index's searches too.
+        elif submitted > first_new and self._index_estimates:
+            # No prediction: the estimate the policy gets (nominal busy power) narrows the index's searches too
+            # (for a policy that plans against power: a power-unaware one never searches the index by power).
             snap, qindex = self._snapshot, ledger.qindex
             for job in islice(reversed(self.pending.values()), submitted - first_new):
                 est = snap.estimate(job)
