@@ -112,7 +112,8 @@ SQLITE_READERS = {
 @SETTINGS
 @given(command=st.sampled_from(sorted(SQLITE_READERS)), seed=st.integers(0, 2**32 - 1),
        share=st.sampled_from([0.001, 0.01, 0.05, 0.3]), skip_header=st.booleans())
-@example(command="audit", seed=150, share=0.05, skip_header=False)  # a damaged text value, not seen by SQLite
+@example(command="audit", seed=150, share=0.05, skip_header=False)  # SQLite's message quotes a damaged schema
+@example(command="status", seed=1274, share=0.001, skip_header=False)  # a damaged page met while reading
 def test_damaged_sqlite_is_called_damaged_or_read(work, capsys, command, seed, share, skip_header):
     rel, argv = SQLITE_READERS[command]
     original = work / rel

@@ -181,6 +181,32 @@ def lock_state_dir(state_dir: Path) -> int:
     return fd
 
 
+def _naming_the_store(command):
+    """``command``, with an SQLite error met while it reads the state store (damage SQLite finds only when it
+    reaches a page) reported as the store's, naming its file."""
+    import functools
+
+    @functools.wraps(command)
+    def wrapped(args: argparse.Namespace) -> int:
+        import sqlite3
+
+        from wattsched.daemon.store import StoreError
+        from wattsched.errors import damage_of, damaged_database
+
+        try:
+            return command(args)
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            config, _ = load_daemon_config(args)
+            path = Path(config.state_dir) / "state.db"
+            if isinstance(exc, UnicodeDecodeError):  # SQLite's own message quoting damaged bytes
+                raise StoreError(damaged_database(path, f"text that is not UTF-8 ({exc.reason})")) from None
+            if damage_of(exc) is not None:
+                raise StoreError(damaged_database(path, exc)) from None
+            raise StoreError(f"{path}: SQLite: {exc}") from None
+
+    return wrapped
+
+
 def _store(args, *, read_only: bool = False):
     from wattsched.daemon.store import Store
 
@@ -191,6 +217,7 @@ def _store(args, *, read_only: bool = False):
     return config, Store(path, read_only=read_only)
 
 
+@_naming_the_store
 def cmd_status(args: argparse.Namespace) -> int:
     from wattsched.daemon.loop import Daemon
 
@@ -294,6 +321,7 @@ def _parse_since(text: str) -> float:
     return when.timestamp()
 
 
+@_naming_the_store
 def cmd_audit(args: argparse.Namespace) -> int:
     _config, store = _store(args, read_only=True)
     entries = store.audit_since(_parse_since(args.since))
@@ -312,6 +340,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+@_naming_the_store
 def cmd_release(args: argparse.Namespace) -> int:
     from wattsched.daemon.loop import Daemon
 
