@@ -70,6 +70,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     verifier = Verifier(uids, socket=args.munge_socket, ttl_s=args.ttl, node=node_name(args.node_name))
     try:
         server = AgentServer(sysfs, verifier, address=args.address, port=args.port, timeout_s=args.timeout_s,
+                             energy_period_s=max(0.01, args.energy_period_s),
                              max_connections=args.max_connections, max_per_peer=args.max_per_peer)
     except OSError as exc:
         raise ConfigError(f"cannot listen on {args.address}:{args.port}: {exc.strerror or exc} "
@@ -128,4 +129,7 @@ def add_commands(sub) -> None:
     p.add_argument("--min-power", type=float, default=1.0, metavar="W",
                    help="lowest per-package power limit accepted (default 1 W)")
     p.add_argument("--ttl", type=float, default=300.0, metavar="S", help="maximum credential age (default 300 s)")
+    p.add_argument("--energy-period", type=finite_float(), default=1.0, metavar="S", dest="energy_period_s",
+                   help="RAPL energy is read from sysfs at most once per S seconds and served in whole joules "
+                        "(default 1 s); a daemon polling every few seconds through the agents wants 0.1")
     p.set_defaults(func=cmd_agent)
