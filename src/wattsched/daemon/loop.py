@@ -45,7 +45,15 @@ from wattsched.daemon.reconciler import NodeReconciler
 from wattsched.daemon.schedule import LiveConstraints
 from wattsched.daemon.slurm.backend import SlurmBackend, with_marker, without_marker
 from wattsched.daemon.store import AuditEntry, Store, StoreError
-from wattsched.daemon.view import PowerModels, View, build_view, is_our_hold, managed_nodes, managed_platform
+from wattsched.daemon.view import (
+    PowerModels,
+    View,
+    build_view,
+    classify,
+    is_our_hold,
+    managed_nodes,
+    managed_platform,
+)
 from wattsched.errors import (
     PlanViolation,
     WattschedError,
@@ -252,6 +260,12 @@ class Daemon:
         if self.predictor is not None:
             platform = managed_platform(state, self.partitions, self.power, self._platform_cache)
             estimator = self._estimator(platform)
+        now = state.read_at
+        c = classify(state, self.partitions, holds, starts, cfg.gate == "lua")
+        # node settings: desired against observed first, so that the snapshot has those in force
+        self.nodes.begin_cycle(self.cycle_no, report)
+        self.nodes.reconcile(c.running, {n.name: n for n in nodes}, observed, report, now)
+        caps, freqs = self.nodes.settings([n.name for n in nodes], observed)
         view = build_view(
             state,
             partitions=self.partitions,
@@ -268,21 +282,20 @@ class Daemon:
             measured=measured,
             settle_s=cfg.telemetry.settle_s,
             default_class=cfg.job_class,
-            indexes=False,  # built below, once the running jobs have their node settings
+            indexes=False,  # built below, once the grid's and the budgets' inputs are in
+            classified=c,
+            node_cap_w=caps,
+            node_freq_hz=freqs,
         )
         self._measured = measured
         changed = self.nodes.changed_at
         view.snapshot.unsettled_nodes = frozenset(i for i, n in enumerate(view.node_names) if n in changed)
-        c = view.classified
         audit: list[AuditEntry] = []
-        now = state.read_at
         for note in self.constraints.new_warnings(view.snapshot.platform):  # budgets, events it cannot honour
             log.warning("%s", note)
-        # node settings (desired against observed), then the grid's and the budgets' inputs, into the snapshot
-        self.nodes.begin_cycle(self.cycle_no, report)
+        # the grid's and the budgets' inputs, into the snapshot
         self.inputs.begin_cycle(self.cycle_no, raw_measured, measured)
-        self.nodes.reconcile(view, observed, report, now)
-        self.nodes.fill(view, observed, measured)
+        self.nodes.fill_desired(view)
         self.inputs.fill_demand_response(view, now)
         self.inputs.verify_demand_response(view, now, audit)
         self.inputs.fill_budgets(view, now, self.nodes.observed)

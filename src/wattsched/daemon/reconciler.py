@@ -14,23 +14,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from wattsched.config.daemon import DaemonConfig
 from wattsched.daemon.actuators import NodeActuator, NodeSetting, Outcome, same_cap, same_freq
 from wattsched.daemon.metrics import DaemonMetrics
-from wattsched.daemon.slurm.records import SlurmNode
+from wattsched.daemon.slurm.records import SlurmJob, SlurmNode
 from wattsched.daemon.store import AuditEntry, Desired, Store
 from wattsched.daemon.view import View
-from wattsched.model.response import LinearResponse
 
 __all__ = ["NODE_ACTIONS", "NodeReconciler", "describe_setting"]
 
 NODE_ACTIONS = {"cap": "set_cap", "freq": "set_freq"}
-
-_CPU_BOUND = LinearResponse(f=1.0, floor=0.3)
-"""Response of a job whose class the platform does not know: CPU-bound, as the simulator takes it."""
 
 log = logging.getLogger("wattsched.daemon")
 
@@ -132,22 +128,24 @@ class NodeReconciler:
             log.warning("%s %s (%s) failed: %s", action, node.name, what, outcome.detail)
         return outcome
 
-    def reconcile(self, view: View, observed: dict[str, NodeSetting], report, now: float) -> None:
-        """Re-apply desired node settings that are pending or that the nodes no longer hold."""
+    def reconcile(self, running: Sequence[SlurmJob], nodes: Mapping[str, SlurmNode], observed: dict[str, NodeSetting],
+                  report, now: float) -> None:
+        """Re-apply desired node settings that are pending or that the nodes no longer hold (``running``: the
+        managed jobs running, ``nodes``: the managed nodes by name)."""
         if self.config.dry_run:
             return
         desired = self.store.desired()
         if not desired:
             return
         on_node: dict[str, set[int]] = {}
-        for job in view.classified.running:
+        for job in running:
             for n in job.nodes:
                 on_node.setdefault(n, set()).add(job.job_id)
         for jid, (planned, _at, _cycles) in self.store.starts().items():
             for n in planned:
                 on_node.setdefault(n, set()).add(jid)
         for (name, kind), want in desired.items():
-            node = view.slurm_nodes.get(name)
+            node = nodes.get(name)
             if node is None:
                 continue
             if want.job_id is not None and want.job_id not in on_node.get(name, ()):
@@ -185,11 +183,12 @@ class NodeReconciler:
         return (f"drifted: the node holds {describe_setting(kind, now)}, "
                 f"wattsched set {describe_setting(kind, want.applied)}")
 
-    def fill(self, view: View, observed: dict[str, NodeSetting], measured: dict[str, float]) -> None:
-        """The snapshot's node caps and frequencies: as read back from the nodes, else as last applied."""
+    def settings(self, names: Sequence[str], observed: dict[str, NodeSetting]
+                 ) -> tuple[dict[int, float], dict[int, float]]:
+        """The caps and frequencies in force on nodes ``names`` (by index): as read back, else as last applied."""
         desired = self.store.desired() if not self.config.dry_run else {}
         caps, freqs = {}, {}
-        for i, name in enumerate(view.node_names):
+        for i, name in enumerate(names):
             seen = self.observed.get(name) or observed.get(name)
             cap_want, freq_want = desired.get((name, "cap")), desired.get((name, "freq"))
             cap = seen.cap_w if seen is not None and seen.has_cap else (cap_want.applied if cap_want else None)
@@ -198,29 +197,11 @@ class NodeReconciler:
                 caps[i] = cap
             if freq is not None:
                 freqs[i] = freq
-        view.snapshot.node_cap_w = caps
-        view.snapshot.node_freq_hz = freqs
-        # a running job's cap and frequency: the lowest in force on its nodes
-        running = dict(view.snapshot.running)
-        measured = measured or {}
-        snap = view.snapshot
-        for jid, r in running.items():
-            job_caps = [caps[i] for i in r.nodes if i in caps]
-            job_freqs = [freqs[i] for i in r.nodes if i in freqs]
-            if job_caps or job_freqs:
-                power_w = r.power_w
-                fmax = snap.platform.nodes[r.nodes[0]].power.max_freq_hz
-                resp = snap.response_for(r.job) or _CPU_BOUND
-                if job_freqs and fmax and not any(view.node_names[i] in measured for i in r.nodes):
-                    # predicted, not measured: the job's power at the frequency in force (its response model)
-                    power_w = r.power_w * resp.at_frequency_ratio(min(job_freqs) / fmax)[0]
-                    snap.platform_power_w += power_w - r.power_w
-                    view.predicted_power_w += power_w - r.power_w
-                    if snap.jobs_power_w is not None:
-                        snap.jobs_power_w += power_w - r.power_w
-                running[jid] = dataclasses.replace(r, cap_w=min(job_caps) if job_caps else None,
-                                                   freq_hz=min(job_freqs) if job_freqs else None, power_w=power_w)
-        view.snapshot.running = running
+        return caps, freqs
+
+    def fill_desired(self, view: View) -> None:
+        """The settings wattsched wants on the nodes, into the snapshot."""
+        desired = self.store.desired() if not self.config.dry_run else {}
         index = {name: i for i, name in enumerate(view.node_names)}
         wanted = {kind: {index[n]: w.value for (n, k), w in desired.items() if k == kind and n in index
                          and w.value is not None} for kind in ("cap", "freq")}

@@ -6,6 +6,7 @@ the daemon's own bookkeeping (its holds and the starts it awaits); no I/O.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -26,12 +27,15 @@ from wattsched.model import units as U
 from wattsched.model.constraints import CapSchedule
 from wattsched.model.job import Job, PowerEstimate, RunningJob, Unit, job_from_fields
 from wattsched.model.platform import Node, NodePowerModel, NodeState, Platform
+from wattsched.model.ledger import Ledger
 from wattsched.model.snapshot import Snapshot
 
 UNLIMITED_WALLTIME_S = 365 * 86400.0
 """Requested time assumed for a job with no time limit (its expected end for backfilling)."""
 
 ACTIVE = (RUNNING, SUSPENDED, COMPLETING)
+
+log = logging.getLogger("wattsched.daemon")
 
 
 def natural_key(name: str):
@@ -356,6 +360,9 @@ def build_view(
     indexes: bool = True,
     end_table: bool = True,
     job_cache: dict | None = None,
+    classified: Classified | None = None,
+    node_cap_w: Mapping[int, float] | None = None,
+    node_freq_hz: Mapping[int, float] | None = None,
 ) -> View:
     """The snapshot a policy decides on.
 
@@ -377,7 +384,7 @@ def build_view(
     replay. A caller that changes the snapshot's jobs or estimates afterwards
     passes ``indexes=False`` and builds them once it is done.
     """
-    c = classify(state, partitions, holds, starts, take_user_holds)
+    c = classified if classified is not None else classify(state, partitions, holds, starts, take_user_holds)
     nodes = managed_nodes(state, partitions)
     platform = managed_platform(state, partitions, power, platform_cache, nodes)
     index = {n.name: i for i, n in enumerate(nodes)}
@@ -402,126 +409,96 @@ def build_view(
             running_jobs[j.job_id] = (to_job(j, default_class, units, distinct), released_at, idx)
         elif idx:
             running_jobs[j.job_id] = (to_job(j, default_class), released_at, tuple(dict.fromkeys(idx)))
-    busy: set[int] = set()
-    pnodes = platform.nodes
-    node_free: dict[int, tuple[int, int, int, int]] = {}
-    for job, _start, idx in running_jobs.values():
-        busy.update(idx)
-        if job.units:
-            U.take(node_free, platform, job.units, idx)
-    # jobs of other partitions sharing managed nodes take their part too (their power stays the node's)
-    for j in state.jobs:
-        if j.state in ACTIVE and not is_managed_job(j, partitions):
-            alloc = allocated_units(j, index, nodes)
-            if alloc is not None:
-                U.take(node_free, platform, *alloc)
-    node_free = {i: (max(f[0], 0), max(f[1], 0), max(f[2], 0), max(f[3], 0)) for i, f in node_free.items()}
-    states = [int(node_state(n, i in busy or i in node_free)) for i, n in enumerate(nodes)]
 
     # a job Slurm will not start yet (the begin time it gives a requeued job, --begin) is not offered to the
     # policy: a release would only time out
     queue = [j for j in (c.ours + c.adopt if include_adopted else c.ours)
              if not (j.eligible_time and j.eligible_time > now)]
     queue.sort(key=lambda j: (j.submit_time or 0.0, j.job_id))
-    if job_cache is None:
-        pending = {j.job_id: to_job(j, default_class, *request_units(j, platform)) for j in queue}
-    else:
-        pending, cached = {}, {}
-        for j in queue:
-            hit = job_cache.get(j.job_id)
-            if hit is not None and hit[0] is j and hit[1] is platform and hit[2] == default_class:
-                job = hit[3]
-            else:
-                job = to_job(j, default_class, *request_units(j, platform))
-            pending[j.job_id] = job
-            cached[j.job_id] = (j, platform, default_class, job)
-        job_cache.clear()
-        job_cache.update(cached)
+    pending = _pending_jobs(queue, platform, default_class, job_cache)
 
     estimates: dict[int, PowerEstimate] = {}
     if estimator is not None:
         jobs = list(pending.values()) + [r[0] for r in running_jobs.values()]
         if jobs:
             estimates = dict(zip((j.id for j in jobs), estimator(jobs), strict=True))
-    measured = measured or {}
-    names = [n.name for n in nodes]
-    running: dict[int, RunningJob] = {}
-    jobs_power = predicted = other = 0.0
-    on_shared: dict[int, list[tuple[int, Unit, float]]] = {}  # node -> (job, unit, predicted unit power)
-    settling: set[int] = set()  # shared nodes with a unit that started less than settle_s ago
-    unit_power: dict[int, float] = {}
+
+    # The ledger of the managed nodes, filled as the simulator's engine fills its own: the settings in force,
+    # the jobs running (predicted power through the response models), then what the telemetry measured.
+    ledger = Ledger(platform)
+    ledger.open(now)
+    for i, cap in (node_cap_w or {}).items():
+        ledger.set_node_cap(i, cap)
+    for i, freq in (node_freq_hz or {}).items():
+        ledger.set_node_freq(i, freq)
+    settling: set[int] = set()  # nodes of jobs that started less than settle_s ago: predicted, not measured
     for jid, (job, start, idx) in running_jobs.items():
         est = estimates.get(jid)
-        if job.units:
-            for u, i in zip(job.units, idx, strict=True):
-                on_shared.setdefault(i, []).append((jid, u, est.mean_w if est is not None else
-                                                    U.unit_power_w(pnodes[i], u)))
-                if start > now - settle_s:
-                    settling.add(i)
-            unit_power[jid] = 0.0
-            continue
-        per_node = [est.mean_w if est is not None else pnodes[i].power.busy_w + job.gpus_per_node *
-                    pnodes[i].power.gpu_tdp_w for i in idx]
-        if start > now - settle_s:
-            watts = sum(per_node)
-        else:
-            watts = sum(measured.get(names[i], w) for i, w in zip(idx, per_node, strict=True))
-        running[jid] = RunningJob(job, start, idx, start + job.walltime_s, power_w=watts)
-        jobs_power += watts
-        predicted += sum(per_node)
-    # A shared node's power (measured, else predicted) goes to the jobs on it as the simulator accounts it:
-    # each unit its share of the idle power by cores, and the power above idle in proportion to what each
-    # unit is predicted to add; the idle share of its free cores is the node's own.
-    for i, units_here in on_shared.items():
-        idle = pnodes[i].power.idle_w
-        adds = [max(w - idle, 0.0) for _jid, _u, w in units_here]
-        total_add = sum(adds)
-        node_predicted = idle + total_add
-        predicted += node_predicted
-        node_w = node_predicted if i in settling else measured.get(names[i], node_predicted)
-        dynamic = max(node_w - idle, 0.0)
-        shares = 0.0
-        for (jid, u, _w), add in zip(units_here, adds, strict=True):
-            share = U.core_share(pnodes[i], u)
-            shares += share
-            part = dynamic * add / total_add if total_add > 0 else dynamic / len(units_here)
-            unit_power[jid] += idle * share + part
-        other += idle * max(0.0, 1.0 - shares)
-    for jid, watts in unit_power.items():
-        job, start, idx = running_jobs[jid]
-        running[jid] = RunningJob(job, start, idx, start + job.walltime_s, power_w=watts)
-        jobs_power += watts
-    for i, st in enumerate(states):
-        if i in busy:  # a busy node's power is its jobs'
-            continue
-        power = pnodes[i].power
-        if st == NodeState.OFF:
-            model = power.off_w
-        elif st == NodeState.SWITCHING_ON:
-            model = power.switch_on_w
-        elif st == NodeState.SWITCHING_OFF:
-            model = power.switch_off_w
-        else:
-            model = power.idle_w
-        predicted += model
-        other += measured.get(names[i], model)
-    # Decreasing index, the canonical order of Snapshot.free_nodes (the simulator's too).
-    free = [i for i in range(len(states) - 1, -1, -1) if states[i] == NodeState.IDLE]
-    snapshot = Snapshot(
-        now_s=now,
-        platform=platform,
-        pending=pending,
-        running=running,
-        free_nodes=free,
-        node_state=states,
+        truth = Expected(job.walltime_s, est.mean_w if est is not None else None, job.gpus_per_node)
+        if ledger.observe_run(job, start, idx, truth) is None:
+            log.debug("job %d: a node of it already runs another job; left out of the snapshot", jid)
+        elif start > now - settle_s:
+            settling.update(idx)
+    # jobs of other partitions sharing managed nodes take their part too (their power stays the node's)
+    for j in state.jobs:
+        if j.state in ACTIVE and not is_managed_job(j, partitions):
+            alloc = allocated_units(j, index, nodes)
+            if alloc is not None:
+                for u, i in zip(*alloc, strict=True):
+                    ledger.observe_units(i, (u,))
+    for i, f in ledger.node_free.items():
+        ledger.node_free[i] = (max(f[0], 0), max(f[1], 0), max(f[2], 0), max(f[3], 0))
+    for i, n in enumerate(nodes):
+        held = ledger.state[i] == NodeState.BUSY
+        st = node_state(n, held)
+        if st != ledger.state[i]:
+            ledger.observe_state(i, int(st))
+    predicted = ledger.power_w
+    names = [n.name for n in nodes]
+    if measured:
+        ledger.observe_power({i: measured[name] for i, name in enumerate(names)
+                              if name in measured and i not in settling})
+    snapshot = ledger.snapshot(
         cap=_schedule(cap_w(platform)),
-        platform_power_w=jobs_power + other,
-        jobs_power_w=jobs_power,
+        platform_power_w=ledger.power_w,
+        jobs_power_w=sum(r.power_w for r in ledger.runs.values()),
         epoch=epoch,
-        estimates=estimates if estimator is not None else None,
         can_reshape=False,  # Slurm cannot move a running job
-        node_free=node_free,
     )
+    # The queue and the indexes over it: built once from the whole queue, as the simulator's are kept.
+    snapshot.pending = pending
+    snapshot.estimates = estimates if estimator is not None else None
+    snapshot.queue_index = snapshot.running_estimate = snapshot.ends = snapshot.end_table = None
     if indexes:
         snapshot.build_indexes(end_table)
     return View(snapshot, c, {j.job_id: j for j in state.jobs}, names, {n.name: n for n in nodes}, predicted)
+
+
+def _pending_jobs(queue: list[SlurmJob], platform: Platform, default_class: str, job_cache: dict | None
+                  ) -> dict[int, Job]:
+    """The policy's jobs of the queued Slurm jobs; ``job_cache`` (see :func:`build_view`) reuses unchanged ones."""
+    if job_cache is None:
+        return {j.job_id: to_job(j, default_class, *request_units(j, platform)) for j in queue}
+    pending, cached = {}, {}
+    for j in queue:
+        hit = job_cache.get(j.job_id)
+        if hit is not None and hit[0] is j and hit[1] is platform and hit[2] == default_class:
+            job = hit[3]
+        else:
+            job = to_job(j, default_class, *request_units(j, platform))
+        pending[j.job_id] = job
+        cached[j.job_id] = (j, platform, default_class, job)
+    job_cache.clear()
+    job_cache.update(cached)
+    return pending
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """What the daemon expects of a running job, where the simulator has the trace's record: its predicted power
+    per node (``None``: the node's busy power) and its time limit as its run time."""
+
+    runtime_s: float
+    mean_w: float | None
+    gpus_per_node: int
+    power_series: None = None

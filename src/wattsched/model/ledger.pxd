@@ -62,8 +62,10 @@ cdef class Ledger:
 
     cpdef set_estimate(self, object job_id, object est)
 
-    @cython.locals(run=Run, k=Py_ssize_t, idle=cython.double, state=list, free=list)
     cpdef Run start(self, object job_id, object nodes, object cap_w, object freq_hz, object truth)
+
+    @cython.locals(run=Run, k=Py_ssize_t, idle=cython.double, state=list, free=list)
+    cpdef Run begin(self, object job, object nodes, object cap_w, object freq_hz, object truth, double start_s)
 
     @cython.locals(k=Py_ssize_t, re=list, mean_w=cython.double, max_w=cython.double, std_w=cython.double)
     cpdef _account_start(self, Run run, Py_ssize_t k)

@@ -64,6 +64,17 @@ def _insertion_point(free: list[int], node: int) -> int:
     return lo
 
 
+def _state_power_w(pm, state: int) -> float:
+    """Power of a node of power model ``pm`` in ``state`` with no job on it (drained and down nodes idle)."""
+    if state == _OFF:
+        return pm.off_w
+    if state == _SW_ON:
+        return pm.switch_on_w
+    if state == _SW_OFF:
+        return pm.switch_off_w
+    return pm.idle_w
+
+
 class Run:
     """A job attempt on the ledger: its nodes, speed and power, work and energy so far. Holds the ground truth
     (``truth``: the trace's record, with the real runtime and power) that only the simulator knows."""
@@ -418,6 +429,11 @@ class Ledger:
         trace record (real runtime and power). Returns its run; its expected end is the caller's to schedule."""
         job = self.pending.pop(job_id)
         self.qindex.remove(job_id)
+        return self.begin(job, nodes, cap_w, freq_hz, truth, self.now)
+
+    def begin(self, job: Job, nodes: tuple[int, ...], cap_w, freq_hz, truth, start_s: float) -> Run:
+        """``job`` runs on ``nodes``, free until now, since ``start_s``: a job :meth:`start` takes from the queue, or
+        one a live cluster reports running (:meth:`observe_run`)."""
         scenario = self.scenario
         if scenario is None:
             run = Run(job, truth, self.responses.get(job.app_class, DEFAULT_RESPONSE))
@@ -425,8 +441,8 @@ class Ledger:
             run = Run(job, truth, scenario.for_job(job.id, job.app_class) or DEFAULT_RESPONSE)
             run.dynamic = True
             run.floor_w = scenario.floor_w
-        run.start_s = self.now
-        run.last_s = self.now
+        run.start_s = start_s
+        run.last_s = start_s
         run.nodes = nodes
         run.work_left_s = truth.runtime_s
         run.work_done_s = 0.0
@@ -479,11 +495,12 @@ class Ledger:
         re[2] += (std_w * k) ** 2
         run.estimate = est
         run.est_mean_w, run.est_max_w, run.est_std_w = mean_w, max_w, std_w  # for _release, without the lookups
-        expected = self.now + job.walltime_s
+        start_s = run.start_s
+        expected = start_s + job.walltime_s
         if run.job_settings or self.node_cap_w or self.node_freq_hz:
-            run.view = RunningJob(job, self.now, nodes, expected, run.power_w, run.speed, *self.limits(nodes))
+            run.view = RunningJob(job, start_s, nodes, expected, run.power_w, run.speed, *self.limits(nodes))
         else:
-            run.view = running_job_from_fields(job, self.now, nodes, expected, run.power_w, run.speed, None, None,
+            run.view = running_job_from_fields(job, start_s, nodes, expected, run.power_w, run.speed, None, None,
                                                0.0, None)
         self.runs[jid] = run
         self.running[jid] = run.view
@@ -689,6 +706,112 @@ class Ledger:
             for n in run.nodes:
                 out[n] = share
         return out
+
+    # ------------------------------------------------------------------ a live cluster, as observed
+    # The daemon fills a fresh ledger each cycle from what Slurm and the telemetry report: node states and
+    # settings first, then the jobs found running (their power predicted through the response models, as the
+    # simulator rates them), then the measured power, which replaces the prediction wherever it was read.
+
+    def observe_state(self, node: int, state: int) -> None:
+        """Node ``node`` is reported in ``state``. An idle node (off, switching, drained, down, or busy with jobs the
+        ledger does not run) leaves the free list and draws its state's power; a node running jobs keeps their
+        power."""
+        old = self.state[node]
+        if state == old:
+            return
+        if old != _IDLE:  # a node running jobs (or another partition's units), reported drained, down, switching
+            self.move_nodes(old, state, 1)
+            self.state[node] = state
+            return
+        pm = self.platform.nodes[node].power
+        self.take(node)
+        self.state[node] = state
+        self.move_nodes(_IDLE, state, 1)
+        self.set_power(_IDLE, -pm.idle_w)
+        self.set_power(state, _state_power_w(pm, state))
+
+    def observe_units(self, node: int, units) -> None:
+        """``units`` of jobs the ledger does not run (another partition's) hold part of ``node``."""
+        cap = self.node_free.get(node)
+        if cap is None:
+            cap = capacity(self.platform.nodes[node])
+            if self.state[node] == _IDLE:
+                self.observe_state(node, _BUSY)
+        for u in units:
+            cap = minus(cap, u)
+        self.node_free[node] = cap
+
+    def observe_run(self, job: Job, start_s: float, nodes: tuple[int, ...], truth) -> Run | None:
+        """``job`` is reported running on ``nodes`` since ``start_s``; ``truth`` stands for what the simulator
+        would know (the predicted power as ``mean_w``, the time limit as ``runtime_s``). None, and nothing
+        changes, when a node of a whole-node job is not free (Slurm reported two jobs on it without units)."""
+        if job.units:
+            for u, n in zip(job.units, nodes, strict=True):
+                if n not in self.node_free and self.state[n] != _IDLE:
+                    return None
+        else:
+            for n in nodes:
+                if self.state[n] != _IDLE:
+                    return None
+        return self.begin(job, nodes, None, None, truth, start_s)
+
+    def observe_power(self, measured: Mapping[int, float]) -> None:
+        """Measured power of nodes (W), in place of their predicted power.
+
+        A whole-node job draws what its nodes draw (each node not read keeps its
+        prediction). A shared node's power above idle goes to the units on it in
+        proportion to the dynamic power each is predicted to draw there (evenly
+        when none is), each unit keeping its share of the idle power by cores; the
+        idle share of its free cores is the node's own. A node without jobs of the
+        ledger draws what was read.
+        """
+        if not measured:
+            return
+        changed: dict[int, Run] = {}
+        for n, runs in self.node_runs.items():
+            watts = measured.get(n)
+            if watts is None:
+                continue
+            dynamic = max(watts - self.idle_w[n], 0.0)
+            slots = [(run, i) for run in runs for i, m in enumerate(run.nodes) if m == n]
+            total = 0.0
+            for run, i in slots:
+                total += run.unit_dyn_w[i]
+            for run, i in slots:
+                run.unit_dyn_w[i] = dynamic * run.unit_dyn_w[i] / total if total > 0 else dynamic / len(slots)
+                changed[run.job.id] = run
+        for run in changed.values():
+            old = run.power_w
+            run.power_w = run.idle_share_w + sum(run.unit_dyn_w)
+            self.set_power(_BUSY, run.power_w - old)
+        for jid, run in self.runs.items():
+            if run.unit_dyn_w is not None or not any(n in measured for n in run.nodes):
+                continue
+            old = run.power_w
+            total = 0.0
+            for n in run.nodes:
+                watts = measured.get(n)
+                total += self.node_rate_w(run, n) if watts is None else watts
+            run.power_w = total
+            run.node_power_w = total / len(run.nodes)
+            self.set_power(_BUSY, total - old)
+            changed[jid] = run
+        for run in changed.values():
+            self._replace_view(run)
+        pnodes = self.platform.nodes
+        held = {n for run in self.runs.values() for n in run.nodes}
+        for n, watts in measured.items():
+            st = self.state[n]
+            if n in held:
+                continue
+            self.set_power(st, watts - _state_power_w(pnodes[n].power, st))
+
+    def node_rate_w(self, run: Run, node: int) -> float:
+        """Power of whole-node ``run`` on ``node`` under the node's cap and frequency, through its response model."""
+        p = self._nominal_node_power(run, node)
+        if node in self.node_cap_w or node in self.node_freq_hz:
+            p *= self._node_factor(run, node, p)[0]
+        return p
 
     # ------------------------------------------------------------------ per-job power through the response models
     def _rerate(self, runs) -> None:
