@@ -189,3 +189,32 @@ def test_batsim_writer_warns_about_jobs_without_an_end(tmp_path, caplog):
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [
         "left out 2 of 3 jobs that did not run to their end (1 never started, 1 still running when the run "
         "stopped)"]
+
+
+def test_the_evalys_example_of_the_docs_draws_a_window_of_the_schedule(run_dir, tmp_path):
+    """docs/outputs.md's evalys snippet, run as written on an exported run: one rectangle per job of the window."""
+    pytest.importorskip("evalys.jobset", reason="evalys is in the test extra: pip install -e '.[test]'")
+    import re
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "outputs.md").read_text()
+    section = docs[docs.index("### Batsim jobs"):]
+    snippet = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert "runs/kth/batsim_jobs.csv" in snippet and "labels=False" in snippet
+    out = tmp_path / "jobs.csv"
+    assert main(["export", str(run_dir), "--format", "batsim", "--out", str(out)]) == 0
+    code = snippet.replace("runs/kth/batsim_jobs.csv", str(out)).replace("runs/kth/gantt-week.png",
+                                                                         str(tmp_path / "gantt.png"))
+    scope: dict = {}
+    exec(compile(code, "docs/outputs.md", "exec"), scope)  # noqa: S102 - the project's own documentation
+    week, ax = scope["week"], scope["ax"]
+    assert 0 < len(week.df) <= len(scope["js"].df)
+    assert len([p for p in ax.patches if p.get_width() > 0]) >= len(week.df)
+    assert not [t for t in ax.texts if t.get_text().isdigit()]  # no job labels
+    assert (tmp_path / "gantt.png").read_bytes()[:4] == b"\x89PNG"
+    plt.close(scope["fig"])
