@@ -211,7 +211,7 @@ def test_the_evalys_example_of_the_docs_draws_a_window_of_the_schedule(run_dir, 
     code = snippet.replace("runs/kth/batsim_jobs.csv", str(out)).replace("runs/kth/gantt-week.png",
                                                                          str(tmp_path / "gantt.png"))
     scope: dict = {}
-    exec(compile(code, "docs/outputs.md", "exec"), scope)  # noqa: S102 - the project's own documentation
+    exec(compile(code, "docs/outputs.md", "exec"), scope)  # the project's own documentation
     week, ax = scope["week"], scope["ax"]
     assert 0 < len(week.df) <= len(scope["js"].df)
     assert len([p for p in ax.patches if p.get_width() > 0]) >= len(week.df)
