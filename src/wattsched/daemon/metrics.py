@@ -141,6 +141,11 @@ class DaemonMetrics:
         self.dr_vtn_connected = Gauge(
             "wattsched_dr_vtn_connected", "1 when the last exchange with the VTN succeeded", ["source"], registry=r,
         )
+        self.dr_vtn_last_contact = Gauge(
+            "wattsched_dr_vtn_last_contact_timestamp_seconds",
+            "When the last exchange with the VTN succeeded (wall clock, epoch; a VTN gone silent stops moving it)",
+            ["source"], registry=r,
+        )
         self.dr_target.set(math.inf)
         self.budget_consumed = Gauge(
             "wattsched_energy_budget_consumed_joules", "Energy used so far in an energy budget window in force",
