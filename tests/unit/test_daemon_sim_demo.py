@@ -153,3 +153,14 @@ def test_status_of_the_simulated_cluster_reads_what_the_daemon_wrote(tmp_path, c
     Store(other / "state.db").close()
     assert main(["status", "--backend", "sim", "--state-dir", str(other)]) == 2
     assert "no cycle recorded yet: the simulated cluster lives in the daemon process" in capsys.readouterr().err
+
+
+def test_the_dr_local_example_is_valid_and_its_trace_is_read_next_to_it(tmp_path, capsys, monkeypatch):
+    example = ROOT / "deploy" / "examples" / "dr-local" / "wattsched.yaml"
+    monkeypatch.chdir(tmp_path)  # not from the repository's root
+    assert main(["check-config", str(example)]) == 0, capsys.readouterr().err
+    cfg = load_config(example, DaemonConfig)
+    assert cfg.sim.trace == str(example.parent / "jobs.swf")
+    assert sim_speed(cfg) == 1  # a VTN: the wall clock's pace
+    bundled = config_file(tmp_path)
+    assert load_config(bundled, DaemonConfig).sim.trace == "bundled"

@@ -151,12 +151,13 @@ class SimBackendConfig(StrictModel):
     """The simulated cluster of ``slurm.backend: sim``."""
 
     doc_name: ClassVar[str] = "sim block"
+    path_keys: ClassVar[tuple[str, ...]] = ("trace", "platform")
 
     trace: str = Field(
         default="bundled",
         description=(
-            "Trace replayed as the cluster's job submissions: an SWF file or job table, or `bundled` "
-            "(the packaged KTH-SP2 excerpt). Default: `bundled`."
+            "Trace replayed as the cluster's job submissions: an SWF file or job table (relative to the config "
+            "file's directory), or `bundled` (the packaged KTH-SP2 excerpt). Default: `bundled`."
         ),
     )
     platform: str = Field(

@@ -118,9 +118,11 @@ class OpenADR2Ven:
 
     def __init__(self, config, hub: GridHub, clock: Callable[[], float] = time.time):
         try:
-            import openleadr  # noqa: F401
+            import openleadr.client  # noqa: F401  (it sets its logger to INFO when imported)
         except ImportError:
             raise ConfigError("demand_response.openadr2 needs openleadr: pip install 'wattsched[openadr]'") from None
+        if not log.isEnabledFor(logging.DEBUG):  # openleadr logs every message it sends at INFO, payload and all
+            logging.getLogger("openleadr").setLevel(logging.WARNING)
         self.config = config
         self.hub = hub
         self.clock = clock
