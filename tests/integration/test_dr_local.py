@@ -82,7 +82,10 @@ def test_an_event_from_the_local_vtn_lowers_frequencies_evicts_a_job_and_is_veri
 
     # the event arrived and was taken part in
     audit = wattsched("audit", "-c", str(path), "--since", "10m")
-    assert re.search(r" dr_event +openadr2:dr-local-1 received +LOAD_DISPATCH setpoint 1400: limit 1400 W", audit)
+    received = re.search(r" dr_event +openadr2:dr-local-1 received +LOAD_DISPATCH setpoint 1400: limit 1400 W, "
+                         r"starts in (-?\d+) s", audit)
+    assert received, audit
+    assert 3 <= int(received.group(1)) <= 8  # with its notice: the simulated clock keeps to the VTN's
     assert re.search(r" dr_opt +openadr2:dr-local-1 opt_in ", audit)
     assert "ven-1 answered optIn to dr-local-1" in vtn_out
     # frequencies dropped and a job was evicted (requeued), at the event's start

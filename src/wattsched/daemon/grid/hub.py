@@ -188,6 +188,17 @@ class GridHub:
         with self._lock:
             self._notes.append(GridNote(self.clock(), "dr_report", target, detail[:2000], "sent" if ok else "failed"))
 
+    def add_source(self, source: str) -> None:
+        """A VEN of ``source`` is configured: its counters exist from the start at 0, so that ``increase()`` and
+        ``rate()`` over them (the dashboard, alerts) read 0 rather than nothing until the first event or failure."""
+        m = self.metrics
+        m.dr_events_received.labels(source)
+        m.dr_vtn_failures.labels(source)
+        for decision in ("opt_in", "opt_out"):
+            m.dr_opt.labels(source, decision)
+        for outcome in ("sent", "failed"):
+            m.dr_reports.labels(source, outcome)
+
     def vtn_contact(self, source: str) -> None:
         """An exchange with the VTN succeeded: connected, and the time of the last contact moves (in wall-clock
         time, which the ``WattschedVTNSilent`` alert compares with Prometheus' ``time()``)."""

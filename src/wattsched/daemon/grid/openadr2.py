@@ -125,6 +125,7 @@ class OpenADR2Ven:
             logging.getLogger("openleadr").setLevel(logging.WARNING)
         self.config = config
         self.hub = hub
+        hub.add_source(SOURCE)
         self.clock = clock
         if config.vtn_fingerprint is None:  # only with allow_unsigned_events: true (the config refuses it otherwise)
             log.warning("demand_response.openadr2: no vtn_fingerprint (allow_unsigned_events: true): events from "
