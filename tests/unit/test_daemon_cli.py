@@ -8,6 +8,7 @@ small shell scripts standing in for the Slurm commands.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -61,7 +62,8 @@ def test_daemon_on_the_simulated_cluster_then_audit_lists_its_starts(tmp_path, c
 
     assert main(["audit", "--state-dir", str(state), "--backend", "sim", "--action", "start", "--limit", "1"]) == 0
     only = capsys.readouterr().out.splitlines()
-    assert only == starts[-1:]
+    assert only == [lines[0], *starts[-1:]]
+    assert lines[0].split() == ["TIME", "CYCLE", "ACTION", "TARGET", "OUTCOME", "REASON"]
 
 
 @pytest.mark.parametrize("config", ["embedded-demo", "file-without-telemetry"])
@@ -152,12 +154,16 @@ def make_store(state: Path) -> None:
 def test_audit_since_and_action_filters(tmp_path, capsys):
     make_store(tmp_path)
     assert main(["audit", "--state-dir", str(tmp_path), "--backend", "sim", "--since", "30m"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert header.split() == ["TIME", "CYCLE", "ACTION", "TARGET", "OUTCOME", "REASON"]
     assert [line.split()[3:6] for line in lines] == [["hold", "11", "applied"], ["start", "11", "dry-run"]]
     assert lines[1].endswith("[dry-run] on node0002")
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  ", line) for line in lines), lines  # local date-times
     assert main(["audit", "--state-dir", str(tmp_path), "--backend", "sim", "--since", "3h", "--action",
                  "start"]) == 0
-    assert [line.split()[4] for line in capsys.readouterr().out.splitlines()] == ["10", "11"]
+    assert [line.split()[4] for line in capsys.readouterr().out.splitlines()[1:]] == ["10", "11"]
+    assert main(["audit", "--state-dir", str(tmp_path), "--backend", "sim", "--since", "1s"]) == 0
+    assert capsys.readouterr().out.startswith("no audit entries since ")
 
 
 def test_audit_with_a_nonsense_since_is_a_clear_error(tmp_path, capsys):

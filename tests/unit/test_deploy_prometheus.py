@@ -38,7 +38,8 @@ def test_every_alert_has_a_unit_test():
     rules = yaml.safe_load((DEPLOY / "wattsched-alerts.yml").read_text())
     names = {r["alert"] for g in rules["groups"] for r in g["rules"]}
     assert names == {"WattschedPowerAboveCap", "WattschedTelemetryStale", "WattschedDaemonDown",
-                     "WattschedCyclesFailing", "WattschedDemandResponseMissed"}
+                     "WattschedCyclesFailing", "WattschedDemandResponseMissed", "WattschedPlanRejected",
+                     "WattschedVTNDisconnected", "WattschedVTNSilent", "WattschedEnergyBudgetOnTrack"}
     tests = yaml.safe_load((DEPLOY / "wattsched-alerts.test.yml").read_text())
     fired = {c["alertname"] for t in tests["tests"] for c in t["alert_rule_test"] if c["exp_alerts"]}
     quiet = {c["alertname"] for t in tests["tests"] for c in t["alert_rule_test"] if not c["exp_alerts"]}
@@ -55,7 +56,24 @@ def test_promtool_check_config():
 @needs_promtool
 def test_promtool_check_rules():
     out = promtool("check", "rules", "wattsched-alerts.yml")
-    assert "5 rules found" in out
+    assert "9 rules found" in out
+
+
+def test_every_alert_reads_metrics_the_daemon_exports():
+    import re
+
+    from prometheus_client import CollectorRegistry
+
+    from wattsched.daemon.metrics import DaemonMetrics
+
+    exported = set()
+    for family in DaemonMetrics(CollectorRegistry()).registry.collect():
+        exported.add(family.name + ("_total" if family.type == "counter" else ""))
+    rules = yaml.safe_load((DEPLOY / "wattsched-alerts.yml").read_text())
+    used = {name for g in rules["groups"] for r in g["rules"] for name in re.findall(r"\bwattsched_\w+", r["expr"])}
+    assert used - exported == set()
+    assert {"wattsched_plan_rejections_total", "wattsched_dr_vtn_connected",
+            "wattsched_dr_vtn_last_contact_timestamp_seconds", "wattsched_energy_budget_projected_joules"} <= used
 
 
 @needs_promtool

@@ -145,3 +145,75 @@ def test_a_vtn_without_fingerprint_is_refused_unless_unsigned_events_are_allowed
 
     OpenADR2Ven(allowed, GridHub(OptRule(), DaemonMetrics(CollectorRegistry())))
     assert "no vtn_fingerprint (allow_unsigned_events: true): events from https://vtn.example" in caplog.text
+
+
+def test_a_failed_report_logs_one_line_with_the_reason_and_the_payload_at_debug_only(caplog):
+    """openleadr's client against a loopback VTN that answers 500: one warning naming the status and the VTN's
+    words; the XML payload only in debug records; the report audited and counted as failed."""
+    import asyncio
+    import logging
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    pytest.importorskip("openleadr")
+    from wattsched.config.daemon import OpenADR2Config
+    from wattsched.daemon.grid.openadr2 import OpenADR2Ven
+
+    class Broken(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = b"<html><body><h1>VTN database unavailable</h1></body></html>"
+            self.send_response(500)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Broken)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/OpenADR2/Simple/2.0b"
+    metrics = DaemonMetrics(CollectorRegistry())
+    hub = GridHub(OptRule(), metrics)
+    ven = OpenADR2Ven(OpenADR2Config(vtn_url=url, ven_name="hpc", allow_unsigned_events=True), hub)
+    payload = ("<?xml version='1.0' encoding='UTF-8'?><oadrPayload><oadrSignedObject><oadrUpdateReport>"
+               "<value>812.0</value>" + "<pad>x</pad>" * 200 + "</oadrUpdateReport></oadrSignedObject></oadrPayload>")
+
+    async def send():
+        client = ven._client()
+        try:
+            return await client._perform_request("EiReport", payload.encode())
+        finally:
+            await client.client_session.close()
+
+    caplog.set_level(logging.DEBUG)
+    caplog.clear()  # the warning about the missing fingerprint
+    try:
+        result = asyncio.run(send())
+    finally:
+        server.shutdown()
+    assert result[0] is None
+    loud = [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert [r.getMessage() for r in loud] == [
+        f"openadr2 VTN: report to {url} failed: HTTP 500: VTN database unavailable (retrying)"]
+    assert not any("oadrPayload" in r.getMessage() for r in loud)
+    debug = "\n".join(r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG)
+    assert "<oadrUpdateReport><value>812.0</value>" in debug  # the payload, for whoever turns debug on
+    assert metrics.registry.get_sample_value("wattsched_dr_reports_total",
+                                             {"source": "openadr2", "outcome": "failed"}) == 1
+    assert metrics.registry.get_sample_value("wattsched_dr_vtn_connected", {"source": "openadr2"}) == 0
+    notes = hub.drain()
+    assert [(n.action, n.outcome) for n in notes] == [("dr_report", "failed"), ("dr_vtn", "failed")]
+    assert notes[0].reason == f"the report could not be delivered to {url}: HTTP 500: VTN database unavailable"
+
+
+def test_the_last_contact_with_the_vtn_is_exported_in_wall_clock_time():
+    import time
+
+    metrics = DaemonMetrics(CollectorRegistry())
+    hub = GridHub(OptRule(), metrics, clock=lambda: 5e9)  # a simulated clock far ahead: not used for this
+    hub.vtn_contact("openadr3")
+    seen = metrics.registry.get_sample_value("wattsched_dr_vtn_last_contact_timestamp_seconds", {"source": "openadr3"})
+    assert time.time() - 5 < seen <= time.time()
+    assert metrics.registry.get_sample_value("wattsched_dr_vtn_connected", {"source": "openadr3"}) == 1

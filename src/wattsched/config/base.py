@@ -306,8 +306,14 @@ def _resolve_paths(raw: dict, model: type[BaseModel], base_dir: Path) -> dict:
             continue
         if key == "platform" and not _looks_like_path(value):
             continue  # a packaged platform name
+        if key == "trace" and value == "bundled":
+            continue  # the packaged trace
         p = Path(value).expanduser()
         raw[key] = str(p if p.is_absolute() else base_dir / p)
+    for key, field in model.model_fields.items():  # blocks with paths of their own (the daemon's sim block)
+        block = field.annotation
+        if isinstance(raw.get(key), dict) and isinstance(block, type) and getattr(block, "path_keys", ()):
+            raw[key] = _resolve_paths(raw[key], block, base_dir)
     return raw
 
 

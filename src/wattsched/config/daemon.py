@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from wattsched.config.base import StrictModel, field_problems
+from wattsched.config.base import StrictModel, field_problems, key_locator
 from wattsched.config.caps import (
     CapEntryConfig,
     CapValue,
@@ -151,12 +151,13 @@ class SimBackendConfig(StrictModel):
     """The simulated cluster of ``slurm.backend: sim``."""
 
     doc_name: ClassVar[str] = "sim block"
+    path_keys: ClassVar[tuple[str, ...]] = ("trace", "platform")
 
     trace: str = Field(
         default="bundled",
         description=(
-            "Trace replayed as the cluster's job submissions: an SWF file or job table, or `bundled` "
-            "(the packaged KTH-SP2 excerpt). Default: `bundled`."
+            "Trace replayed as the cluster's job submissions: an SWF file or job table (relative to the config "
+            "file's directory), or `bundled` (the packaged KTH-SP2 excerpt). Default: `bundled`."
         ),
     )
     platform: str = Field(
@@ -167,10 +168,12 @@ class SimBackendConfig(StrictModel):
         default=100, gt=0,
         description="Use only the first N nodes of the platform. Default: `100` (the size of KTH-SP2).",
     )
-    speedup: float = Field(
-        default=600.0,
+    speedup: float | None = Field(
+        default=None,
         gt=0,
-        description="Simulated seconds per real second. Default: `600` (a day in 2.4 minutes).",
+        description="Simulated seconds per real second (`wattsched daemon --speed`). Default: `1` when a VTN is "
+        "configured (`demand_response.openadr2` or `openadr3`: its events are in wall-clock time, so the simulated "
+        "clock must keep to it), else `600` (a day in 2.4 minutes, the demo's pace).",
     )
     seed: int = Field(default=0, ge=0, description="Seed of the trace's power augmentation. Default: `0`.")
 
@@ -659,6 +662,32 @@ def sim_backend(slurm) -> bool:
     """Whether a ``slurm`` block (a mapping or a :class:`SlurmConfig`) selects the simulated cluster."""
     backend = slurm.get("backend") if isinstance(slurm, dict) else getattr(slurm, "backend", None)
     return backend == "sim"
+
+
+DEMO_SPEED = 600.0
+"""Simulated seconds per real second of the simulated cluster without a VTN (the demo's pace)."""
+
+
+def sim_speed(config: DaemonConfig, source: str | None = None) -> float:
+    """The simulated cluster's speed: ``sim.speedup`` (``--speed``), else 1 with a VTN and 600 without.
+
+    A VTN's events are in wall-clock time: a simulated clock running ahead of it would see them arrive already
+    started (and be judged to miss them), so a speed other than 1 with a VTN is refused (the error names
+    ``source``, else the config key).
+    """
+    from wattsched.errors import ConfigError
+
+    dr = config.demand_response
+    vtn = "openadr2" if dr.openadr2 is not None else "openadr3" if dr.openadr3 is not None else None
+    speed = config.sim.speedup
+    if speed is None:
+        return 1.0 if vtn else DEMO_SPEED
+    if vtn and speed != 1:
+        where = source or key_locator(config, "sim")(("speedup",)) or "sim.speedup"
+        raise ConfigError(f"{where}: {speed:g} with demand_response.{vtn}: a VTN's events are in wall-clock "
+                          f"time, and a simulated clock {speed:g} times faster would see them arrive already "
+                          "started; use --speed 1 (the default with a VTN), or drop the VTN for the demo's pace")
+    return speed
 
 
 def with_sim_telemetry(config: DaemonConfig) -> DaemonConfig:

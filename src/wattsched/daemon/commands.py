@@ -9,7 +9,8 @@ import os
 import time
 from pathlib import Path
 
-from wattsched.cliargs import positive_int
+from wattsched.cliargs import finite_float, positive_int
+from wattsched.daemon.clock import local_time
 from wattsched.errors import ConfigError, OptionError, describe
 
 AUDIT_ACTIONS = ("hold", "start", "started", "release", "requeue", "cancel", "power_down", "power_up", "set_cap",
@@ -36,7 +37,7 @@ def load_daemon_config(args: argparse.Namespace, environ=None):
     ``--poll-interval: Input should be greater than 0, got -3``.
     """
     from wattsched.config import load_config, merge_overrides
-    from wattsched.config.daemon import DaemonConfig, with_sim_telemetry
+    from wattsched.config.daemon import DaemonConfig, sim_speed, with_sim_telemetry
 
     env = os.environ if environ is None else environ
     cli = {}
@@ -58,6 +59,13 @@ def load_daemon_config(args: argparse.Namespace, environ=None):
     if backend:
         config = config.model_copy(update={"slurm": config.slurm.model_copy(update={"backend": backend})})
         config = with_sim_telemetry(config)  # the simulated cluster reports node power: export it
+    speed = getattr(args, "speed", None)
+    if speed is not None:
+        if config.slurm.backend != "sim":
+            raise OptionError("--speed", f"the speed of the simulated cluster; the backend is "
+                              f"{config.slurm.backend!r} (add --backend sim)")
+        config = config.model_copy(update={"sim": config.sim.model_copy(update={"speedup": speed})})
+        sim_speed(config, source="--speed")
     return config, None if args.config is None else Path(args.config)
 
 
@@ -91,9 +99,10 @@ def make_backend(config):
         s = config.slurm
         return SlurmREST(s.url, s.token_file, user=s.user, api_version=s.api_version, timeout_s=s.timeout_s,
                          retries=s.retries, retry_backoff_s=s.retry_backoff_s, full_read_every=s.full_read_every)
+    from wattsched.config.daemon import sim_speed
     from wattsched.daemon.simcluster import SimCluster
 
-    return SimCluster.from_config(config.sim)
+    return SimCluster.from_config(config.sim, speed=sim_speed(config))
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
@@ -132,6 +141,11 @@ def _run_daemon(args: argparse.Namespace, config, path) -> int:
     log.info("wattsched daemon: policy %s, backend %s, %s, state %s, every %g s", config.policy,
              config.slurm.backend, "DRY-RUN" if config.dry_run else "gate " + config.gate, config.state_dir,
              config.poll_interval_s)
+    speed = getattr(backend, "speedup", None)
+    if speed is not None:
+        log.info("simulated cluster at %g simulated seconds per real second (--speed); its clock starts at %s%s",
+                 speed, local_time(backend.epoch_s),
+                 "" if speed == 1 else ", and the times in its audit and status run ahead of the wall clock")
     try:
         status = daemon.run(max_cycles=args.cycles)
         if args.show_metrics:
@@ -222,6 +236,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     from wattsched.daemon.loop import Daemon
 
     config, store = _store(args, read_only=True)
+    if config.slurm.backend == "sim":
+        try:
+            return _status_of_daemon(config, store, args.limit)
+        finally:
+            store.close()
     daemon = Daemon(config, make_backend(config), store=store)
     view_state = daemon.backend.read_state()
     from wattsched.daemon.view import build_view
@@ -256,23 +275,61 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"cap: {'none' if cap == float('inf') else f'{cap:,.0f} W'}; estimated power {snap.platform_power_w:,.0f} W "
           f"on {len(snap.platform)} nodes")
     _print_constraints(store, snap, view_state.read_at)
-    if c.ours:
-        print("held by wattsched:")
-        for job in c.ours[: args.limit]:
-            reason = holds.get(job.job_id, ("", ""))[1] or "waiting for the next cycle"
-            print(f"  {job.job_id:>8}  {job.user:<10} {job.node_count:>4} nodes  {reason}")
-        if len(c.ours) > args.limit:
-            print(f"  ... and {len(c.ours) - args.limit} more")
+    _print_held([(job.job_id, job.user, job.node_count,
+                  holds.get(job.job_id, ("", ""))[1] or "waiting for the next cycle") for job in c.ours],
+                len(c.ours), args.limit)
     store.close()
+    return 0
+
+
+def _print_held(rows, total: int, limit: int) -> None:
+    """The table of jobs wattsched holds, with its header."""
+    if not rows:
+        return
+    print("held by wattsched:")
+    print(f"  {'JOB':>8}  {'USER':<10} {'NODES':>5}  REASON")
+    for job_id, user, nodes, reason in rows[:limit]:
+        print(f"  {job_id:>8}  {user:<10} {nodes:>5}  {reason}")
+    if total > limit:
+        print(f"  ... and {total - limit} more")
+
+
+def _status_of_daemon(config, store, limit: int) -> int:
+    """``status`` of the simulated cluster, which lives in the daemon process only: what its last cycle saw,
+    as the daemon wrote it into the state store."""
+    cycle = store.get("cycle", 0)
+    s = store.get("status")
+    if not s:
+        raise ConfigError(f"{Path(config.state_dir) / 'state.db'}: no cycle recorded yet: the simulated cluster "
+                          "lives in the daemon process, and status shows what the daemon's last cycle saw; start "
+                          "wattsched daemon --backend sim with this state directory first")
+    age = time.time() - s["wall_time"]
+    print(f"policy {s['policy']}, {'dry-run' if s['dry_run'] else 'active'}, cycle {cycle}, simulated cluster "
+          f"at {s['speed']:g}x")
+    print(f"as of the daemon's last cycle, {age:.0f} s ago (simulated time {local_time(s['time'])}); the simulated "
+          "cluster lives in the daemon process, so this is what the daemon wrote, not a fresh reading")
+    j = s["jobs"]
+    print(f"jobs: {j['running']} running, {j['starting']} released and starting, {j['held']} held by wattsched, "
+          f"{j['pending_unheld']} pending not held, {j['held_by_others']} held by users or admins")
+    cap = "none" if s["cap_w"] is None else f"{s['cap_w']:,.0f} W"
+    print(f"cap: {cap}; {'measured' if s['measured'] else 'estimated'} power {s['power_w']:,.0f} W "
+          f"(predicted {s['predicted_w']:,.0f} W) on {s['nodes']} nodes")
+    if s.get("next_cap_change"):
+        t, w = s["next_cap_change"]
+        print(f"next cap change: {local_time(t, '%Y-%m-%d %H:%M')} to {'none' if w is None else f'{w:,.0f} W'}")
+    for label, start, end, cap_w in s.get("dr_events", ()):
+        state = "in force" if start <= s["time"] else "announced"
+        print(f"demand response {label!r}: {local_time(start, '%Y-%m-%d %H:%M')} to "
+              f"{local_time(end, '%Y-%m-%d %H:%M')}, cap {cap_w:,.0f} W ({state})")
+    _print_settings(store)
+    _print_held(s["held_jobs"], j["held"], limit)
     return 0
 
 
 def _print_constraints(store, snap, now: float) -> None:
     """Next cap change, announced demand-response events and the node settings wattsched keeps."""
-    from wattsched.daemon.reconciler import describe_setting as _describe
-
     def when(t: float) -> str:
-        return _local_time(t, "%Y-%m-%d %H:%M")
+        return local_time(t, "%Y-%m-%d %H:%M")
 
     def watts(w: float) -> str:
         return "none" if w == float("inf") else f"{w:,.0f} W"
@@ -286,24 +343,20 @@ def _print_constraints(store, snap, now: float) -> None:
         state = "in force" if e.event.start_s <= now else "announced"
         print(f"demand response {e.event.label!r}: {when(e.event.start_s)} to {when(e.event.end_s)}, "
               f"cap {watts(e.cap_w)} ({state})")
+    _print_settings(store)
+
+
+def _print_settings(store) -> None:
+    """The table of node settings wattsched keeps, with its header."""
+    from wattsched.daemon.reconciler import describe_setting as _describe
+
     desired = store.desired()
     if desired:
         print("node settings wattsched keeps:")
+        print(f"  {'NODE':<12} {'KIND':<4} {'VALUE':<18} {'STATE':<10} JOB")
         for (node, kind), w in desired.items():
-            extra = f", for job {w.job_id}" if w.job_id is not None else ""
-            print(f"  {node:<12} {kind:<4} {_describe(kind, w.value):<18} {w.state}{extra}")
-
-
-def _local_time(t: float, fmt: str) -> str:
-    """Epoch seconds as local time; a time no calendar holds (a cap step at 1e300 s) as far past or never.
-
-    >>> _local_time(1e300, "%Y")
-    'never (1e+300 s, beyond year 9999)'
-    """
-    try:
-        return dt.datetime.fromtimestamp(t).strftime(fmt)
-    except (OverflowError, OSError, ValueError):
-        return f"never ({t:g} s, beyond year 9999)" if t > 0 else f"{t:g} s (before year 1)"
+            job = str(w.job_id) if w.job_id is not None else "-"
+            print(f"  {node:<12} {kind:<4} {_describe(kind, w.value):<18} {w.state:<10} {job}")
 
 
 def _parse_since(text: str) -> float:
@@ -332,10 +385,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
             store.close()
             raise OptionError("--action", f"unknown action {unknown[0]!r}; actions are {', '.join(AUDIT_ACTIONS)}")
         entries = [e for e in entries if e.action in args.action]
-    for e in entries[-args.limit:] if args.limit else entries:
-        when = _local_time(e.time, "%Y-%m-%dT%H:%M:%S")
+    shown = entries[-args.limit:] if args.limit else entries
+    if shown:
+        print(f"{'TIME':<19}  {'CYCLE':<6} {'ACTION':<11} {'TARGET':<10} {'OUTCOME':<10} REASON")
+    else:
+        print(f"no audit entries since {local_time(_parse_since(args.since))}")
+    for e in shown:
+        when = local_time(e.time, "%Y-%m-%d %H:%M:%S")
         flag = " [dry-run]" if e.dry_run else ""
-        print(f"{when}  cycle {e.cycle:<6} {e.action:<11} {e.target:<10} {e.outcome:<10}{flag} {e.reason}")
+        print(f"{when}  {e.cycle:<6} {e.action:<11} {e.target:<10} {e.outcome:<10}{flag} {e.reason}")
     store.close()
     return 0
 
@@ -409,6 +467,9 @@ def add_commands(sub) -> None:
     p.add_argument("--dry-run", action="store_true", help="decide, audit and export; change nothing")
     p.add_argument("--cycles", type=int, metavar="N", help="stop after N cycles (default: run until stopped)")
     p.add_argument("--poll-interval", type=float, metavar="S", help="seconds between cycles (overrides the config)")
+    p.add_argument("--speed", type=finite_float(0.0, what="a speed"), metavar="X",
+                   help="with --backend sim: simulated seconds per real second (overrides sim.speedup; default 600, "
+                   "or 1 with a VTN, whose events are in wall-clock time)")
     p.add_argument("--show-metrics", action="store_true", help="print the daemon's metrics when it stops")
     p.set_defaults(func=cmd_daemon)
 

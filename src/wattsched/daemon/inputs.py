@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from wattsched.config import key_locator
 from wattsched.config.daemon import DaemonConfig
 from wattsched.daemon.actuators import NodeSetting
+from wattsched.daemon.clock import local_time
 from wattsched.daemon.grid.hub import GridHub
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.schedule import LOOKAHEAD_S, LiveConstraints
@@ -120,11 +121,11 @@ class GridInputs:
         measured_w, unmeasured = self.measured_platform_w(view)
         m.dr_target.set(strictest.cap_w)
         m.dr_baseline.set(strictest.baseline_w)
-        m.dr_deadline.set(strictest.event.start_s + cfg.deadline_s)
+        m.dr_deadline.set(m.wall_time_of(strictest.event.start_s + cfg.deadline_s))
         m.dr_reduction.set(0.0 if measured_w is None else strictest.baseline_w - measured_w)
         missed_now = False
         for e in active:
-            key = f"{e.event.label} at {e.event.start_s:.0f}"
+            key = f"{e.event.label} at {local_time(e.event.start_s)}"
             if now < e.event.start_s + cfg.deadline_s:
                 continue
             if measured_w is None:

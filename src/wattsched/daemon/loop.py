@@ -122,6 +122,9 @@ class Daemon:
         self.backend = backend
         self.store = store if store is not None else Store(Path(config.state_dir) / "state.db")
         self.metrics = metrics if metrics is not None else DaemonMetrics()
+        wall = getattr(backend, "wall_time_of", None)
+        if wall is not None:  # the simulated cluster's clock runs ahead of the wall clock
+            self.metrics.wall_time_of = wall
         self.notifier = notifier if notifier is not None else Notifier()
         self.cycle_no = int(self.store.get("cycle", 0))
         self._reconciled = False
@@ -351,6 +354,7 @@ class Daemon:
         self.metrics.export_cycle(view, report, now, held_kinds=self.actions.held_kinds,
                                   dr_events=self.inputs.dr_events, budget_windows=self.inputs.budget_windows,
                                   policy_state=self.policy_state, measured=measured)
+        self._save_status(view, report, now, measured)
         log.info("%s", report.summary())
         if report.started or report.evicted or report.node_actions or report.reconciled:
             snap = view.snapshot
@@ -358,6 +362,41 @@ class Daemon:
                      self.cycle_no, snap.platform_power_w, len(measured), len(snap.platform),
                      view.predicted_power_w, snap.cap_w)
         return report
+
+    STATUS_HELD_LIMIT = 500
+    """Held jobs the status record lists (``wattsched status --limit`` shows fewer)."""
+
+    def _save_status(self, view: View, report: CycleReport, now: float, measured: dict) -> None:
+        """What ``wattsched status`` prints, as this cycle saw it, into the state store (key ``status``).
+
+        The simulated cluster lives in this process only: ``status`` reads this record for it instead of
+        building a cluster of its own. Times are the daemon's (``read_at``), with the wall-clock time written.
+        """
+        c, snap = view.classified, view.snapshot
+        reasons = self.actions.reasons
+        holds = self.store.holds()
+        started = set(report.started)
+        ours = [job for job in c.ours if job.job_id not in started]  # released this cycle: starting now
+        held = []
+        for job in ours[: self.STATUS_HELD_LIMIT]:
+            why = reasons.get(job.job_id) or holds.get(job.job_id, ("", ""))[1] or "waiting for the next cycle"
+            held.append([job.job_id, job.user, job.node_count, why])
+        cap = snap.cap
+        nxt = cap.next_change_after(now)
+        self.store.put("status", {
+            "cycle": self.cycle_no, "time": now, "wall_time": time.time(),
+            "backend": getattr(self.backend, "name", "?"), "speed": getattr(self.backend, "speedup", 1.0),
+            "policy": self.config.policy, "dry_run": self.config.dry_run,
+            "jobs": {"running": len(c.running), "starting": len(c.starting) + len(started), "held": len(ours),
+                     "pending_unheld": len(c.adopt) - len(report.held), "held_by_others": len(c.others_held)},
+            "cap_w": None if snap.cap_w == float("inf") else snap.cap_w,
+            "next_cap_change": None if nxt == float("inf") else [nxt, None if cap.cap_at(nxt) == float("inf")
+                                                                  else cap.cap_at(nxt)],
+            "power_w": snap.platform_power_w, "measured": bool(measured), "predicted_w": view.predicted_power_w,
+            "nodes": len(snap.platform),
+            "dr_events": [[e.event.label, e.event.start_s, e.event.end_s, e.cap_w] for e in snap.dr_events or ()],
+            "held_jobs": held,
+        })
 
     def _learn(self, state, view: View) -> None:
         """Job power history: finished jobs with their measured power to the store, and to the predictor."""

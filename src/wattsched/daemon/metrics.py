@@ -11,11 +11,19 @@ from wattsched.model.platform import NodeState
 from wattsched.model.reasons import REASON_KINDS, reason_kind
 
 
+def _same_time(t: float) -> float:
+    return t
+
+
 class DaemonMetrics:
     """Every series the daemon exports. Pass a fresh ``CollectorRegistry`` in tests."""
 
     def __init__(self, registry: CollectorRegistry | None = None):
         r = self.registry = registry if registry is not None else CollectorRegistry()
+        self.wall_time_of = _same_time
+        """The wall-clock time of a daemon time: ``*_timestamp_seconds`` series are compared with Prometheus'
+        ``time()``, so a backend whose clock runs ahead (the simulated cluster at ``--speed 600``) sets this
+        (:meth:`~wattsched.daemon.simcluster.SimCluster.wall_time_of`)."""
         self.info = Info("wattsched", "wattsched build and configuration", registry=r)
         self.cycles = Counter("wattsched_cycles", "Control cycles run", registry=r)
         self.cycle_failures = Counter(
@@ -133,6 +141,11 @@ class DaemonMetrics:
         self.dr_vtn_connected = Gauge(
             "wattsched_dr_vtn_connected", "1 when the last exchange with the VTN succeeded", ["source"], registry=r,
         )
+        self.dr_vtn_last_contact = Gauge(
+            "wattsched_dr_vtn_last_contact_timestamp_seconds",
+            "When the last exchange with the VTN succeeded (wall clock, epoch; a VTN gone silent stops moving it)",
+            ["source"], registry=r,
+        )
         self.dr_target.set(math.inf)
         self.budget_consumed = Gauge(
             "wattsched_energy_budget_consumed_joules", "Energy used so far in an energy budget window in force",
@@ -206,7 +219,7 @@ class DaemonMetrics:
         c = view.classified
         m.cycles.inc()
         m.cycle_duration.observe(report.duration_s)
-        m.last_cycle.set(now)
+        m.last_cycle.set(m.wall_time_of(now))
         m.set_jobs({
             "held": len(c.ours), "pending_unheld": len(c.adopt) - len(report.held), "starting": len(c.starting),
             "running": len(c.running), "held_by_others": len(c.others_held),
@@ -220,7 +233,7 @@ class DaemonMetrics:
         for label, seconds in HORIZONS.items():
             m.cap_ahead.labels(label).set(snap.cap.min_cap_between(now, now + seconds))
         nxt = snap.cap.next_change_after(now)
-        m.cap_next_change.set(nxt if math.isfinite(nxt) else 0.0)
+        m.cap_next_change.set(m.wall_time_of(nxt) if math.isfinite(nxt) else 0.0)
         m.dr_active.set(sum(1 for e in dr_events if e.event.start_s <= now < e.event.end_s))
         m.dr_announced.set(len(dr_events))
         for g in (m.budget_consumed, m.budget_remaining, m.budget_total, m.budget_available, m.budget_projected):

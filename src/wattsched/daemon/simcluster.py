@@ -131,8 +131,9 @@ class SimCluster:
         """Every release the daemon made: (trace time, job id, pinned nodes)."""
 
     @classmethod
-    def from_config(cls, sim) -> SimCluster:
-        """Build from the daemon config's ``sim`` block (the bundled trace by default).
+    def from_config(cls, sim, speed: float | None = None) -> SimCluster:
+        """Build from the daemon config's ``sim`` block (the bundled trace by default), at ``speed`` simulated
+        seconds per real second (:func:`wattsched.config.daemon.sim_speed`; ``sim.speedup`` or 600 if not given).
 
         The trace is opened and its power augmented as every run of the simulator does it
         (:func:`wattsched.sim.build.prepare_trace`), on the block's platform cut to ``nodes``.
@@ -153,7 +154,8 @@ class SimCluster:
             if sim.nodes is not None and sim.nodes < len(platform):
                 platform = Platform(platform.nodes[: sim.nodes], name=platform.name,
                                     response_classes=platform.response_classes, source=platform.source)
-            return cls(list(prepare_trace(config, platform).workload.jobs), platform, speedup=sim.speedup)
+            speedup = speed if speed is not None else sim.speedup if sim.speedup is not None else 600.0
+            return cls(list(prepare_trace(config, platform).workload.jobs), platform, speedup=speedup)
 
         if sim.trace == "bundled":
             with as_file(files("wattsched") / "data" / "traces" / "KTH-SP2-1996-2.1-cln-first5000.swf.gz") as path:
@@ -174,6 +176,19 @@ class SimCluster:
     def clock_time_of(self, trace_s: float) -> float:
         """The reading of :attr:`clock` at which the cluster reaches trace time ``trace_s``."""
         return self._t0 + (trace_s - self.origin_s) / self.speedup
+
+    def wall_time_of(self, t: float) -> float:
+        """The wall-clock time (epoch) at which the cluster's own clock (that of ``read_at``) reads ``t``.
+
+        At a speed above 1 the cluster's clock runs ahead of the wall clock from :attr:`epoch_s` on;
+        what Prometheus compares with its ``time()`` (the end of the last cycle, a deadline) is exported
+        in wall-clock time through this.
+
+        >>> c = SimCluster([], Platform.homogeneous_cluster(1), speedup=600.0, epoch_s=1000.0)
+        >>> c.wall_time_of(1000.0 + 3600.0)
+        1006.0
+        """
+        return self.epoch_s + (t - self.epoch_s) / self.speedup
 
     def _advance(self) -> None:
         now = self.origin_s + (self.clock() - self._t0) * self.speedup

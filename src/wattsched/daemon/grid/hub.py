@@ -188,6 +188,23 @@ class GridHub:
         with self._lock:
             self._notes.append(GridNote(self.clock(), "dr_report", target, detail[:2000], "sent" if ok else "failed"))
 
+    def add_source(self, source: str) -> None:
+        """A VEN of ``source`` is configured: its counters exist from the start at 0, so that ``increase()`` and
+        ``rate()`` over them (the dashboard, alerts) read 0 rather than nothing until the first event or failure."""
+        m = self.metrics
+        m.dr_events_received.labels(source)
+        m.dr_vtn_failures.labels(source)
+        for decision in ("opt_in", "opt_out"):
+            m.dr_opt.labels(source, decision)
+        for outcome in ("sent", "failed"):
+            m.dr_reports.labels(source, outcome)
+
+    def vtn_contact(self, source: str) -> None:
+        """An exchange with the VTN succeeded: connected, and the time of the last contact moves (in wall-clock
+        time, which the ``WattschedVTNSilent`` alert compares with Prometheus' ``time()``)."""
+        self.metrics.dr_vtn_connected.labels(source).set(1)
+        self.metrics.dr_vtn_last_contact.labels(source).set(time.time())
+
     def vtn_failed(self, source: str, detail: str) -> None:
         """The VTN could not be reached or refused us: logged, counted, audited (the VEN retries)."""
         self.metrics.dr_vtn_failures.labels(source).inc()
@@ -197,7 +214,7 @@ class GridHub:
             self._notes.append(GridNote(self.clock(), "dr_vtn", source, detail[:2000], "failed"))
 
     def vtn_ok(self, source: str, detail: str | None = None) -> None:
-        self.metrics.dr_vtn_connected.labels(source).set(1)
+        self.vtn_contact(source)
         if detail:
             log.info("%s VTN: %s", source, detail)
             with self._lock:

@@ -118,11 +118,14 @@ class OpenADR2Ven:
 
     def __init__(self, config, hub: GridHub, clock: Callable[[], float] = time.time):
         try:
-            import openleadr  # noqa: F401
+            import openleadr.client  # noqa: F401  (it sets its logger to INFO when imported)
         except ImportError:
             raise ConfigError("demand_response.openadr2 needs openleadr: pip install 'wattsched[openadr]'") from None
+        if not log.isEnabledFor(logging.DEBUG):  # openleadr logs every message it sends at INFO, payload and all
+            logging.getLogger("openleadr").setLevel(logging.WARNING)
         self.config = config
         self.hub = hub
+        hub.add_source(SOURCE)
         self.clock = clock
         if config.vtn_fingerprint is None:  # only with allow_unsigned_events: true (the config refuses it otherwise)
             log.warning("demand_response.openadr2: no vtn_fingerprint (allow_unsigned_events: true): events from "
@@ -191,18 +194,34 @@ class OpenADR2Ven:
         cfg = self.config
         hub = self.hub
 
+        quiet = _held_back()
+
         class Client(OpenADRClient):
             async def _perform_request(self, service, message):
-                result = await super()._perform_request(service, message)
+                task = asyncio.current_task()
+                quiet.held[task] = []
+                try:
+                    result = await super()._perform_request(service, message)
+                finally:
+                    notes = quiet.held.pop(task, [])
                 text = message.decode() if isinstance(message, bytes) else str(message)
                 ok = bool(result) and result[0] is not None
-                if "oadrUpdateReport" in text:
+                reason = _reason(notes)
+                if notes:  # openleadr's own words, payload and all: for debugging only
+                    log.debug("OpenADR %s to %s: openleadr said: %s", service, cfg.vtn_url, " | ".join(notes))
+                if not ok or notes:
+                    log.debug("OpenADR %s payload sent to %s: %s", service, cfg.vtn_url, text)
+                report = "oadrUpdateReport" in text
+                if report:
                     hub.reported(SOURCE, "platform", ok, _report_text(text) if ok
-                                 else f"the report could not be delivered to {cfg.vtn_url}")
+                                 else f"the report could not be delivered to {cfg.vtn_url}: {reason}")
                 if not ok:
-                    hub.vtn_failed(SOURCE, f"{service} request to {cfg.vtn_url} failed (see the log above)")
+                    what = "report" if report else f"{service} request"
+                    hub.vtn_failed(SOURCE, f"{what} to {cfg.vtn_url} failed: {reason}")
                 else:
-                    hub.metrics.dr_vtn_connected.labels(SOURCE).set(1)
+                    if notes:
+                        log.warning("OpenADR %s to %s: %s", service, cfg.vtn_url, reason)
+                    hub.vtn_contact(SOURCE)
                 return result
 
         client = Client(ven_name=cfg.ven_name, vtn_url=cfg.vtn_url, ven_id=cfg.ven_id,
@@ -244,6 +263,69 @@ class OpenADR2Ven:
         if watts is None:
             watts = self.hub.decided_power_w()
         return [(dt.datetime.now(dt.timezone.utc), round(watts, 1))]
+
+
+class _HeldBack(logging.Filter):
+    """openleadr's warnings and errors met during one of our requests, held back from the log (they quote the
+    whole XML payload): the request logs one line with the reason, and the payload at debug level only.
+
+    Keyed by asyncio task, since requests of one VEN interleave on its loop; records outside a request pass.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.held: dict[object, list[str]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # no running loop
+            return True
+        notes = self.held.get(task)
+        if notes is None:
+            return True
+        notes.append(record.getMessage())
+        return False
+
+
+def _held_back() -> _HeldBack:
+    """The one :class:`_HeldBack` filter on openleadr's logger."""
+    logger = logging.getLogger("openleadr")
+    for f in logger.filters:
+        if isinstance(f, _HeldBack):
+            return f
+    f = _HeldBack()
+    logger.addFilter(f)
+    return f
+
+
+def _reason(notes: list[str], limit: int = 300) -> str:
+    """Why a request failed, in one line without the payload, from what openleadr logged.
+
+    >>> _reason(["Non-OK status 500 when performing a request to http://vtn/EiReport with data "
+    ...          "b'<?xml version=\\'1.0\\'?><oadrPayload>...</oadrPayload>': 500 <html><body>Server Error"
+    ...          "</body></html>"])
+    'HTTP 500: Server Error'
+    >>> _reason(["Could not connect to server with URL http://127.0.0.1:1/OpenADR2/Simple/2.0b:",
+    ...          "ClientConnectorError: Cannot connect to host 127.0.0.1:1"])
+    'ClientConnectorError: Cannot connect to host 127.0.0.1:1'
+    >>> _reason([])
+    'no answer from the VTN'
+    """
+    import re
+
+    out = []
+    for note in notes:
+        m = re.match(r"Non-OK status (\d+) when performing a request to \S+ with data .*: \1 (.*)$", note, re.S)
+        if m:
+            body = " ".join(re.sub(r"<[^>]*>", " ", m.group(2)).split())
+            out.append(f"HTTP {m.group(1)}" + (f": {body}" if body else ""))
+        elif note.startswith("Could not connect to server with URL"):
+            continue  # the URL is in the line already; the next note says why
+        else:
+            out.append(" ".join(re.sub(r"<\?xml.*?>.*", "(payload)", note, flags=re.S).split()))
+    text = "; ".join(dict.fromkeys(o for o in out if o)) or "no answer from the VTN"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _report_text(xml: str) -> str:

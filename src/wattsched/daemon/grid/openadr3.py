@@ -157,6 +157,7 @@ class OpenADR3Ven:
     def __init__(self, config, hub: GridHub, clock: Callable[[], float] = time.time):
         self.config = config
         self.hub = hub
+        hub.add_source(SOURCE)
         self.clock = clock
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
