@@ -25,9 +25,9 @@ from wattsched.daemon.slurm.records import (
 )
 from wattsched.model import units as U
 from wattsched.model.constraints import CapSchedule
-from wattsched.model.job import Job, PowerEstimate, RunningJob, Unit, job_from_fields
-from wattsched.model.platform import Node, NodePowerModel, NodeState, Platform
+from wattsched.model.job import Job, PowerEstimate, Unit, job_from_fields
 from wattsched.model.ledger import Ledger
+from wattsched.model.platform import Node, NodePowerModel, NodeState, Platform
 from wattsched.model.snapshot import Snapshot
 
 UNLIMITED_WALLTIME_S = 365 * 86400.0

@@ -746,7 +746,7 @@ class Ledger:
         would know (the predicted power as ``mean_w``, the time limit as ``runtime_s``). None, and nothing
         changes, when a node of a whole-node job is not free (Slurm reported two jobs on it without units)."""
         if job.units:
-            for u, n in zip(job.units, nodes, strict=True):
+            for n in nodes:
                 if n not in self.node_free and self.state[n] != _IDLE:
                     return None
         else:
