@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
+from wattsched.model.platform import Platform
 from wattsched.sim.metrics import comparison_rows, summarize
 from wattsched.sim.result import SimResult
 from wattsched.sim.verdicts import WARNING_KINDS, verdict_lines, verdicts
-from wattsched.model.platform import Platform
 
 INF = math.inf
 
@@ -111,7 +111,8 @@ def test_events_budgets_and_cap_windows_outside_the_trace_warn():
     assert len(messages) == 3
     assert messages[0].startswith("energy budget 1 (8.33 min to 10.0 min) lies outside the trace's submissions "
                                   "(0 s to 100 s)")
-    assert messages[1].startswith("demand-response event 1") and messages[2].startswith("the cap of 5.00 W (3.33 min to 5.00 min)")
+    assert messages[1].startswith("demand-response event 1")
+    assert messages[2].startswith("the cap of 5.00 W (3.33 min to 5.00 min)")
 
 
 def test_a_constraint_the_policy_ignores_warns_and_an_undeclared_policy_does_not():
