@@ -184,8 +184,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                                    if outcome.baseline is not None else "baseline"))
         if outcome.verdicts is not None:
             print(verdict_text(outcome.verdicts, outcome.baseline))
+        from wattsched.sim.verdicts import repeats_a_warning
+
         for note in info.get("notes", []):
-            print(f"note: {note}")
+            if outcome.verdicts is None or not repeats_a_warning(note):
+                print(f"note: {note}")
         cleaning = info.get("cleaning") or {}
         if cleaning.get("dropped") or cleaning.get("skipped_lines"):
             print(f"cleaning: {cleaning_text(cleaning)}")

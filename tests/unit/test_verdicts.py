@@ -143,3 +143,20 @@ def test_the_baseline_side_by_side_column_for_column_with_changes():
     assert rows["utilization"] == ("50.0 %", "60.0 %", "-10.0 pt")
     assert rows["unfinished"] == ("2", "0", "new")
     assert "baseline (uncapped)" not in rows  # the one-line comparison gives way to the columns
+
+
+def test_the_notes_a_warning_repeats_are_recognised_and_others_kept():
+    from wattsched.model.constraints import CapSchedule, DemandResponseEvent, EnergyBudget
+    from wattsched.policies import make_policy
+    from wattsched.sim.checks import budget_notes, dr_event_notes, ignored_constraints, outside_trace_notes
+    from wattsched.sim.verdicts import repeats_a_warning
+
+    platform = Platform.homogeneous_cluster(2)
+    budgets = [EnergyBudget(0.0, 100.0, 1.0), EnergyBudget(500.0, 600.0, 1e9)]
+    events = [DemandResponseEvent(-50.0, -50.0, -10.0, cap_w=1.0)]
+    repeated = [*ignored_constraints(None, make_policy("easy"), cap=CapSchedule.constant(100.0), budgets=budgets,
+                                     dr_events=events),
+                *budget_notes(budgets, platform), *outside_trace_notes(budgets, events, 100.0)]
+    assert len(repeated) == 6 and all(repeats_a_warning(n) for n in repeated), repeated
+    kept = dr_event_notes(events, platform)
+    assert kept and not any(repeats_a_warning(n) for n in kept)

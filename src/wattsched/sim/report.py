@@ -396,7 +396,7 @@ def write_html_report(run_dir: str | Path, run: Any = None, summary: dict | None
     """
     from wattsched.sim.metrics import comparison_rows, summary_rows
     from wattsched.sim.timeline_html import timeline_section
-    from wattsched.sim.verdicts import finished_text
+    from wattsched.sim.verdicts import finished_text, repeats_a_warning
     from wattsched.sim.verdicts import verdicts as judge
 
     run_dir = Path(run_dir)
@@ -426,7 +426,7 @@ def write_html_report(run_dir: str | Path, run: Any = None, summary: dict | None
         ("plans rejected by the guard", info.get("plans_rejected", 0)),
         ("simulation wall time", f"{float(info.get('wall_time_s', 0)):.2f} s"),
     ]
-    notes = "".join(f"<li>{esc(str(n))}</li>" for n in info.get("notes") or [])
+    notes = "".join(f"<li>{esc(str(n))}</li>" for n in info.get("notes") or [] if not repeats_a_warning(str(n)))
     rows = []
     last_section = None
     if baseline is not None:

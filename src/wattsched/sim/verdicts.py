@@ -17,13 +17,14 @@ chosen policy declares it ignores (:class:`~wattsched.policies.base.PolicyTags`
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
 
 from wattsched.sim.metrics import ABOVE_CAP_ABS_W, ABOVE_CAP_REL, format_duration, format_energy, format_power
 
-__all__ = ["WARNING_KINDS", "finished_text", "verdict_lines", "verdicts"]
+__all__ = ["WARNING_KINDS", "finished_text", "repeats_a_warning", "verdict_lines", "verdicts"]
 
 WARNING_KINDS = ("budget_below_idle", "outside_trace", "ignored_constraint", "most_unfinished")
 """The ``kind`` of each warning :func:`verdicts` can give."""
@@ -249,6 +250,25 @@ def verdicts(summary: dict[str, Any], info: dict[str, Any], timeline: dict[str, 
         "finished": {"jobs": n - unfinished, "of": n},
         "warnings": _warnings(summary, info, timeline, submit_span),
     }
+
+
+_REPEATED = re.compile(
+    r"policy \S+ ignores the "  # wattsched.sim.checks.ignored_constraints
+    r"|energy_budgets\[\d+\]: the budget of .* is below the platform's idle energy"  # budget_notes
+    r"|(energy_budgets|demand_response)\[\d+\]: the (budget window|event) \(.*\) (ends before the trace's first|"
+    r"starts after the trace's last) submission")  # outside_trace_notes
+
+
+def repeats_a_warning(note: str) -> bool:
+    """Whether a note of the run (:mod:`wattsched.sim.checks`, written before it ran) says what a warning of
+    :func:`verdicts` says: the report and the text summary show the warning and leave the note out.
+
+    >>> repeats_a_warning("policy easy ignores the power cap of this run (cap_w): no decision respects it")
+    True
+    >>> repeats_a_warning("no predictor given: policies saw every job at the node maximum power")
+    False
+    """
+    return _REPEATED.match(note) is not None
 
 
 def finished_text(finished: dict) -> str:
