@@ -145,12 +145,12 @@ def timeline_section(timeline: dict[str, np.ndarray], info: dict) -> str:
     if payload["rows"] < 2:
         return "<h2>Timeline</h2><p>The run has no timeline to draw.</p>"
     how = (f"{payload['source_rows']:,} rows reduced to {payload['rows'] // 2:,} buckets, each drawn as its highest "
-           "then its lowest value" if payload["binned"] else f"all {payload['rows']:,} rows")
+           "then its lowest value" if payload["binned"] else f"all {payload['rows']:,} rows of the run")
     when = "UTC dates from the trace's start time" if payload["origin_unix_s"] is not None else "time since t = 0"
     data = json.dumps(payload).replace("</", "<\\/")
     return f"""<h2 id=timeline-title>Timeline</h2>
 <p class=hint>Drag across a chart to zoom in, scroll to zoom at the cursor, double-click to see the whole run; the
-values at the cursor show below each chart. {html.escape(how)}; {html.escape(when)}.</p>
+values at the cursor show below each chart. Drawn from {html.escape(how)}; {html.escape(when)}.</p>
 <div id=timeline><div id=tl-power></div><div id=tl-nodes></div></div>
 <p id=tl-error class=warn></p>
 <noscript><p>The timeline needs JavaScript; the plots below show the same run.</p></noscript>
@@ -263,6 +263,7 @@ _CHART_JS = r"""
   nOpts.scales.nodes = {range: (u, min, max) => [0, Math.max(P.nodes || 0, max) * 1.02 || 1]};
   nOpts.scales.jobs = {range: (u, min, max) => [0, Math.max(max, 1) * 1.05]};
   charts.push(new uPlot(nOpts, [x, col.busy_nodes, col.pending_jobs], document.getElementById("tl-nodes")));
+  window.wattschedTimeline = charts;  // the uPlot instances, for a reader's own scripting in the console
   document.getElementById("timeline").dataset.rendered = String(n);
 })().catch(e => {
   document.getElementById("tl-error").textContent = "The timeline could not be drawn: " + e;
