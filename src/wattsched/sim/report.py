@@ -470,7 +470,7 @@ figure {{ margin: 0.5em 0; }} .hint {{ color: #555; font-size: 0.9em; }}
 #verdict {{ border: 1px solid #ccc; border-radius: 6px; padding: 0.6em 1em; background: #fafafa; }}
 #verdict h2 {{ margin-top: 0.2em; }}
 #verdict td, #verdict th {{ border: 0; vertical-align: top; padding: 2px 10px 2px 0; }}
-.u-legend {{ margin-bottom: 1em; }}
+#timeline .u-legend {{ margin-bottom: 1em; }}
 .badge {{ display: inline-block; min-width: 8em; white-space: nowrap;
   text-align: center; font-weight: 600; border-radius: 4px;
   padding: 1px 6px; color: #fff; }}

@@ -8,8 +8,9 @@ JavaScript (Bokeh, Plotly) add 1 to 4 MB to every page and a large
 dependency to the package.
 
 The timeline travels as typed arrays (times as float64, the series as
-float32), zlib-compressed and base64-encoded; the page inflates them with the
-browser's own ``DecompressionStream``. Rows that hold no time are dropped.
+float32), their bytes grouped by place (:func:`_shuffled`), zlib-compressed
+and base64-encoded; the page inflates them with the browser's own
+``DecompressionStream``. Rows that hold no time are dropped.
 A timeline of up to :data:`MAX_ROWS` rows travels whole, so the charts zoom
 from the whole run down to single events; a longer one is reduced to
 :data:`MAX_ROWS` / 2 equal time buckets, each drawn as its maximum then its
@@ -117,7 +118,7 @@ def timeline_payload(timeline: dict[str, np.ndarray], info: dict, max_rows: int 
     if use is not None:
         cols["budget_use"] = use
     names = list(cols)
-    packed = t.astype("<f8").tobytes() + b"".join(cols[c].astype("<f4").tobytes() for c in names)
+    packed = _shuffled(t.astype("<f8")) + b"".join(_shuffled(cols[c].astype("<f4")) for c in names)
     power = cols["power_w"]
     peak = float(np.nanmax(power)) if np.isfinite(power).any() else 0.0
     scale, unit = (1e6, "MW") if peak >= 1e7 else (1e3, "kW") if peak >= 1e4 else (1.0, "W")
@@ -131,8 +132,20 @@ def timeline_payload(timeline: dict[str, np.ndarray], info: dict, max_rows: int 
         "power_scale": scale,
         "power_unit": unit,
         "nodes": info.get("nodes"),
-        "data": base64.b64encode(zlib.compress(packed, 6)).decode("ascii"),
+        "data": base64.b64encode(zlib.compress(packed, 1)).decode("ascii"),
     }
+
+
+def _shuffled(values: np.ndarray) -> bytes:
+    """The bytes of ``values`` grouped by their place in each value (every first byte, then every second, ...).
+
+    Neighbouring values share their sign, exponent and high mantissa bytes, which then sit together: zlib at
+    level 1 packs them smaller than the plain bytes at level 6, in a sixth of the time (the page undoes it).
+
+    >>> _shuffled(np.array([1, 2], dtype="<u2"))
+    b'\\x01\\x02\\x00\\x00'
+    """
+    return np.ascontiguousarray(values.view(np.uint8).reshape(-1, values.itemsize).T).tobytes()
 
 
 def _asset(name: str) -> str:
@@ -166,14 +179,23 @@ _CHART_JS = r"""
   const P = JSON.parse(document.getElementById("tl-data").textContent);
   const bytes = Uint8Array.from(atob(P.data), c => c.charCodeAt(0));
   const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
-  const buf = await new Response(stream).arrayBuffer();
+  const packed = new Uint8Array(await new Response(stream).arrayBuffer());
   const n = P.rows;
   const origin = P.origin_unix_s;
-  const t = new Float64Array(buf, 0, n);
+  // each column's bytes come grouped by their place in the value (see _shuffled): put every value together
+  const column = (offset, size) => {
+    const out = new Uint8Array(n * size);
+    for (let j = 0; j < size; j++) {
+      const from = offset + j * n;
+      for (let i = 0; i < n; i++) out[i * size + j] = packed[from + i];
+    }
+    return out.buffer;
+  };
+  const t = new Float64Array(column(0, 8));
   const x = Array.from(t, v => v + (origin === null ? 0 : origin));
   const col = {};
   P.columns.forEach((name, i) => {
-    col[name] = Array.from(new Float32Array(buf, 8 * n + 4 * n * i, n), v => Number.isNaN(v) ? null : v);
+    col[name] = Array.from(new Float32Array(column(8 * n + 4 * n * i, 4)), v => Number.isNaN(v) ? null : v);
   });
   const ws = P.power_scale, wu = P.power_unit;
   const power = col.power_w.map(v => v === null ? null : v / ws);
