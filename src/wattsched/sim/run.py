@@ -226,6 +226,7 @@ def _run_with(run: Run, out_dir: Path | None, report: bool, plotter) -> RunOutco
         base_policy = make_policy(config.baseline)
         base = run.engine(jobs=baseline_workload, policy=base_policy, cap=CapSchedule(), budgets=(),
                           predictor=None, dr_events=()).run()
+        base.timeline["cap_w"] = caps_at(cap, base.timeline["t_s"])  # measured against the run's cap
         base_summary = summarize(base, bsld_threshold_s=bsld_threshold_s, window=window,
                                  bsld_definition=bsld_definition)
         summary.update(baseline_comparison(summary, base_summary, config.baseline))
@@ -276,6 +277,26 @@ def _run_with(run: Run, out_dir: Path | None, report: bool, plotter) -> RunOutco
             write_html_report(out_dir, result, summary, baseline=base_summary, verdicts=verdicts)
         write_marker(out_dir, rows)
     return RunOutcome(result, summary, out_dir, engine, base_summary, verdicts)
+
+
+def caps_at(cap, t_s):
+    """The cap of the schedule ``cap`` in force at each time of ``t_s`` (``inf`` where none applies): an
+    uncapped baseline's timeline measured against the run's cap, so that its cap figures say how far it goes
+    over it.
+
+    >>> from wattsched.model.constraints import CapSchedule
+    >>> caps_at(CapSchedule.window(10.0, 20.0, 500.0), [0.0, 10.0, 15.0, 20.0]).tolist()
+    [inf, 500.0, 500.0, inf]
+    """
+    import numpy as np
+
+    t = np.asarray(t_s, dtype=float)
+    starts = np.array([s.start_s for s in cap.steps], dtype=float)
+    values = np.array([s.cap_w for s in cap.steps], dtype=float)
+    if not starts.size:
+        return np.full(t.size, np.inf)
+    i = np.searchsorted(starts, t, side="right") - 1
+    return np.where(i >= 0, values[np.clip(i, 0, None)], np.inf)
 
 
 def constraint_info(run: Run, engine) -> dict:
