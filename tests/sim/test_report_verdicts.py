@@ -90,3 +90,23 @@ def test_the_readme_kth_example_at_60_percent_says_the_queue_does_not_drain(trac
     page = (out / "report.html").read_text()
     assert f"<tr class=fail><th>queue</th><td><span class=badge>NOT DRAINED</span></td><td>{rest}</td>" in page
     assert f"means over finished jobs: {n - unfinished:,} of {n:,}" in page
+
+
+def test_a_demand_response_event_gets_its_verdict_against_the_power_inside_it(tmp_path, capsys):
+    trace = tmp_path / "tiny.swf"
+    trace.write_text(SWF)
+    cfg = tmp_path / "dr.yaml"
+    cfg.write_text(f"trace: {trace}\nprocs: 8\npolicy: easy-pc\nparams: {{check: max}}\n"
+                   "demand_response:\n  - {notice_s: 100, start_s: 115, end_s: 200, cap_w: 1000}\n")
+    out = tmp_path / "run"
+    assert main(["simulate", "--config", str(cfg), "--out", str(out), "-q"]) == 0
+    printed = capsys.readouterr().out
+    run, _ = load_run(out)
+    t, p = run.timeline["t_s"], run.timeline["power_w"]
+    inside = (np.minimum(t[1:], 200) - np.maximum(t[:-1], 115)) > 0
+    peak = float(p[:-1][inside].max())
+    (event,) = json.loads((out / "summary.json").read_text())["verdicts"]["dr_events"]
+    assert (event["target_w"], event["max_power_w"], event["met"]) == (1000.0, peak, peak <= 1000.0)
+    word = "MET" if event["met"] else "MISSED"
+    assert re.search(rf"\n  event 1  {word} +peak [\d,.]+ (W|kW) against a target of 1,000 W from 115 s to "
+                     r"3.33 min\n", printed), printed

@@ -101,16 +101,17 @@ def test_a_budget_below_the_idle_floor_warns_unless_nodes_were_powered_off():
 
 
 def test_events_budgets_and_cap_windows_outside_the_trace_warn():
-    js = jobs([0, 100], [150, 150])  # submissions from 0 to 100 s
+    js = jobs([0, 100], [150, 150])  # submissions from 0 to 100 s, the last end at 150 s
     tl = timeline([0, 150], [10, 0])
-    info = {"energy_budgets": [{"start_s": 500, "end_s": 600, "energy_j": 1e9}],
+    info = {"energy_budgets": [{"start_s": 500, "end_s": 600, "energy_j": 1e9},
+                               {"start_s": 120, "end_s": 600, "energy_j": 1e9}],  # jobs still run: no warning
             "dr_events": [{"start_s": -50, "end_s": -10, "cap_w": 5}, {"start_s": 50, "end_s": 60, "cap_w": 5}],
             "cap": [[200.0, 5.0, "late window"], [300.0, INF, ""]]}
     v = judge(tl, js, info)
     messages = [w["message"] for w in v["warnings"] if w["kind"] == "outside_trace"]
     assert len(messages) == 3
-    assert messages[0].startswith("energy budget 1 (8.33 min to 10.0 min) lies outside the trace's submissions "
-                                  "(0 s to 100 s)")
+    assert messages[0].startswith("energy budget 1 (8.33 min to 10.0 min) lies outside the trace's span (first "
+                                  "submission to last job end: 0 s to 2.50 min)")
     assert messages[1].startswith("demand-response event 1")
     assert messages[2].startswith("the cap of 5.00 W (3.33 min to 5.00 min)")
 
@@ -154,9 +155,11 @@ def test_the_notes_a_warning_repeats_are_recognised_and_others_kept():
     platform = Platform.homogeneous_cluster(2)
     budgets = [EnergyBudget(0.0, 100.0, 1.0), EnergyBudget(500.0, 600.0, 1e9)]
     events = [DemandResponseEvent(-50.0, -50.0, -10.0, cap_w=1.0)]
+    before, after = outside_trace_notes(budgets, events, 100.0)[::-1]
+    assert "ends before the trace's first submission" in before and "starts after" in after
     repeated = [*ignored_constraints(None, make_policy("easy"), cap=CapSchedule.constant(100.0), budgets=budgets,
                                      dr_events=events),
-                *budget_notes(budgets, platform), *outside_trace_notes(budgets, events, 100.0)]
-    assert len(repeated) == 6 and all(repeats_a_warning(n) for n in repeated), repeated
-    kept = dr_event_notes(events, platform)
-    assert kept and not any(repeats_a_warning(n) for n in kept)
+                *budget_notes(budgets, platform), before]
+    assert len(repeated) == 5 and all(repeats_a_warning(n) for n in repeated), repeated
+    kept = [*dr_event_notes(events, platform), after]  # a window after the last submission may still see jobs
+    assert len(kept) == 2 and not any(repeats_a_warning(n) for n in kept)

@@ -9,7 +9,8 @@ tables in, plain JSON-ready values out.
 Warnings flag conditions that make a result meaningless rather than bad: an
 energy budget below what the platform draws idle over its window (and the
 run never powered a node off), a demand-response event, budget window or
-capped window outside the span of the trace's submissions, a constraint the
+capped window outside the trace's span (from its first submission to its last
+job's end), a constraint the
 chosen policy declares it ignores (:class:`~wattsched.policies.base.PolicyTags`
 ``constraints``), and a run where most jobs never finished.
 """
@@ -145,7 +146,7 @@ def _given_constraints(info: dict) -> set[str]:
     return given
 
 
-def _warnings(summary: dict, info: dict, timeline: dict[str, np.ndarray], submit_span: tuple[float, float] | None,
+def _warnings(summary: dict, info: dict, timeline: dict[str, np.ndarray], span: tuple[float, float] | None,
               ) -> list[dict]:
     warnings: list[dict] = []
 
@@ -164,8 +165,8 @@ def _warnings(summary: dict, info: dict, timeline: dict[str, np.ndarray], submit
                      f"draws idle over its window ({format_power(float(idle_w))} x "
                      f"{format_duration(float(b['end_s']) - float(b['start_s']))} = {format_energy(floor)}) and no "
                      "node was powered off: it cannot be kept, whatever the policy does")
-    if submit_span is not None:
-        first, last = submit_span
+    if span is not None:
+        first, last = span
         windows = [(f"energy budget {i + 1}", float(b["start_s"]), float(b["end_s"]))
                    for i, b in enumerate(info.get("energy_budgets") or ())]
         windows += [(f"demand-response event {i + 1}", float(e["start_s"]), float(e["end_s"]))
@@ -179,9 +180,9 @@ def _warnings(summary: dict, info: dict, timeline: dict[str, np.ndarray], submit
         for what, start, end in windows:
             if end <= first or start > last:
                 warn("outside_trace",
-                     f"{what} ({format_duration(start)} to {format_duration(end)}) lies outside the trace's "
-                     f"submissions ({format_duration(first)} to {format_duration(last)}): no job of the trace "
-                     "was submitted around it, so it measures nothing about the policy")
+                     f"{what} ({format_duration(start)} to {format_duration(end)}) lies outside the trace's span "
+                     f"(first submission to last job end: {format_duration(first)} to {format_duration(last)}): no "
+                     "job of the trace is in the system then, so it measures nothing about the policy")
     uses = info.get("policy_constraints")
     if uses is not None:
         names = {"cap": "power cap", "budgets": "energy budgets", "dr_events": "demand-response events"}
@@ -214,8 +215,8 @@ def verdicts(summary: dict[str, Any], info: dict[str, Any], timeline: dict[str, 
         and ``policy_constraints`` (those the policy declares; ``None``:
         undeclared), each optional.
     timeline, jobs
-        The run's tables (``jobs`` gives the span of submissions the
-        outside-the-trace warning needs).
+        The run's tables (``jobs`` gives the trace's span, first submission to
+        last end, that the outside-the-trace warning needs).
 
     Returns
     -------
@@ -236,10 +237,12 @@ def verdicts(summary: dict[str, Any], info: dict[str, Any], timeline: dict[str, 
     (False, 4000.0, False, 1)
     """
     t, p = _rows(timeline)
-    submit_span = None
+    span = None
     if jobs is not None and "submit_s" in jobs and len(jobs["submit_s"]):
         s = np.asarray(jobs["submit_s"], dtype=float)
-        submit_span = (float(np.nanmin(s)), float(np.nanmax(s)))
+        ends = np.asarray(jobs.get("end_s", ()), dtype=float)
+        ends = ends[np.isfinite(ends)]
+        span = (float(np.nanmin(s)), max(float(np.nanmax(s)), float(ends.max()) if ends.size else -math.inf))
     n = int(summary.get("n_jobs") or 0)
     unfinished = int(summary.get("jobs_unfinished") or 0)
     return {
@@ -248,15 +251,15 @@ def verdicts(summary: dict[str, Any], info: dict[str, Any], timeline: dict[str, 
         "dr_events": _event_verdicts(list(info.get("dr_events") or ()), t, p),
         "queue": _queue_verdict(summary, timeline),
         "finished": {"jobs": n - unfinished, "of": n},
-        "warnings": _warnings(summary, info, timeline, submit_span),
+        "warnings": _warnings(summary, info, timeline, span),
     }
 
 
 _REPEATED = re.compile(
     r"policy \S+ ignores the "  # wattsched.sim.checks.ignored_constraints
     r"|energy_budgets\[\d+\]: the budget of .* is below the platform's idle energy"  # budget_notes
-    r"|(energy_budgets|demand_response)\[\d+\]: the (budget window|event) \(.*\) (ends before the trace's first|"
-    r"starts after the trace's last) submission")  # outside_trace_notes
+    r"|(energy_budgets|demand_response)\[\d+\]: the (budget window|event) \(.*\) ends before the trace's first "
+    r"submission")  # outside_trace_notes (one that starts after the last submission may still see jobs run)
 
 
 def repeats_a_warning(note: str) -> bool:
