@@ -179,9 +179,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"{info.get('trace', config.trace)} on {info['nodes']} nodes, policy {info['policy']}{params}"
               + (f", predictor {predictor}" if predictor else ""))
         print(f"machine: {info['machine']}")
-        print(format_summary_table(outcome.summary))
+        print(format_summary_table(outcome.summary, outcome.baseline,
+                                   f"{config.baseline} (uncapped)"
+                                   if outcome.baseline is not None else "baseline"))
+        if outcome.verdicts is not None:
+            print(verdict_text(outcome.verdicts, outcome.baseline))
+        from wattsched.sim.verdicts import repeats_a_warning
+
         for note in info.get("notes", []):
-            print(f"note: {note}")
+            if outcome.verdicts is None or not repeats_a_warning(note):
+                print(f"note: {note}")
         cleaning = info.get("cleaning") or {}
         if cleaning.get("dropped") or cleaning.get("skipped_lines"):
             print(f"cleaning: {cleaning_text(cleaning)}")
@@ -192,6 +199,35 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"wrote {where}", file=sys.stderr)
     args.outcome = outcome  # held by main(): the process exits next, without tearing down the engine
     return 0
+
+
+def verdict_text(verdicts: dict, baseline: dict | None = None) -> str:
+    """The verdicts of a run as lines for a terminal: one per verdict, the finished-jobs bias, the warnings.
+
+    >>> print(verdict_text({"cap": None, "budgets": [], "dr_events": [], "warnings": [],
+    ...     "queue": {"drained": False, "text": "not drained: 2 of 5 jobs never finished"},
+    ...     "finished": {"jobs": 3, "of": 5}}))
+    Verdict
+      queue  NOT DRAINED  2 of 5 jobs never finished
+      means over finished jobs: 3 of 5
+    """
+    from wattsched.sim.verdicts import finished_text, verdict_lines
+
+    lines = verdict_lines(verdicts)
+    width = max(len(subject) for subject, _, _ in lines)
+    words = [text.partition(": ") for _, _, text in lines]
+    word_w = max(len(word) for word, _, _ in words)
+    out = ["Verdict"]
+    for (subject, _passed, _text), (word, _, rest) in zip(lines, words):
+        out.append(f"  {subject:<{width}}  {word.upper():<{word_w}}  {rest}")
+    finished = finished_text(verdicts["finished"])
+    if baseline is not None:
+        base_n = int(baseline.get("n_jobs") or 0)
+        base_done = base_n - int(baseline.get("jobs_unfinished") or 0)
+        finished += f" (baseline: {base_done:,} of {base_n:,})"
+    out.append(f"  {finished}")
+    out.extend(f"warning: {w['message']}" for w in verdicts["warnings"])
+    return "\n".join(out)
 
 
 def readable(value) -> str:

@@ -25,7 +25,7 @@ is rounding noise of the summed power (events add and remove watts), not a viola
 if TYPE_CHECKING:
     from wattsched.sim.result import SimResult
 
-__all__ = ["SUMMARY_KEYS", "format_summary_table", "summarize", "summary_rows"]
+__all__ = ["SUMMARY_KEYS", "change_text", "comparison_rows", "format_summary_table", "summarize", "summary_rows"]
 
 SUMMARY_KEYS = (
     # jobs
@@ -600,16 +600,14 @@ _ROWS: tuple[tuple[str, tuple[tuple[str, str, Any], ...]], ...] = (
 )
 
 
-def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """``(section, label, formatted value)`` rows of a summary, as the table and HTML report show them.
-
-    Keys missing from ``summary`` are skipped, and the window section when no
-    window was given.
-    """
-    rows = []
+def _items(summary: dict[str, Any], *, comparing: bool = False) -> list[tuple[str, str, str, Any, Any]]:
+    """``(section, key, label, format, value)`` of each row a summary shows."""
+    items = []
     for section, entries in _ROWS:
         if section == "Window" and summary.get("window_start_s") is None:
             continue
+        if section == "Against the baseline" and comparing:
+            continue  # the comparison shows the baseline column by column
         for key, label, fmt in entries:
             if key in summary:
                 value = summary[key]
@@ -617,12 +615,58 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
                     continue  # shown only when it is not the usual one
                 if isinstance(value, float) and not math.isfinite(value):
                     value = None
-                rows.append((section, label, fmt(value)))
+                items.append((section, key, label, fmt, value))
+    return items
+
+
+def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """``(section, label, formatted value)`` rows of a summary, as the table and HTML report show them.
+
+    Keys missing from ``summary`` are skipped, and the window section when no
+    window was given.
+    """
+    return [(section, label, fmt(value)) for section, _key, label, fmt, value in _items(summary)]
+
+
+def change_text(value: Any, base: Any, fmt: Any) -> str:
+    """The change from ``base`` to ``value``: percentage points for shares, a relative change otherwise.
+
+    >>> change_text(6.35, 4.37, format_duration), change_text(0.62, 0.70, _pct), change_text(3, 0, _count)
+    ('+45.3 %', '-8.0 pt', 'new')
+    >>> change_text(0, 0, _count), change_text(None, 1.0, _plain), change_text("easy", "easy", str)
+    ('=', '', '')
+    """
+    if not isinstance(value, int | float) or not isinstance(base, int | float) or isinstance(value, bool):
+        return ""
+    if fmt is _pct:
+        return f"{100 * (value - base):+.1f} pt"
+    if fmt is _pct_value:
+        return f"{value - base:+.1f} pt"
+    if value == base:
+        return "="
+    if base == 0:
+        return "new"
+    return f"{100 * (value - base) / abs(base):+.1f} %"
+
+
+def comparison_rows(summary: dict[str, Any], baseline: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """``(section, label, run, baseline, change)`` rows: the run and its baseline side by side, column for column.
+
+    >>> comparison_rows({"n_jobs": 10, "mean_wait_s": 90.0}, {"n_jobs": 10, "mean_wait_s": 60.0})
+    [('Jobs', 'jobs', '10', '10', '='), ('Waiting', 'mean wait', '90.0 s', '60.0 s', '+50.0 %')]
+    """
+    rows = []
+    for section, key, label, fmt, value in _items(summary, comparing=True):
+        base = baseline.get(key)
+        if isinstance(base, float) and not math.isfinite(base):
+            base = None
+        rows.append((section, label, fmt(value), fmt(base) if key in baseline else "", change_text(value, base, fmt)))
     return rows
 
 
-def format_summary_table(summary: dict[str, Any]) -> str:
-    """Render a summary as an aligned text table for a terminal.
+def format_summary_table(summary: dict[str, Any], baseline: dict[str, Any] | None = None,
+                         baseline_name: str = "baseline") -> str:
+    """Render a summary as an aligned text table for a terminal; with ``baseline``, the two side by side.
 
     Times read in s, min, h or d, energy in J, Wh, kWh or MWh, power in W, kW
     or MW; undefined values show as ``—``.
@@ -634,7 +678,15 @@ def format_summary_table(summary: dict[str, Any]) -> str:
       utilization    50.0 %
     Power
       energy       2.00 kWh
+    >>> print(format_summary_table({"n_jobs": 1200, "utilization": 0.5}, {"n_jobs": 1200, "utilization": 0.6}))
+                      run  baseline    change
+    Jobs
+      jobs          1,200     1,200         =
+    Platform
+      utilization  50.0 %    60.0 %  -10.0 pt
     """
+    if baseline is not None:
+        return _format_columns(comparison_rows(summary, baseline), ("run", baseline_name, "change"))
     rows = summary_rows(summary)
     if not rows:
         return ""
@@ -648,6 +700,21 @@ def format_summary_table(summary: dict[str, Any]) -> str:
             current = section
         lines.append(f"  {label:<{label_w}}  {value:>{value_w}}")
     return "\n".join(lines)
+
+
+def _format_columns(rows: list[tuple[str, ...]], heads: tuple[str, ...]) -> str:
+    if not rows:
+        return ""
+    label_w = max(len(r[1]) for r in rows)
+    widths = [max(len(h), *(len(r[2 + i]) for r in rows)) for i, h in enumerate(heads)]
+    lines = [" " * (label_w + 2) + "".join(f"  {h:>{w}}" for h, w in zip(heads, widths))]
+    current = None
+    for row in rows:
+        if row[0] != current:
+            lines.append(row[0])
+            current = row[0]
+        lines.append(f"  {row[1]:<{label_w}}" + "".join(f"  {v:>{w}}" for v, w in zip(row[2:], widths)))
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def budget_metrics(result: Any, start_s: float, end_s: float, energy_j: float | None = None,

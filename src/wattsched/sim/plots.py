@@ -179,6 +179,12 @@ def _new_figure(rows: int = 1, height: float = 3.6) -> tuple[Figure, list]:
     return fig, axes
 
 
+def _power_figure() -> tuple[Figure, list]:
+    fig, axes = _new_figure(1, 4.4)
+    _margins(fig, 9.0, 4.4, top_in=0.8)  # room for the legend in a row above the axes, under the title
+    return fig, axes
+
+
 def _wait_figure() -> tuple[Figure, list]:
     fig = Figure(figsize=(10.0, 3.8), dpi=_DPI)
     FigureCanvasAgg(fig)
@@ -187,7 +193,7 @@ def _wait_figure() -> tuple[Figure, list]:
 
 
 _FIGURES = {
-    "power": lambda: _new_figure(1, 4.2),
+    "power": lambda: _power_figure(),
     "utilization": lambda: _new_figure(2, 2.8),
     "wait_slowdown": _wait_figure,
 }
@@ -291,11 +297,13 @@ def plot_power(result: Any, path: str | Path, *, max_points: int = MAX_POINTS) -
 
     Notes
     -----
-    The cap is a step line (absent where no cap applies) and the area where
-    power exceeds it is shaded red.
+    The cap is a step line (absent where no cap applies); the area where
+    power exceeds it is shaded red, and the times it does are marked by a red
+    strip along the bottom, visible at any time scale. The y axis spans the
+    power's and the cap's range, not from 0; the legend sits above the axes.
     """
     fig, (ax,) = _figure("power")
-    ax.set_title(_title(result, "Platform power"), y=1.0)  # y given: no title placement pass (no top labels)
+    ax.set_title(_title(result, "Platform power"), y=1.0, pad=24)  # y given: no title placement pass; pad: legend
     t, idx = _timeline(result)
     if t.size < 2:
         _empty(ax, "empty timeline")
@@ -325,14 +333,26 @@ def plot_power(result: Any, path: str | Path, *, max_points: int = MAX_POINTS) -
         ax.step(xs, c_min / wscale, where="post", color="k", lw=1.2, ls="--", label="cap")
         ax.fill_between(
             xs, c_min / wscale, p_max / wscale, where=over > 0, step="post",
-            color="C3", alpha=0.35, lw=0, label="above cap",
+            color="C3", alpha=0.35, lw=0,
         )
+        # the same times as a strip along the bottom, in axes height: at a year's scale the shading above is a
+        # hairline, the strip still shows when and how often power went above the cap
+        ax.fill_between(xs, 0.0, 0.05, where=over > 0, step="post", color="C3", alpha=0.9, lw=0,
+                        transform=ax.get_xaxis_transform(), label="above cap")
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel(f"power ({wunit})")
     ax.set_xlim(xs[0], xs[-1])
-    ax.set_ylim(bottom=0)
+    # the power's own range, not from 0: a cap at 60 % and power around it would sit in the top third
+    lows = np.concatenate((p_mean if binned else p_max, c_min)) / wscale
+    highs = np.concatenate((p_max, c_min)) / wscale
+    if np.isfinite(lows).any():
+        lo, hi = float(np.nanmin(lows)), float(np.nanmax(highs))
+        pad = 0.08 * (hi - lo) if hi > lo else 0.1 * abs(hi) or 1.0
+        ax.set_ylim(max(0.0, lo - 2 * pad), hi + pad)  # twice below: room for the strip
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper right", fontsize="small")
+    # in a row above the axes, not over the data
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=5, fontsize="small", frameon=False,
+              borderaxespad=0.2)
     return _save(fig, path)
 
 

@@ -59,6 +59,10 @@ class LoadedRun:
     jobs: dict[str, np.ndarray]
     timeline: dict[str, np.ndarray]
     info: dict = field(default_factory=dict)
+    baseline: dict | None = None
+    """The summary of the run's uncapped baseline, when it had one."""
+    verdicts: dict | None = None
+    """The run's verdicts as ``summary.json`` holds them (:mod:`wattsched.sim.verdicts`)."""
 
     @property
     def nodes(self) -> int | None:
@@ -248,7 +252,8 @@ def write_plots(result: Any, out_dir: Path, bsld_threshold_s: float = 10.0,
 
 
 def write_run(result: Any, out_dir: str | Path, summary: dict, *, plots: bool = True,
-              marker: bool = True, tables: bool = True) -> dict[str, int]:
+              marker: bool = True, tables: bool = True, baseline: dict | None = None,
+              verdicts: dict | None = None) -> dict[str, int]:
     """Write ``result`` and its ``summary`` into ``out_dir`` (created if needed), the marker last.
 
     Parameters
@@ -268,6 +273,10 @@ def write_run(result: Any, out_dir: str | Path, summary: dict, *, plots: bool = 
     tables
         Write the tables (CSV and Parquet; otherwise the caller has them
         written, e.g. by :func:`write_tables` in the plot worker).
+    baseline, verdicts
+        The baseline's summary and the run's verdicts, written as
+        ``summary.json``'s ``baseline`` and ``verdicts`` (the verdicts are
+        computed here when not given).
 
     Returns
     -------
@@ -279,7 +288,13 @@ def write_run(result: Any, out_dir: str | Path, summary: dict, *, plots: bool = 
     (out / MARKER).unlink(missing_ok=True)
     rows = write_tables(result, out) if tables else table_rows(result)
     info = {**result.info, "tables": rows}
-    doc = {"summary": _clean(summary), "info": _clean(info)}
+    if verdicts is None:
+        from wattsched.sim.verdicts import verdicts as judge
+
+        verdicts = judge(summary, result.info, result.timeline, result.jobs)
+    doc = {"summary": _clean(summary), "verdicts": _clean(verdicts), "info": _clean(info)}
+    if baseline is not None:
+        doc["baseline"] = _clean(baseline)
     (out / "summary.json").write_text(json.dumps(doc, indent=2, default=_json_default) + "\n", encoding="utf-8")
     if plots:
         write_plots(result, out, summary.get("bsld_threshold_s") or 10.0, summary.get("bsld_definition") or "standard")
@@ -345,7 +360,10 @@ def load_run(run_dir: str | Path) -> tuple[LoadedRun, dict]:
         raise RunDirError(
             f"{path}: summary: n_jobs: says {summary['n_jobs']} but the jobs table has {len(tables['jobs']['id'])} "
             "rows; run `wattsched simulate` again")
-    return LoadedRun(tables["jobs"], tables["timeline"], info), summary
+    baseline = doc.get("baseline") if isinstance(doc, dict) else None
+    verdicts = doc.get("verdicts") if isinstance(doc, dict) else None
+    return LoadedRun(tables["jobs"], tables["timeline"], info, baseline if isinstance(baseline, dict) else None,
+                     verdicts if isinstance(verdicts, dict) else None), summary
 
 
 def _embed(path: Path) -> str:
@@ -353,8 +371,10 @@ def _embed(path: Path) -> str:
     return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}">'
 
 
-def write_html_report(run_dir: str | Path, run: Any = None, summary: dict | None = None) -> Path:
-    """Write ``report.html`` in ``run_dir``: run information, the summary table and the plots, in one file.
+def write_html_report(run_dir: str | Path, run: Any = None, summary: dict | None = None, *,
+                      baseline: dict | None = None, verdicts: dict | None = None) -> Path:
+    """Write ``report.html`` in ``run_dir``: the verdicts, the interactive timeline, the run and its summary
+    (beside its baseline's), the notes and the plots, in one self-contained file.
 
     Parameters
     ----------
@@ -364,45 +384,74 @@ def write_html_report(run_dir: str | Path, run: Any = None, summary: dict | None
         The run and its summary when the caller has them in memory (as
         ``simulate`` does); otherwise they are read with :func:`load_run`.
         Plots missing from the directory are drawn again.
+    baseline, verdicts
+        The baseline's summary and the verdicts when the caller has them; a
+        run read back brings its own, and verdicts missing from an older run
+        directory are computed.
 
     Returns
     -------
     Path
         ``run_dir / "report.html"``.
     """
-    from wattsched.sim.metrics import summary_rows
+    from wattsched.sim.metrics import comparison_rows, summary_rows
+    from wattsched.sim.timeline_html import timeline_section
+    from wattsched.sim.verdicts import finished_text, repeats_a_warning
+    from wattsched.sim.verdicts import verdicts as judge
 
     run_dir = Path(run_dir)
     if run is None or summary is None:
         run, summary = load_run(run_dir)
+    baseline = baseline if baseline is not None else getattr(run, "baseline", None)
+    verdicts = verdicts if verdicts is not None else getattr(run, "verdicts", None)
+    summary = _restore(summary)
+    if verdicts is None:
+        verdicts = judge(summary, run.info, run.timeline, run.jobs)
     if any(not (run_dir / p).exists() for p in PLOTS):
         write_plots(run, run_dir, summary.get("bsld_threshold_s") or 10.0, summary.get("bsld_definition") or "standard")
     info = run.info
     esc = html.escape
     facts = [
         ("trace", info.get("trace") or info.get("trace_path")),
-        ("policy", f"{info.get('policy')} {json.dumps(info.get('params') or {})}"),
+        ("policy", f"{info.get('policy')}" + (f" ({_readable(info.get('params'))})" if info.get("params") else "")),
         ("platform", f"{info.get('platform')} ({info.get('nodes')} nodes)"),
         ("predictor", "oracle (real values: a baseline, not a prediction)" if info.get("oracle")
          else (info.get("predictor") or "none (node maximum)")),
         ("cap", _cap_text(info.get("cap"))),
         ("seed", info.get("seed")),
-        ("kill at walltime", info.get("kill_at_walltime")),
+        ("kill at walltime", _readable(info.get("kill_at_walltime"))),
         ("power", "augmented (seeded; see workload.csv.gz)" if info.get("power_augmented") else "from the trace"),
-        ("jobs dropped by cleaning", json.dumps((info.get("cleaning") or {}).get("dropped", {}))),
+        ("jobs dropped by cleaning", _dropped_text((info.get("cleaning") or {}).get("dropped") or {})),
         ("events / policy calls", f"{info.get('events')} / {info.get('policy_calls')}"),
         ("plans rejected by the guard", info.get("plans_rejected", 0)),
         ("simulation wall time", f"{float(info.get('wall_time_s', 0)):.2f} s"),
     ]
-    notes = "".join(f"<li>{esc(str(n))}</li>" for n in info.get("notes") or [])
+    notes = "".join(f"<li>{esc(str(n))}</li>" for n in info.get("notes") or [] if not repeats_a_warning(str(n)))
     rows = []
     last_section = None
-    for section, label, value in summary_rows(_restore(summary)):
-        if section != last_section:
-            rows.append(f"<tr><th colspan=2>{esc(section)}</th></tr>")
-            last_section = section
-        rows.append(f"<tr><td>{esc(label)}</td><td class=num>{esc(value)}</td></tr>")
+    if baseline is not None:
+        name = f"{summary.get('baseline_policy') or 'baseline'} (uncapped)"
+        rows.append(f"<tr><th></th><th class=num>{esc(str(info.get('policy') or 'run'))}</th>"
+                    f"<th class=num>{esc(name)}</th><th class=num>change</th></tr>")
+        for section, label, value, base, change in comparison_rows(summary, _restore(baseline)):
+            if section != last_section:
+                rows.append(f"<tr><th colspan=4>{esc(section)}</th></tr>")
+                last_section = section
+            rows.append(f"<tr><td>{esc(label)}</td><td class=num>{esc(value)}</td><td class=num>{esc(base)}</td>"
+                        f"<td class=num>{esc(change)}</td></tr>")
+    else:
+        for section, label, value in summary_rows(summary):
+            if section != last_section:
+                rows.append(f"<tr><th colspan=2>{esc(section)}</th></tr>")
+                last_section = section
+            rows.append(f"<tr><td>{esc(label)}</td><td class=num>{esc(value)}</td></tr>")
     rows = "".join(rows)
+    finished = finished_text(verdicts["finished"])
+    if baseline is not None:
+        base_n = int(baseline.get("n_jobs") or 0)
+        finished += f" (baseline: {base_n - int(baseline.get('jobs_unfinished') or 0):,} of {base_n:,})"
+    finished_note = (f"<p class=hint>Waits, turnaround and slowdown are {esc(finished)}; jobs that never finished "
+                     "are not in them.</p>")
     fact_rows = "".join(f"<tr><td>{esc(k)}</td><td>{esc(str(v))}</td></tr>" for k, v in facts)
     images = "".join(f"<figure>{_embed(run_dir / p)}</figure>" for p in PLOTS if (run_dir / p).exists())
     images += _dr_section(run_dir)
@@ -411,18 +460,29 @@ def write_html_report(run_dir: str | Path, run: Any = None, summary: dict | None
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
 <style>
-body {{ font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1100px; color: #222; }}
+body {{ font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1100px; color: #222; padding: 0 1em; }}
 h1 {{ font-size: 1.4em; }} h2 {{ font-size: 1.1em; margin-top: 1.5em; }}
 table {{ border-collapse: collapse; }} td {{ padding: 2px 10px; border-bottom: 1px solid #eee; }}
-th {{ text-align: left; padding-top: 0.6em; }}
+th {{ text-align: left; padding-top: 0.6em; }} th.num {{ text-align: right; padding: 2px 10px; }}
 td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
 .cols {{ display: flex; gap: 2em; flex-wrap: wrap; }} img {{ max-width: 100%; }}
-figure {{ margin: 0.5em 0; }}
+figure {{ margin: 0.5em 0; }} .hint {{ color: #555; font-size: 0.9em; }}
+#verdict {{ border: 1px solid #ccc; border-radius: 6px; padding: 0.6em 1em; background: #fafafa; }}
+#verdict h2 {{ margin-top: 0.2em; }}
+#verdict td, #verdict th {{ border: 0; vertical-align: top; padding: 2px 10px 2px 0; }}
+#timeline .u-legend {{ margin-bottom: 1em; }}
+.badge {{ display: inline-block; min-width: 8em; white-space: nowrap;
+  text-align: center; font-weight: 600; border-radius: 4px;
+  padding: 1px 6px; color: #fff; }}
+.pass .badge {{ background: #2e7d32; }} .fail .badge {{ background: #c62828; }} .na .badge {{ background: #757575; }}
+ul.warnings {{ margin: 0.5em 0 0.2em; padding-left: 1.2em; }} .warn {{ color: #8a4b00; }}
 </style></head><body>
 <h1>{esc(title)}</h1>
+{_verdict_section(verdicts)}
+{timeline_section(run.timeline, info)}
 <div class=cols>
 <div><h2>Run</h2><table>{fact_rows}</table>{f"<h2>Notes</h2><ul>{notes}</ul>" if notes else ""}</div>
-<div><h2>Summary</h2><table>{rows}</table></div>
+<div><h2>Summary</h2>{finished_note}<table>{rows}</table></div>
 </div>
 <h2>Plots</h2>
 {images}
@@ -431,6 +491,52 @@ figure {{ margin: 0.5em 0; }}
     out = run_dir / "report.html"
     out.write_text(page, encoding="utf-8")
     return out
+
+
+def _verdict_section(verdicts: dict) -> str:
+    """The page's header: one line per verdict (cap, budgets, events, queue) and the warnings."""
+    from wattsched.sim.verdicts import verdict_lines
+
+    esc = html.escape
+    rows = []
+    for subject, passed, text in verdict_lines(verdicts):
+        word, _, rest = text.partition(": ")
+        kind = "na" if passed is None else "pass" if passed else "fail"
+        rows.append(f"<tr class={kind}><th>{esc(subject)}</th><td><span class=badge>{esc(word.upper())}</span></td>"
+                    f"<td>{esc(rest)}</td></tr>")
+    warnings = "".join(f"<li class=warn data-kind={esc(w['kind'])}>{esc(w['message'])}</li>"
+                       for w in verdicts.get("warnings") or ())
+    warned = f"<ul class=warnings>{warnings}</ul>" if warnings else ""
+    return f"<section id=verdict><h2>Verdict</h2><table>{''.join(rows)}</table>{warned}</section>"
+
+
+def _readable(value: Any) -> str:
+    """A run parameter for people: ``yes``/``no``, ``key: value`` lists, never a Python repr or JSON.
+
+    >>> _readable({"check": "gaussian_99", "lookahead": True, "depth": 3.0}), _readable(False)
+    ('check: gaussian_99, lookahead: yes, depth: 3', 'no')
+    """
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "default"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_readable(v)}" for k, v in value.items()) if value else "none"
+    if isinstance(value, list | tuple):
+        return ", ".join(_readable(v) for v in value) if value else "none"
+    return str(value)
+
+
+def _dropped_text(dropped: dict) -> str:
+    """What cleaning dropped, by reason.
+
+    >>> _dropped_text({"procs_missing": 1, "runtime_missing": 0}), _dropped_text({})
+    ('procs missing: 1', 'none')
+    """
+    parts = [f"{k.replace('_', ' ')}: {int(v):,}" for k, v in dropped.items() if v]
+    return ", ".join(parts) or "none"
 
 
 def _restore(summary: dict) -> dict:

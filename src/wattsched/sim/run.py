@@ -37,6 +37,10 @@ class RunOutcome:
     """The engine that ran (its control log, its notices). Held here, its jobs and queues are freed with the
     outcome rather than when the run returns: a fifth of a second on a 400,000-job trace that a command
     which exits next, like ``wattsched simulate``, never spends."""
+    baseline: dict | None = None
+    """The summary of the uncapped baseline on the same jobs, when the config names one."""
+    verdicts: dict | None = None
+    """The run's verdicts and warnings (:func:`wattsched.sim.verdicts.verdicts`)."""
 
 
 def run_simulation(config: SimConfig, *, progress: bool = True, write: bool = True, report: bool = True,
@@ -211,6 +215,7 @@ def _run_with(run: Run, out_dir: Path | None, report: bool, plotter) -> RunOutco
             "origin_unix_s": trace.source.origin_unix_s,
             "cores_per_node": platform.nodes[0].cores,
             "machine": run.machine,
+            **constraint_info(run, engine),
         }
     )
     summary = summarize(result, bsld_threshold_s=bsld_threshold_s, window=window, bsld_definition=bsld_definition)
@@ -221,9 +226,15 @@ def _run_with(run: Run, out_dir: Path | None, report: bool, plotter) -> RunOutco
         base_policy = make_policy(config.baseline)
         base = run.engine(jobs=baseline_workload, policy=base_policy, cap=CapSchedule(), budgets=(),
                           predictor=None, dr_events=()).run()
+        base.timeline["cap_w"] = caps_at(cap, base.timeline["t_s"])  # measured against the run's cap
         base_summary = summarize(base, bsld_threshold_s=bsld_threshold_s, window=window,
                                  bsld_definition=bsld_definition)
         summary.update(baseline_comparison(summary, base_summary, config.baseline))
+    else:
+        base_summary = None
+    from wattsched.sim.verdicts import verdicts as judge
+
+    verdicts = judge(summary, result.info, result.timeline, result.jobs)
     if out_dir is not None:
         from wattsched.sim.report import (
             PLOTS,
@@ -236,9 +247,10 @@ def _run_with(run: Run, out_dir: Path | None, report: bool, plotter) -> RunOutco
         )
 
         if plotter is not None:
-            rows = write_run(result, out_dir, summary, plots=False, marker=False, tables=False)
+            rows = write_run(result, out_dir, summary, plots=False, marker=False, tables=False,
+                             baseline=base_summary, verdicts=verdicts)
         else:
-            rows = _write_without_worker(result, out_dir, summary, tape)
+            rows = _write_without_worker(result, out_dir, summary, tape, base_summary, verdicts)
         if engine.noticed or any(entry[1] != "cap" for entry in engine.control_log):
             from wattsched.sim.drlog import write_dr_outputs
 
@@ -262,12 +274,54 @@ def _run_with(run: Run, out_dir: Path | None, report: bool, plotter) -> RunOutco
                 print(f"wattsched: warning: {problem}; drawing the plots in this process", file=sys.stderr)
                 write_plots(result, out_dir, bsld_s, bsld_def)
         if report:
-            write_html_report(out_dir, result, summary)
+            write_html_report(out_dir, result, summary, baseline=base_summary, verdicts=verdicts)
         write_marker(out_dir, rows)
-    return RunOutcome(result, summary, out_dir, engine)
+    return RunOutcome(result, summary, out_dir, engine, base_summary, verdicts)
 
 
-def _write_without_worker(result, out_dir: Path, summary: dict, tape: list | None) -> dict[str, int]:
+def caps_at(cap, t_s):
+    """The cap of the schedule ``cap`` in force at each time of ``t_s`` (``inf`` where none applies): an
+    uncapped baseline's timeline measured against the run's cap, so that its cap figures say how far it goes
+    over it.
+
+    >>> from wattsched.model.constraints import CapSchedule
+    >>> caps_at(CapSchedule.window(10.0, 20.0, 500.0), [0.0, 10.0, 15.0, 20.0]).tolist()
+    [inf, 500.0, 500.0, inf]
+    """
+    import numpy as np
+
+    t = np.asarray(t_s, dtype=float)
+    starts = np.array([s.start_s for s in cap.steps], dtype=float)
+    values = np.array([s.cap_w for s in cap.steps], dtype=float)
+    if not starts.size:
+        return np.full(t.size, np.inf)
+    i = np.searchsorted(starts, t, side="right") - 1
+    return np.where(i >= 0, values[np.clip(i, 0, None)], np.inf)
+
+
+def constraint_info(run: Run, engine) -> dict:
+    """What the verdicts need to know of the run's constraints: its budgets, its events with the targets they
+    resolved to, the platform's idle power and the constraints its policy declares."""
+    from wattsched.policies.base import policy_tags
+
+    noticed = {(e.event.start_s, e.event.end_s, e.event.label): e.cap_w for e in getattr(engine, "noticed", ())}
+    events = []
+    for e in run.dr_events:
+        target = noticed.get((e.start_s, e.end_s, e.label), e.cap_w)
+        if target is not None:  # a reduction never noticed (after the run's end) has no target
+            events.append({"label": e.label, "notice_s": e.notice_s, "start_s": e.start_s, "end_s": e.end_s,
+                           "cap_w": float(target)})
+    uses = policy_tags(run.policy).constraints
+    return {
+        "energy_budgets": [{"start_s": b.start_s, "end_s": b.end_s, "energy_j": b.energy_j} for b in run.budgets],
+        "dr_events": events,
+        "idle_power_w": run.platform.idle_power_w,
+        "policy_constraints": None if uses is None else sorted(uses),
+    }
+
+
+def _write_without_worker(result, out_dir: Path, summary: dict, tape: list | None, baseline: dict | None = None,
+                          verdicts: dict | None = None) -> dict[str, int]:
     """Write the run's outputs in this process; the augmented workload (``tape``) is compressed and written by a
     thread (zlib releases the GIL) while this one writes the run's tables and plots."""
     from concurrent.futures import ThreadPoolExecutor
@@ -280,7 +334,7 @@ def _write_without_worker(result, out_dir: Path, summary: dict, tape: list | Non
             from wattsched.workload.tables import submit_job_table
 
             workload_written = submit_job_table(tape, out_dir / "workload.csv.gz", pool)
-        rows = write_run(result, out_dir, summary, marker=False)
+        rows = write_run(result, out_dir, summary, marker=False, baseline=baseline, verdicts=verdicts)
         if workload_written is not None:
             workload_written.result()
     return rows

@@ -422,7 +422,21 @@ def augment_workload(workload: Workload, node_power: NodePowerModel, params: Aug
         has_power=True,
         notes=[
             *workload.notes,
-            f"power augmented (wattsched.workload.augment), seed={seed}, params={params.model_dump_json()}",
+            f"power augmented (wattsched.workload.augment) with seed {seed}: {params_text(params.model_dump())}",
         ],
         header=dict(workload.header),
     )
+
+
+def params_text(params: dict) -> str:
+    """Augmentation parameters as one line for people (``key value``, nested ``key=value``).
+
+    >>> params_text({"max_k": 2.0, "class_probs": {"cpu": 0.4, "mixed": 0.6}})
+    'max_k 2, class_probs cpu=0.4 mixed=0.6'
+    """
+    def value(v) -> str:
+        if isinstance(v, dict):
+            return " ".join(f"{k}={value(x)}" for k, x in v.items())
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    return ", ".join(f"{k} {value(v)}" for k, v in params.items())
