@@ -335,6 +335,8 @@ class View:
     slurm_nodes: dict[str, SlurmNode] = field(default_factory=dict)
     predicted_power_w: float = 0.0
     """Platform power from predictions alone (what the daemon would assume without telemetry)."""
+    skipped_jobs: frozenset[int] = frozenset()
+    """Jobs whose record Slurm printed but could not be read this cycle (``ClusterState.skipped_jobs``)."""
 
 
 def build_view(
@@ -524,4 +526,5 @@ def build_view(
     )
     if indexes:
         snapshot.build_indexes(end_table)
-    return View(snapshot, c, {j.job_id: j for j in state.jobs}, names, {n.name: n for n in nodes}, predicted)
+    return View(snapshot, c, {j.job_id: j for j in state.jobs}, names, {n.name: n for n in nodes}, predicted,
+                state.skipped_jobs)
