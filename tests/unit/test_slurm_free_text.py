@@ -223,7 +223,8 @@ def test_a_held_job_whose_record_cannot_be_read_stays_held_and_ours(tmp_path):
 # --------------------------------------------------------------------------- property: any free text
 
 KEYS = ("Partition", "UserId", "JobState", "NumNodes", "AdminComment", "Comment", "JobName", "WorkDir", "StdOut",
-        "WCKey", "Extra", "Nodes", "Reason", "JobId", "TimeLimit", "X")
+        "WCKey", "Extra", "Nodes", "Reason", "JobId", "TimeLimit", "X", "TresPerNode", "Gres", "Reservation",
+        "OverSubscribe", "MinMemoryNode", *parse._KNOWN_KEY_NAMES.split())
 WORDS = st.one_of(
     st.sampled_from(KEYS).flatmap(lambda k: st.text(st.sampled_from("ab=(0)9 /:"), max_size=6).map(
         lambda v: f"{k}={v}")),
@@ -243,8 +244,9 @@ def test_free_text_never_gives_a_key_its_value(field, text, marked):
         assert exc.source == "scontrol -o show jobs:1"
         return  # left out (the daemon keeps what it knows about the job), never misread
     truth = parse_scontrol_jobs_text(with_fields(admin="wattsched:held" if marked else None))[0]
-    assert (job.job_id, job.partition, job.user, job.state, job.node_count, job.time_limit_s) == (
-        truth.job_id, truth.partition, truth.user, truth.state, truth.node_count, truth.time_limit_s)
+    read = ("job_id", "partition", "user", "state", "node_count", "cpus", "time_limit_s", "gpus_per_node", "shared",
+            "mem_per_node_mb", "tasks", "features", "reason", "account", "qos", "submit_time", "required_nodes")
+    assert [getattr(job, k) for k in read] == [getattr(truth, k) for k in read]
     if marked or field != "workdir":
         # (a working directory is printed just before AdminComment, which scontrol prints only when set: with
         # none set, "AdminComment=" ending a working directory cannot be told from the key)
@@ -267,3 +269,36 @@ def test_a_job_name_holding_a_whole_forged_record_is_not_read_as_one():
         assert exc.source == "scontrol -o show jobs:1"
     else:
         assert (job.partition, job.admin_comment) == ("batch", "")
+
+
+def test_a_released_job_whose_record_cannot_be_read_keeps_its_pending_start(tmp_path):
+    from wattsched.config.daemon import DaemonConfig
+    from wattsched.daemon.loop import Daemon
+    from wattsched.daemon.metrics import DaemonMetrics
+    from wattsched.daemon.notify import Notifier
+    from wattsched.model.platform import NodePowerModel, Platform
+    from wattsched.workload.records import TraceJob
+
+    power = {"idle_w": 100.0, "busy_w": 300.0}
+    now = [10.0]
+    jobs = [TraceJob(id=1, submit_s=0.0, runtime_s=1000.0, walltime_s=2000.0, procs=1, nodes=1, user="u",
+                     mean_w=280.0, max_w=290.0, std_w=5.0)]
+    sim = Unreadable(jobs, Platform.homogeneous_cluster(1, power=NodePowerModel(**power)), speedup=1.0,
+                     clock=lambda: now[0], epoch_s=1.7e9)
+    d = Daemon(DaemonConfig(node_power=power, state_dir=tmp_path / "state", policy="fcfs", poll_interval_s=0.01),
+               sim, metrics=DaemonMetrics(), notifier=Notifier(environ={}))
+    try:
+        d.cycle()
+        assert 1 in d.store.starts()  # released, awaiting confirmation
+        sim.hidden = frozenset({1})
+        now[0] += 5.0
+        d.cycle()
+        assert 1 in d.store.starts()  # not taken for gone
+        sim.hidden = frozenset()
+        now[0] += 5.0
+        d.cycle()
+        assert 1 not in d.store.starts()
+        assert [e.outcome for e in d.store.audit_since(0) if e.action == "started" and e.target == "1"] == [
+            "confirmed"]
+    finally:
+        d.store.close()

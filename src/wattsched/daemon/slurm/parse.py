@@ -1637,7 +1637,7 @@ def _split_record(line: str, lineno: int, source: str, ordered: bool = False) ->
         last[key] = len(parts)
         parts.append((key, value, part))
         ranks.append(_KEY_RANK.get(key, -1))
-    telling = _TELLING_KEYS & last.keys()
+    telling = (_TELLING_KEYS if ordered else _TELLING_NODE_KEYS) & last.keys()
     later_min: list[int] = []  # the lowest rank of the known keys from each index on (made when first needed)
 
     def keyable(key: str, current: str, fields: dict[str, str]) -> bool:
@@ -1664,16 +1664,18 @@ def _split_record(line: str, lineno: int, source: str, ordered: bool = False) ->
     readings: list[tuple[frozenset[int], dict[str, str]]] = []
 
     def walk(i: int, fields: dict[str, str], previous: str | None, group: int, taken: list[int],
-             chosen: bool = False) -> None:
+             chosen: int = -1) -> None:
+        # chosen: the rank of the last key read since one (not free text) was taken out of free text: up to
+        # the next free-text key, each key scontrol prints must come after the one before
         while i < len(parts):
             budget[0] -= 1
             if budget[0] < 0:
                 return
             key, value, part = parts[i]
-            if (chosen and ordered and previous not in _FREE_TEXT_KEYS and key in _KEY_RANK
-                    and _KEY_RANK[key] <= _KEY_RANK.get(previous, -1)):
-                return  # a key taken out of free text must come where scontrol prints it: before the next one
-            chosen = False
+            if chosen >= 0 and key in _KEY_RANK:
+                if _KEY_RANK[key] <= chosen:
+                    return  # keys taken out of free text must come where scontrol prints them: before the next
+                chosen = _KEY_RANK[key] if key not in _FREE_TEXT_KEYS else -1  # (up to the next free-text key)
             if _in_group(previous, key):
                 if key == "Nodes":
                     group += 1
@@ -1683,10 +1685,12 @@ def _split_record(line: str, lineno: int, source: str, ordered: bool = False) ->
                     if not contested(i, key, previous):  # as text, it would only make a part of this reading
                         fields[key] = value
                         taken.append(i)
-                        previous, chosen = key, True
+                        previous = key
+                        chosen = _KEY_RANK[key] if ordered and key not in _FREE_TEXT_KEYS else -1
                         i += 1
                         continue
-                    walk(i + 1, {**fields, key: value}, key, group, [*taken, i], True)  # as a key
+                    walk(i + 1, {**fields, key: value}, key, group, [*taken, i],  # as a key
+                         _KEY_RANK[key] if ordered and key not in _FREE_TEXT_KEYS else -1)
                     if key in telling and last[key] == i:
                         problems.append((key, "inside a free-text field in every reading of the record"))
                         return  # as text, it loses a key the reading needs
@@ -1738,11 +1742,12 @@ _UNREAD_TEXT_KEYS = frozenset({"Command", "WorkDir", "StdErr", "StdIn", "StdOut"
                                "Extra", "OS"})
 
 
-# Keys that identify a job or a node and the resources it asks for: a reading of a record that would take one
-# of them (where the line holds it) into a free-text value is not the record scontrol printed.
+# Keys that identify a job (or a node) and the resources it asks for: a reading of a record that would take
+# one of them (where the line holds it) into a free-text value is not the record scontrol printed.
 _TELLING_KEYS = frozenset({"JobId", "UserId", "JobState", "Partition", "NumNodes", "NumCPUs", "NodeList",
-                           "TimeLimit", "NodeName", "State"})
-_SPLIT_BUDGET = 20_000
+                           "TimeLimit"})
+_TELLING_NODE_KEYS = frozenset({"NodeName", "State"})
+_SPLIT_BUDGET = 3_000  # steps of the search for one record: a plain record takes one per key
 
 
 def _in_group(previous: str | None, key: str) -> bool:
