@@ -548,3 +548,21 @@ def test_bad_input_05_06_check_config_warns_as_simulate_does(base, tmp_path):
     assert proc.returncode == 0 and "valid simulation config" in proc.stdout
     assert "policy easy ignores the energy budget of this run" in proc.stderr
     assert "energy_budgets[0]: the budget of 1e+08 J is below the platform's idle energy" in proc.stderr
+
+
+def test_bad_input_50_poly_class_faster_on_a_slower_clock_refused_by_check_config(tmp_path):
+    # the case-49 snippet pasted into a platform: t(1.2 GHz) = 34 s < t(2.7 GHz) = 64 s
+    (tmp_path / "plat.yaml").write_text(
+        "kind: platform\nname: inc\nnode_groups: [{name: a, count: 4}]\nresponse_classes:\n"
+        "  inc: {model: poly, a: 50, b: 0, c: 0, d: 10, alpha: 10, beta: 20, gamma: 0, f_min_ghz: 1.2, "
+        "f_max_ghz: 2.7}\n")
+    proc = cli("check-config", "plat.yaml", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("wattsched: error: plat.yaml:5: response_classes.inc: t(f) = alpha + beta f + "
+                                  "gamma f^2 must not fall below t(f_max_ghz) on [f_min_ghz, f_max_ghz] (a job "
+                                  "would run faster on a slower clock), but t(1.2 GHz) = 34 s < t(2.7 GHz) = 64 s")
+    # and the negative runtime of case 51 through the same command
+    (tmp_path / "plat.yaml").write_text((tmp_path / "plat.yaml").read_text().replace("alpha: 10, beta: 20",
+                                                                                      "alpha: 100, beta: -50"))
+    proc = cli("check-config", "plat.yaml", cwd=tmp_path)
+    assert proc.returncode == 2 and "must be positive on [f_min_ghz, f_max_ghz], but t(2.7 GHz) = -35 s" in proc.stderr

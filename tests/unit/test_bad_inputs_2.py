@@ -396,3 +396,16 @@ def test_bad_input_86_a_store_damaged_while_the_daemon_runs_stops_it(capsys, tmp
     refused(run(capsys, "daemon", "-c", config, "--cycles", 5),
             "state.db: the SQLite database is damaged (database disk image is malformed)")
     assert len(calls) == 1  # stopped at once, not a traceback in every cycle
+
+
+@pytest.mark.parametrize(("column", "value", "message"), [
+    ("start_s", "-100", "jobs.csv:7: start_s: job "),
+    ("runtime_s", "nan", "jobs.csv:7: runtime_s: "),
+    ("state", "BOGUS", "jobs.csv:7: state: 'BOGUS' is not a job state"),
+    ("nodes", "0", "jobs.csv:7: nodes: 0 nodes (job "),
+])
+def test_bad_input_72_swf_export_of_a_tampered_run(capsys, tmp_path, run_dir, column, value, message):
+    # case 72 wrote "200 jobs" with a 0-processor job, BOGUS/NaN rows as -1 and a duplicate id; now refused
+    bad = tampered(run_dir, tmp_path, 7, column, value)
+    refused(run(capsys, "export", bad, "--format", "swf", "--out", tmp_path / "s.swf"), message)
+    assert not (tmp_path / "s.swf").exists()

@@ -372,3 +372,15 @@ def test_daemon_cycle_through_the_pyslurm_backend(ctld, tmp_path):
     assert rec["priority"] != 0 and rec["required_nodes"] in ("n1", "n2")
     assert MARKER not in (rec["admin_comment"] or "").split()
     daemon.store.close()
+
+
+def test_a_job_pyslurm_gives_that_cannot_be_read_is_left_out_not_the_cycle(ctld, backend, caplog):
+    small_cluster(ctld)
+    ctld.add_job(104, state="PENDING", user_name="dave", partition="batch", required_nodes="n[0003-1000000000]")
+    with caplog.at_level("WARNING", logger="wattsched.daemon.slurm.parse"):
+        first = backend.read_state()
+        second = backend.read_state()
+    for state in (first, second):
+        assert {j.job_id for j in state.jobs} == {101, 102, 103}
+        assert state.skipped_records == 1 and state.skipped_jobs == {104}
+    assert caplog.text.count("pyslurm: skipped a job record Slurm printed: job 104:") == 1  # once, not every cycle

@@ -193,7 +193,8 @@ def test_a_number_json_loads_refuses_costs_only_its_own_record(bad):
     text = '{"jobs": [' + good + ', {"job_id": 6, "job_state": "PENDING", "cpus": ' + bad + "}, " + good + "]}"
     decoded = decode_squeue_json(text)
     assert [j.job_id for j in decoded.records] == [5, 5]
-    assert decoded.skipped == (decoded.skipped[0],) and decoded.skipped[0].startswith("job ?: jobs[1]: invalid number")
+    assert decoded.skipped == (decoded.skipped[0],) and decoded.skipped[0].startswith("job 6: jobs[1]: invalid number")
+    assert decoded.skipped_ids == {6}
     with pytest.raises(SlurmOutputError, match=r"^squeue --json: invalid number in the JSON"):
         parse.parse_squeue_json(text)
 

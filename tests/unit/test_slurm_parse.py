@@ -601,7 +601,9 @@ def test_group_keys_elsewhere_stay_where_they_were():
     job = _text_job("JOB_GRES=(null)   Nodes=n1 CPU_IDs=0 Mem=100 GRES= Comment=run with Nodes=4 Mem=2G",
                     state="RUNNING")
     assert job.allocation == (NodeAllocation("n1", cpus=1, mem_mb=100),)
-    job = parse_scontrol_jobs_text("JobId=1 JobState=RUNNING Comment=see Nodes=n9 CPU_IDs=0 Mem=5 NumTasks=2")[0]
+    # (keys in scontrol's order: NumTasks before Comment, StdOut after it)
+    job = parse_scontrol_jobs_text("JobId=1 JobState=RUNNING NumTasks=2 Comment=see Nodes=n9 CPU_IDs=0 Mem=5 "
+                                   "StdOut=/o")[0]
     assert job.comment == "see Nodes=n9 CPU_IDs=0 Mem=5" and job.allocation == () and job.tasks == 2
     job = parse_scontrol_jobs_text("JobId=1 JobState=RUNNING JobName=a JOB_GRES=x Nodes=n9 CPU_IDs=0 UserId=u(1)")[0]
     assert job.name == "a JOB_GRES=x Nodes=n9 CPU_IDs=0" and job.allocation == () and job.user == "u"
@@ -930,8 +932,8 @@ def test_text_node_states(state, base, flags):
 
 def test_text_job_details():
     job = parse_scontrol_jobs_text(
-        "JobId=9 JobState=REQUEUED UserId=4242 NumNodes=2-4 NumCPUs=8 NodeList=(null) ReqNodeList=c[01-02] "
-        "TimeLimit=5:00 Requeue=0 BatchFlag=0 Restarts=3 Features=(null) QOS=(null)"
+        "JobId=9 JobState=REQUEUED UserId=4242 QOS=(null) NumNodes=2-4 NumCPUs=8 NodeList=(null) "
+        "ReqNodeList=c[01-02] TimeLimit=5:00 Requeue=0 BatchFlag=0 Restarts=3 Features=(null)"
     )[0]
     assert job == SlurmJob(
         job_id=9, state="PENDING", flags=frozenset({"REQUEUED"}), user="4242", node_count=2, cpus=8,

@@ -375,6 +375,7 @@ def test_a_bad_job_record_in_a_reply_is_skipped_and_counted(server, token_file):
     server.route("GET", "/slurm/v0.0.38/jobs", (200, json.dumps(doc)))
     state = SlurmREST(server.url, token_file, api_version="0.0.38").read_state()
     assert len(state.jobs) == len(doc["jobs"]) - 1 and state.skipped_records == 1
+    assert state.skipped_jobs == {doc["jobs"][0]["job_id"]}  # its hold and start kept by the daemon
 
 
 def test_plain_http_to_another_host_is_refused_unless_allowed(tmp_path, token_file):

@@ -350,6 +350,11 @@ def check_response_spec(spec: dict[str, Any]) -> str | None:
         if not t > 0:
             return (f"t(f) = alpha + beta f + gamma f^2 must be positive on [f_min_ghz, f_max_ghz], but "
                     f"t({ft:.4g} GHz) = {t:.4g} s")
+        t_max = model.time(model.f_max_ghz)
+        if t < t_max * 0.99:  # (1 %: a fitted curve may dip a little near f_max; the engine reads that as 1)
+            return (f"t(f) = alpha + beta f + gamma f^2 must not fall below t(f_max_ghz) on [f_min_ghz, "
+                    f"f_max_ghz] (a job would run faster on a slower clock), but t({ft:.4g} GHz) = {t:.4g} s "
+                    f"< t({model.f_max_ghz:.4g} GHz) = {t_max:.4g} s")
     return None
 
 

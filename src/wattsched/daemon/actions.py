@@ -81,6 +81,8 @@ class PlanActions:
         done, bump = [], []
         for jid, (planned, _released_at, cycles) in starts.items():
             job = view.slurm_jobs.get(jid)
+            if job is None and jid in view.skipped_jobs:
+                continue  # printed but unreadable this cycle: not gone, checked again when readable
             if job is None or job.state not in ("PENDING",):
                 done.append(jid)
                 if job is not None and job.nodes:
@@ -111,8 +113,9 @@ class PlanActions:
                 bump.append(jid)
         self.store.drop_starts(done)
         self.store.bump_starts(bump)
-        # forget holds of jobs that are no longer held by us (but not the ones just held again)
-        ours = {j.job_id for j in view.classified.ours} | set(report.rehold)
+        # forget holds of jobs that are no longer held by us (but not the ones just held again, nor those whose
+        # record could not be read this cycle: they are still held in Slurm, and still ours)
+        ours = {j.job_id for j in view.classified.ours} | set(report.rehold) | view.skipped_jobs
         stale = [j for j in self.store.holds() if j not in ours]
         self.store.drop_holds(stale)
 

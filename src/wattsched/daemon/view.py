@@ -339,6 +339,8 @@ class View:
     slurm_nodes: dict[str, SlurmNode] = field(default_factory=dict)
     predicted_power_w: float = 0.0
     """Platform power from predictions alone (what the daemon would assume without telemetry)."""
+    skipped_jobs: frozenset[int] = frozenset()
+    """Jobs whose record Slurm printed but could not be read this cycle (``ClusterState.skipped_jobs``)."""
 
 
 def build_view(
@@ -471,7 +473,8 @@ def build_view(
     snapshot.queue_index = snapshot.running_estimate = snapshot.ends = snapshot.end_table = None
     if indexes:
         snapshot.build_indexes(end_table)
-    return View(snapshot, c, {j.job_id: j for j in state.jobs}, names, {n.name: n for n in nodes}, predicted)
+    return View(snapshot, c, {j.job_id: j for j in state.jobs}, names, {n.name: n for n in nodes}, predicted,
+                state.skipped_jobs)
 
 
 def _pending_jobs(queue: list[SlurmJob], platform: Platform, default_class: str, job_cache: dict | None

@@ -248,9 +248,9 @@ def run_checks(config: SimConfig, platform: Platform, policy, *, cap, budgets, d
     import logging
 
     from wattsched.policies.base import policy_tags
-    from wattsched.sim.checks import check_policy_ticks, constraint_notes, submission_span_s
+    from wattsched.sim.checks import cap_windows, check_policy_ticks, constraint_notes, submission_span_s
 
-    needs_span = whole_trace and (budgets or dr_events or (
+    needs_span = whole_trace and (budgets or dr_events or cap_windows(cap) or (
         config.tick_s is None and policy_tags(policy).tick_param))
     span_s = submission_span_s(config) if needs_span else None
     check_policy_ticks(config, policy, span_s)

@@ -53,6 +53,9 @@ def _refuse_empty(jobs, config: SimConfig, workload: Workload) -> Iterator[Trace
         check_not_empty(config, workload)
 
 
+_CAP_WINDOWS_NOTED = 20  # a long schedule file: its first windows are enough to tell
+
+
 def cap_warnings(cap, platform: Platform) -> list[str]:
     """Warnings about caps no schedule can honour: below the platform's idle power, nothing can run."""
     idle_w = sum(n.power.idle_w for n in platform.nodes)
@@ -129,7 +132,7 @@ def constraint_notes(config: SimConfig, platform: Platform, policy, *, cap, budg
     notes = [*ignored_constraints(config, policy, cap=cap, budgets=budgets, dr_events=dr_events),
              *budget_notes(budgets, platform),
              *dr_event_notes(dr_events, platform),
-             *outside_trace_notes(budgets, dr_events, span_s)]
+             *outside_trace_notes(budgets, dr_events, span_s, cap)]
     for note in notes:
         if note not in _LOGGED:  # a sweep builds many runs in one process: each warning once (still in each run)
             if len(_LOGGED) < 10_000:
@@ -198,14 +201,34 @@ def dr_event_notes(dr_events, platform: Platform) -> list[str]:
     return notes
 
 
-def outside_trace_notes(budgets, dr_events, span_s: float | None) -> list[str]:
-    """Budget windows and demand-response events wholly before the first or after the last submission."""
+def cap_windows(cap) -> list[tuple[float, float, float]]:
+    """``(start_s, end_s, cap_w)`` of each stretch of a cap schedule with a finite cap that starts at a time
+    (a constant cap, in force from the start, is none)."""
+    if cap is None:
+        return []
+    steps = cap.steps
+    out = []
+    for k, s in enumerate(steps):
+        end = steps[k + 1].start_s if k + 1 < len(steps) else math.inf
+        if math.isfinite(s.cap_w) and math.isfinite(s.start_s) and end > s.start_s:
+            out.append((s.start_s, end, s.cap_w))
+    return out
+
+
+def outside_trace_notes(budgets, dr_events, span_s: float | None, cap=None) -> list[str]:
+    """Budget windows, demand-response events and cap-schedule windows wholly before the first or after the
+    last submission."""
     if span_s is None:
         return []
     windows = [(f"energy_budgets[{i}]", "budget window", b.start_s, b.end_s) for i, b in enumerate(budgets)]
     windows += [(f"demand_response[{i}]", "event", min(e.notice_s, e.start_s), e.end_s)
                 for i, e in enumerate(dr_events)]
     notes = []
+    for start, end, cap_w in cap_windows(cap)[:_CAP_WINDOWS_NOTED]:
+        what = f"cap_schedule: the window of the cap of {cap_w:,.0f} W ({start:,.4g} s to {end:,.4g} s)"
+        if start > span_s:  # (schedules start at 0 or later: config.caps refuses negative times)
+            notes.append(f"{what} starts after the trace's last submission (t = {span_s:,.0f} s): it caps at most "
+                         "the jobs still running then; times count from the first submission")
     for where, what, start, end in windows:
         if end <= 0:
             notes.append(f"{where}: the {what} ({start:,.0f} s to {end:,.0f} s) ends before the trace's first "

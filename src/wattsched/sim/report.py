@@ -195,7 +195,8 @@ def _check_job_rows(path: Path, jobs: dict[str, np.ndarray]) -> None:
 
     Every row: at least one node, a whole number of them; an id no other row
     has; a state a job can have; an end not before its start, a start not
-    before its submission. Unfinished jobs (NaN start or end) are rows too.
+    before its submission; a run time that is its end minus its start. Unfinished
+    jobs (NaN start or end) are rows too.
     """
     from wattsched.errors import located
     from wattsched.model.job import JobState
@@ -230,6 +231,15 @@ def _check_job_rows(path: Path, jobs: dict[str, np.ndarray]) -> None:
         column = "end_s" if end[i] < start[i] else "start_s"
         raise bad(i, column, f"job {ids[i]} submitted at {submit[i]:g} s, started at {start[i]:g} s, ended at "
                   f"{end[i]:g} s")
+    if "runtime_s" in jobs:  # runtime_s = end_s - start_s for a job that ran (NaN for one that did not end)
+        runtime = np.asarray(jobs["runtime_s"], dtype=float)
+        ran = np.isfinite(start) & np.isfinite(end)
+        with np.errstate(invalid="ignore"):
+            wrong = np.flatnonzero(ran & ~(np.abs(runtime - (end - start)) <= 1e-6 * np.maximum(1.0, np.abs(end))))
+        if len(wrong):
+            i = int(wrong[0])
+            raise bad(i, "runtime_s", f"job {ids[i]} ran from {start[i]:g} s to {end[i]:g} s, but its run time "
+                      f"reads {runtime[i]:g} s")
 
 
 def write_plots(result: Any, out_dir: Path, bsld_threshold_s: float = 10.0,

@@ -83,10 +83,15 @@ def _lru_put(cache: OrderedDict, key, value, size: int = 3) -> None:
 
 
 def _prepared_slice(spec: dict, config, platform, cache_dir: str | None):
-    """The slice of ``spec``, from this process's memory, the shared cache directory, or cut now."""
-    import json
-    import pickle
+    """The slice of ``spec``, from this process's memory, the shared cache directory, or cut now.
 
+    Files of the cache directory are signed with the sweep's key (:mod:`wattsched.sweep.slicecache`):
+    one that does not carry its signature is refused (:class:`~wattsched.sweep.slicecache.SliceCacheError`,
+    the run's error), never loaded.
+    """
+    import json
+
+    from wattsched.sweep import slicecache
     from wattsched.sweep.expand import run_key
     from wattsched.sweep.slicing import SliceSpec, prepare_slice
 
@@ -100,20 +105,13 @@ def _prepared_slice(spec: dict, config, platform, cache_dir: str | None):
         _PREPARED.move_to_end(key)
         return prep
     path = Path(cache_dir) / f"slice-{key}.pkl" if cache_dir else None
-    if path is not None and path.exists():
-        try:
-            with open(path, "rb") as fh:
-                prep = pickle.load(fh)
-        except Exception:  # a partial file from a killed writer: cut the slice again
-            prep = None
+    secret = slicecache.ensure_key(cache_dir) if cache_dir else b""
+    if path is not None and os.path.lexists(path):  # written whole (renamed into place): signed or refused
+        prep = slicecache.read_slice(path, secret)
     if prep is None:
         prep = prepare_slice(SliceSpec(**spec["slice"]), platform, _augment_params(config, platform), sim["seed"])
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            with open(tmp, "wb") as fh:
-                pickle.dump(prep, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
+            slicecache.write_slice(path, prep, secret)
     _lru_put(_PREPARED, key, prep)
     return prep
 
@@ -497,6 +495,9 @@ def run_sweep(cfg, runs, store, *, workers: int | None = None, scheduler: str | 
         from distributed import as_completed
 
         cache_dir = str(store.dir / ".slices")
+        from wattsched.sweep.slicecache import ensure_key
+
+        ensure_key(cache_dir)  # the sweep's key for the slices its workers share (0600, made before they start)
         tables = store.dir / "runs" if cfg.run_tables else None
         futures = [client.submit(run_task, r.key, r.spec, cache_dir, None if tables is None else str(tables / r.key),
                                  key=f"run-{r.key}", pure=False)

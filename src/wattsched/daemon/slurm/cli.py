@@ -145,14 +145,18 @@ class SlurmCLI:
                 self.run(["scontrol", "show", "nodes", "--json"]), source="scontrol show nodes --json"
             )
         return ClusterState(tuple(jobs.records), tuple(nodes.records), version=".".join(map(str, version)),
-                            read_at=now, skipped_records=len(jobs.skipped) + len(nodes.skipped))
+                            read_at=now, skipped_records=len(jobs.skipped) + len(nodes.skipped),
+                            skipped_jobs=jobs.skipped_ids)
 
     def _read_text(self, version, now) -> ClusterState:
-        # -d: each job's CPUs and memory per node (jobs that share nodes)
-        jobs = parse.parse_scontrol_jobs_text(self.run(["scontrol", "-d", "-o", "show", "jobs"]),
-                                              source="scontrol -d -o show jobs")
-        nodes = parse.parse_scontrol_nodes_text(self.run(["scontrol", "-o", "show", "nodes"]))
-        return ClusterState(tuple(jobs), tuple(nodes), version=".".join(map(str, version)), read_at=now)
+        # -d: each job's CPUs and memory per node (jobs that share nodes). A record that cannot be read (free
+        # text that cannot be told from keys included) is left out and logged, not the whole cycle.
+        jobs = parse.decode_scontrol_jobs_text(self.run(["scontrol", "-d", "-o", "show", "jobs"]),
+                                               source="scontrol -d -o show jobs")
+        nodes = parse.decode_scontrol_nodes_text(self.run(["scontrol", "-o", "show", "nodes"]))
+        return ClusterState(tuple(jobs.records), tuple(nodes.records), version=".".join(map(str, version)),
+                            read_at=now, skipped_records=len(jobs.skipped) + len(nodes.skipped),
+                            skipped_jobs=jobs.skipped_ids)
 
     # ------------------------------------------------------------------ acting
 

@@ -77,6 +77,8 @@ __all__ = [
     "Decoded",
     "SlurmOutputError",
     "decode_nodes_json",
+    "decode_scontrol_jobs_text",
+    "decode_scontrol_nodes_text",
     "decode_squeue_json",
     "parse_nodes_json",
     "parse_scontrol_jobs_text",
@@ -311,6 +313,8 @@ class Decoded:
     ``records``: the jobs or nodes, in Slurm's order. ``version``: Slurm's version
     from the envelope, ``""`` without one. ``skipped``: one line per record left out
     because it could not be read (JSON path, job id or node name, and the problem).
+    ``skipped_ids``: the job ids of the skipped job records that name one (a job the daemon
+    must not take for gone: see ``ClusterState.skipped_jobs``).
     ``last_update``: the envelope's ``last_update`` (slurmctld's clock; jobs replies
     of data_parser v0.0.40 on), else ``None``. ``unchanged``: slurmrestd said nothing
     changed since the ``update_time`` asked for (its warning, 23.11 on).
@@ -321,6 +325,7 @@ class Decoded:
     skipped: tuple[str, ...] = ()
     last_update: float | None = None
     unchanged: bool = False
+    skipped_ids: frozenset[int] = frozenset()
 
 
 class _Slow(Exception):
@@ -381,6 +386,7 @@ def decode_squeue_json(text: str | bytes, source: str = "squeue --json", *, stri
         _raise_on_errors({"errors": doc.errors}, source)
     jobs: list[SlurmJob] = []
     skipped: list[str] = []
+    ids: set[int] = set()
     kept: dict = {}
     for i, rec in enumerate(doc.jobs):
         raw: dict[str, Any] = {}
@@ -407,14 +413,16 @@ def decode_squeue_json(text: str | bytes, source: str = "squeue --json", *, stri
             if strict:
                 _squeue_general(text, source, True)  # the error as the general path words it
                 raise
-            skipped.append(_skip_line(exc, "job", raw.get("job_id")))
+            ident = raw.get("job_id") if raw else _raw_job_id(rec)
+            skipped.append(_skip_line(exc, "job", ident))
+            _add_id(ids, ident)
     _log_skipped(skipped, source, "job")
     if cache is not None:
         cache.clear()
         cache.update(kept)
     meta = {"meta": doc.meta}
     return Decoded(jobs, _envelope_version(meta), tuple(skipped), _plain_time(doc.last_update),
-                   _says_unchanged(doc.warnings))
+                   _says_unchanged(doc.warnings), frozenset(ids))
 
 
 @_without_gc
@@ -549,11 +557,43 @@ def _skip_line(exc: SlurmOutputError, what: str, ident: Any) -> str:
     return f"{what} {name}: {exc.where}: {exc.problem}" if exc.where else f"{what} {name}: {exc.problem}"
 
 
+_RAW_JOB_ID = re.compile(rb'"job_id"\s*:\s*(\d{1,20})\s*[,}]')
+
+
+def _raw_job_id(rec: Any) -> Any:
+    """The job id of a record the fast path could not read: its field, or for a record msgspec refused
+    whole, the first ``"job_id": N`` of its text (a string's quotes are escaped, so none comes from one)."""
+    if isinstance(rec, _Undecodable):
+        match = _RAW_JOB_ID.search(bytes(rec.raw))
+        return int(match.group(1)) if match else None
+    return getattr(rec, "job_id", None)
+
+
+def _add_id(ids: set[int], ident: Any) -> None:
+    """Add a skipped record's job id to ``ids`` when it reads as one (plain or ``{number}``)."""
+    if isinstance(ident, dict):
+        ident = ident.get("number")
+    if isinstance(ident, str) and ident.isdigit() and len(ident) <= MAX_DIGITS:
+        ident = int(ident)
+    if type(ident) is int and 0 < ident <= MAX_NUMBER:
+        ids.add(ident)
+
+
+# The skipped records already warned about, by source (its path without a query) and kind of record: a
+# record that stays unreadable is warned about once, not every cycle; once read again (or gone), it is
+# forgotten, so that it is warned about again if it turns bad again. The daemon's metric counts every skip.
+_WARNED: dict[tuple[str, str], frozenset[str]] = {}
+
+
 def _log_skipped(skipped: list[str], source: str, what: str) -> None:
-    for line in skipped[:LOG_SKIPPED]:
+    key = (source.split("?", 1)[0], what)
+    before = _WARNED.get(key, frozenset())
+    _WARNED[key] = frozenset(skipped)
+    new = [line for line in skipped if line not in before]
+    for line in new[:LOG_SKIPPED]:
         log.warning("%s: skipped a %s record Slurm printed: %s", source, what, line)
-    if len(skipped) > LOG_SKIPPED:
-        log.warning("%s: skipped %d more %s records (%d in all)", source, len(skipped) - LOG_SKIPPED, what,
+    if len(new) > LOG_SKIPPED:
+        log.warning("%s: skipped %d more %s records (%d in all)", source, len(new) - LOG_SKIPPED, what,
                     len(skipped))
 
 
@@ -591,6 +631,7 @@ def _squeue_general(text: str | bytes, source: str, strict: bool) -> Decoded:
         raise SlurmOutputError(source, "jobs", f"expected a list, got {type(jobs).__name__}")
     out = []
     skipped: list[str] = []
+    ids: set[int] = set()
     for i, raw in enumerate(jobs):
         path = f"jobs[{i}]"
         try:
@@ -600,10 +641,12 @@ def _squeue_general(text: str | bytes, source: str, strict: bool) -> Decoded:
         except SlurmOutputError as exc:
             if strict:
                 raise
-            skipped.append(_skip_line(exc, "job", raw.get("job_id") if isinstance(raw, dict) else None))
+            ident = raw.get("job_id") if isinstance(raw, dict) else None
+            skipped.append(_skip_line(exc, "job", ident))
+            _add_id(ids, ident)
     _log_skipped(skipped, source, "job")
     return Decoded(out, _envelope_version(doc), tuple(skipped), _plain_time(doc.get("last_update")),
-                   _says_unchanged(doc.get("warnings")))
+                   _says_unchanged(doc.get("warnings")), frozenset(ids))
 
 
 def _nodes_general(text: str | bytes, source: str, strict: bool) -> Decoded:
@@ -1427,6 +1470,9 @@ _KNOWN_KEY_NAMES = """
     CPUSpecList MemSpecLimit NextState GresDrained CpuBind MCS LastBusy ReservationName Topology
 """
 _KNOWN_KEYS = frozenset(_KNOWN_KEY_NAMES.split())
+# The job keys above are in the order scontrol prints them (slurm_sprint_job_info(), src/api/job_info.c in
+# 22.05, src/scontrol/info_job.c from 25.05; the live 22.05 outputs under tests/fixtures follow it).
+_KEY_RANK = {k: i for i, k in enumerate(_KNOWN_KEY_NAMES.split())}
 
 # ``scontrol -d show job`` follows ``CoreSpec=`` with ``JOB_GRES=`` and one group ``Nodes=wsn[2-3] CPU_IDs=0-1
 # Mem=200 GRES=`` per set of nodes with the same layout (slurm_sprint_job_info(), src/api/job_info.c;
@@ -1448,6 +1494,8 @@ def parse_scontrol_jobs_text(
     Lines indented with white space continue the record above, so plain
     ``scontrol show jobs`` output is read too. With ``-d``, the ``Nodes=
     CPU_IDs= Mem=`` groups of a job that holds nodes become its ``allocation``.
+    Strict: the first bad record raises; the daemon reads through
+    :func:`decode_scontrol_jobs_text`, which skips it instead.
 
     Parameters
     ----------
@@ -1463,10 +1511,47 @@ def parse_scontrol_jobs_text(
     ------
     SlurmOutputError
         For a line that is not ``Key=Value``, a bad number, memory size, time
-        or CPU id list, a node twice in one job's groups, or a job without
-        ``JobId`` or ``JobState``; the message names the line and key.
+        or CPU id list, a node twice in one job's groups, a key read twice (a
+        free-text field holding ``Key=`` text that cannot be told apart), or a
+        job without ``JobId`` or ``JobState``; the message names the line and key.
     """
-    return [_job_from_text(_TextRecord(fields, lineno, source, tz)) for lineno, fields in _records(text, source)]
+    return decode_scontrol_jobs_text(text, source, tz, strict=True).records
+
+
+def decode_scontrol_jobs_text(text: str, source: str = "scontrol -o show jobs", tz: tzinfo | None = None, *,
+                              strict: bool = False) -> Decoded:
+    """Decode ``scontrol [-d] -o show jobs`` (see :func:`parse_scontrol_jobs_text`).
+
+    A job record that cannot be read is left out, counted in ``skipped`` (its
+    job id in ``skipped_ids``) and logged once; ``strict=True`` raises instead.
+
+    How free text is told from keys: scontrol prints values unquoted, so a job
+    name, comment or working directory may hold ``Key=value`` text. scontrol
+    prints a job's keys in one fixed order (``slurm_sprint_job_info()``), each
+    once. A ``Key=`` inside a free-text value (:data:`_FREE_TEXT_KEYS`) starts
+    a new field only if scontrol prints that key after the free-text key and it
+    is the last ``Key=`` of that name on the line; so a comment's
+    ``Partition=debug AdminComment=x NumNodes=zz`` (keys printed before
+    ``Comment=``) and a job name's ``Partition=debug`` (the real one follows)
+    stay text. Text that would still make a key appear twice makes the record
+    unreadable (skipped), never read with a value taken from free text.
+    """
+    jobs: list[SlurmJob] = []
+    skipped: list[str] = []
+    ids: set[int] = set()
+    for lineno, line in _records(text):
+        try:
+            jobs.append(_job_from_text(_TextRecord(_split_record(line, lineno, source, ordered=True), lineno,
+                                                   source, tz)))
+        except SlurmOutputError as exc:
+            if strict:
+                raise
+            match = _TEXT_JOB_ID.match(line)
+            ident = int(match.group(1)) if match else None
+            skipped.append(_skip_line(exc, "job", ident))
+            _add_id(ids, ident)
+    _log_skipped(skipped, source, "job")
+    return Decoded(jobs, skipped=tuple(skipped), skipped_ids=frozenset(ids))
 
 
 def parse_scontrol_nodes_text(text: str, source: str = "scontrol -o show nodes") -> list[SlurmNode]:
@@ -1477,19 +1562,40 @@ def parse_scontrol_nodes_text(text: str, source: str = "scontrol -o show nodes")
     SlurmOutputError
         As :func:`parse_scontrol_jobs_text`; a node needs ``NodeName`` and ``State``.
     """
+    return decode_scontrol_nodes_text(text, source, strict=True).records
+
+
+def decode_scontrol_nodes_text(text: str, source: str = "scontrol -o show nodes", *,
+                               strict: bool = False) -> Decoded:
+    """Decode ``scontrol -o show nodes``; a node record that cannot be read, or a name already seen, is
+    skipped, counted and logged once (``strict=True`` raises instead)."""
     nodes: list[SlurmNode] = []
+    skipped: list[str] = []
     seen: dict[str, int] = {}
-    for lineno, fields in _records(text, source):
-        node = _node_from_text(_TextRecord(fields, lineno, source, None))
-        if node.name in seen:
-            raise SlurmOutputError(f"{source}:{lineno}", "NodeName",
-                                   f"node {node.name!r} already on line {seen[node.name]}")
+    for lineno, line in _records(text):
+        try:
+            node = _node_from_text(_TextRecord(_split_record(line, lineno, source), lineno, source, None))
+            if node.name in seen:
+                raise SlurmOutputError(f"{source}:{lineno}", "NodeName",
+                                       f"node {node.name!r} already on line {seen[node.name]}")
+        except SlurmOutputError as exc:
+            if strict:
+                raise
+            match = _TEXT_NODE_NAME.match(line)
+            skipped.append(_skip_line(exc, "node", match.group(1) if match else None))
+            continue
         seen[node.name] = lineno
         nodes.append(node)
-    return nodes
+    _log_skipped(skipped, source, "node")
+    return Decoded(nodes, skipped=tuple(skipped))
 
 
-def _records(text: str, source: str) -> Iterator[tuple[int, dict[str, str]]]:
+_TEXT_JOB_ID = re.compile(r"JobId=(\d{1,20})(?= |$)")
+_TEXT_NODE_NAME = re.compile(r"NodeName=(\S{1,200})")
+
+
+def _records(text: str) -> Iterator[tuple[int, str]]:
+    """``(line number, record)`` for each record: a line, with the indented lines that continue it."""
     pending: tuple[int, str] | None = None
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.strip() in _EMPTY_MESSAGES:
@@ -1498,32 +1604,150 @@ def _records(text: str, source: str) -> Iterator[tuple[int, dict[str, str]]]:
             pending = (pending[0], pending[1] + " " + line.strip())
             continue
         if pending is not None:
-            yield pending[0], _split_record(pending[1], pending[0], source)
+            yield pending
         pending = (lineno, line.strip())
     if pending is not None:
-        yield pending[0], _split_record(pending[1], pending[0], source)
+        yield pending
 
 
-def _split_record(line: str, lineno: int, source: str) -> dict[str, str]:
-    fields: dict[str, str] = {}
-    previous: str | None = None
-    group = -1  # index of the current scontrol -d node group
+def _split_record(line: str, lineno: int, source: str, ordered: bool = False) -> dict[str, str]:
+    """The fields of one record.
+
+    Each ``Key=`` met inside the value of a free-text key (:data:`_FREE_TEXT_KEYS`) either ends that value or
+    is part of it. It can end it only if it is a key scontrol prints (:data:`_KNOWN_KEYS`), not read yet in
+    this record and, when ``ordered`` (jobs: scontrol prints their keys in :data:`_KNOWN_KEY_NAMES` order),
+    printed after the free-text key and before the key that follows it. A reading is possible if no key
+    comes twice in it and it reads the keys that identify a job (:data:`_TELLING_KEYS`) wherever the line
+    holds them. What scontrol printed is always a possible reading, and no other possible reading takes as
+    keys all the ``Key=`` it takes and more: a reading that leaves a real key in a free-text value is one
+    of its parts. So the record is read if one possible reading holds all others in that sense; if not,
+    the readings that no other holds (a working directory ``/w Comment=x`` and an admin comment ``y``, or
+    a comment ``x AdminComment=y``: the same line) must agree on every field wattsched reads, or the record
+    cannot be read. Text that cannot pass for a key (out of scontrol's order) stays text at no cost.
+    """
+    parts: list[tuple[str, str, str]] = []
+    ranks: list[int] = []  # each Key='s place in scontrol's order, -1 for a key it does not print
+    last: dict[str, int] = {}  # where each key name comes last on the line
+    unknown = len(_KEY_RANK)
     for part in _KEY_START.split(line):
         match = _KEY_VALUE.fullmatch(part)
         if match is None:
             raise SlurmOutputError(f"{source}:{lineno}", None, f"expected Key=Value, got {part[:60]!r}")
         key, value = match.groups()
-        if _in_group(previous, key):
-            if key == "Nodes":
-                group += 1
-            fields[f"{key}#{group}"] = value
-        elif previous in _FREE_TEXT_KEYS and key not in _KNOWN_KEYS:
-            fields[previous] += " " + part
-            continue
-        else:
-            fields[key] = value
-        previous = key
-    return fields
+        last[key] = len(parts)
+        parts.append((key, value, part))
+        ranks.append(_KEY_RANK.get(key, -1))
+    telling = (_TELLING_KEYS if ordered else _TELLING_NODE_KEYS) & last.keys()
+    later_min: list[int] = []  # the lowest rank of the known keys from each index on (made when first needed)
+
+    def keyable(key: str, current: str, fields: dict[str, str]) -> bool:
+        return key in _KNOWN_KEYS and key not in fields and (
+            not ordered or _KEY_RANK.get(key, -1) > _KEY_RANK.get(current, unknown))
+
+    def contested(i: int, key: str, current: str) -> bool:
+        """Whether a later ``Key=`` could be a key only if this one is text (else text here loses a key)."""
+        lo, hi = _KEY_RANK.get(current, -1), _KEY_RANK.get(key, unknown)
+        if ordered and last[key] == i:
+            if not later_min:
+                later_min.extend([unknown] * (len(parts) + 1))
+                for j in range(len(parts) - 1, -1, -1):
+                    r = ranks[j]
+                    later_min[j] = min(later_min[j + 1], r if r >= 0 else unknown)
+            if later_min[i + 1] >= hi:
+                return False  # nothing after it is printed before it (a record as scontrol printed it)
+        if not ordered:
+            return last[key] > i  # nodes: free text is their administrators'; only a repeated key is in doubt
+        return any(parts[j][0] == key or lo < r < hi for j, r in enumerate(ranks[i + 1:], start=i + 1))
+
+    budget = [_SPLIT_BUDGET]
+    problems: list[tuple[str, str]] = []
+    readings: list[tuple[frozenset[int], dict[str, str]]] = []
+
+    def walk(i: int, fields: dict[str, str], previous: str | None, group: int, taken: list[int],
+             chosen: int = -1) -> None:
+        # chosen: the rank of the last key read since one (not free text) was taken out of free text: up to
+        # the next free-text key, each key scontrol prints must come after the one before
+        while i < len(parts):
+            budget[0] -= 1
+            if budget[0] < 0:
+                return
+            key, value, part = parts[i]
+            if chosen >= 0 and key in _KEY_RANK:
+                if _KEY_RANK[key] <= chosen:
+                    return  # keys taken out of free text must come where scontrol prints them: before the next
+                chosen = _KEY_RANK[key] if key not in _FREE_TEXT_KEYS else -1  # (up to the next free-text key)
+            if _in_group(previous, key):
+                if key == "Nodes":
+                    group += 1
+                fields[f"{key}#{group}"] = value
+            elif previous in _FREE_TEXT_KEYS:
+                if keyable(key, previous, fields):
+                    if not contested(i, key, previous):  # as text, it would only make a part of this reading
+                        fields[key] = value
+                        taken.append(i)
+                        previous = key
+                        chosen = _KEY_RANK[key] if ordered and key not in _FREE_TEXT_KEYS else -1
+                        i += 1
+                        continue
+                    walk(i + 1, {**fields, key: value}, key, group, [*taken, i],  # as a key
+                         _KEY_RANK[key] if ordered and key not in _FREE_TEXT_KEYS else -1)
+                    if key in telling and last[key] == i:
+                        problems.append((key, "inside a free-text field in every reading of the record"))
+                        return  # as text, it loses a key the reading needs
+                fields[previous] += " " + part  # as text
+                i += 1
+                continue
+            elif key in fields:
+                problems.append((key, "printed twice in one record: a free-text field (job name, comment, working "
+                                      f"directory...) holds {key + '='!r} text that cannot be told from the key"))
+                return
+            else:
+                fields[key] = value
+                taken.append(i)
+            previous = key
+            i += 1
+        missing = telling - fields.keys()
+        if missing:
+            problems.append((min(missing, key=lambda k: _KEY_RANK.get(k, 0)),
+                             "inside a free-text field in every reading of the record"))
+            return
+        readings.append((frozenset(taken), fields))
+
+    walk(0, {}, None, -1, [])
+    if budget[0] < 0:
+        raise SlurmOutputError(f"{source}:{lineno}", None, "too many 'Key=' texts inside free-text fields to "
+                                                           "tell them from the keys")
+    if not readings:
+        key, problem = problems[0]
+        raise SlurmOutputError(f"{source}:{lineno}", key, problem)
+    tops = [r for r in readings if not any(r[0] < other[0] for other in readings)]
+    first = _read_part(tops[0][1])
+    for _, fields in tops[1:]:
+        other = _read_part(fields)
+        if other != first:
+            key = min((k for k in first.keys() | other.keys() if first.get(k) != other.get(k)),
+                      key=lambda k: _KEY_RANK.get(k.split("#")[0], 0))
+            raise SlurmOutputError(f"{source}:{lineno}", key.split("#")[0],
+                                   "free text (a job name, comment or working directory holding 'Key=' text) lets "
+                                   "the record be read in two ways that differ here")
+    return max(tops, key=lambda r: len(r[0]))[1]
+
+
+def _read_part(fields: dict[str, str]) -> dict[str, str]:
+    """The fields wattsched reads, without the free text it does not (paths, command, dependency)."""
+    return {k: v for k, v in fields.items() if k not in _UNREAD_TEXT_KEYS}
+
+
+_UNREAD_TEXT_KEYS = frozenset({"Command", "WorkDir", "StdErr", "StdIn", "StdOut", "Dependency", "SystemComment",
+                               "Extra", "OS"})
+
+
+# Keys that identify a job (or a node) and the resources it asks for: a reading of a record that would take
+# one of them (where the line holds it) into a free-text value is not the record scontrol printed.
+_TELLING_KEYS = frozenset({"JobId", "UserId", "JobState", "Partition", "NumNodes", "NumCPUs", "NodeList",
+                           "TimeLimit"})
+_TELLING_NODE_KEYS = frozenset({"NodeName", "State"})
+_SPLIT_BUDGET = 3_000  # steps of the search for one record: a plain record takes one per key
 
 
 def _in_group(previous: str | None, key: str) -> bool:

@@ -41,9 +41,16 @@ from types import ModuleType
 from typing import Any
 
 from wattsched.daemon.slurm import hostlist
-from wattsched.daemon.slurm.parse import _job_state_from_names, _node_state_from_names, _reason, _shared_text
+from wattsched.daemon.slurm.parse import (
+    _add_id,
+    _job_state_from_names,
+    _log_skipped,
+    _node_state_from_names,
+    _reason,
+    _shared_text,
+)
 from wattsched.daemon.slurm.records import ClusterState, SlurmJob, SlurmNode
-from wattsched.errors import ConfigError, SlurmCommandError
+from wattsched.errors import ConfigError, SlurmCommandError, WattschedError
 
 log = logging.getLogger(__name__)
 
@@ -116,12 +123,10 @@ class PyslurmBackend:
         now = time.time()
         jobs = self._call("Jobs.load", (), self.pyslurm.Jobs.load)
         nodes = self._call("Nodes.load", (), self.pyslurm.Nodes.load)
-        return ClusterState(
-            tuple(job_from_pyslurm(j) for j in _members(jobs)),
-            tuple(node_from_pyslurm(n) for n in _members(nodes)),
-            version=self.version,
-            read_at=now,
-        )
+        job_list, job_skips, job_ids = _readable(_members(jobs), job_from_pyslurm, "job", "id")
+        node_list, node_skips, _ = _readable(_members(nodes), node_from_pyslurm, "node", "name")
+        return ClusterState(tuple(job_list), tuple(node_list), version=self.version, read_at=now,
+                            skipped_records=job_skips + node_skips, skipped_jobs=job_ids)
 
     # ------------------------------------------------------------------ acting
 
@@ -221,6 +226,21 @@ def _gres_text(gres: dict | None) -> str:
 def _count(value) -> int:
     """A pyslurm count as an int: ``None`` (unset), ``"UNLIMITED"`` and anything not a count give 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _readable(members: Iterable, convert, what: str, ident: str) -> tuple[list, int, frozenset[int]]:
+    """The records ``convert`` reads; one it cannot read is left out and logged once with its id, as
+    the CLI and REST backends do (parse.decode_squeue_json), not the whole cycle."""
+    out, skipped, ids = [], [], set()
+    for member in members:
+        try:
+            out.append(convert(member))
+        except (ValueError, TypeError, AttributeError, WattschedError) as exc:
+            name = getattr(member, ident, None)
+            skipped.append(f"{what} {name!r:.40}: {exc}")
+            _add_id(ids, name)
+    _log_skipped(skipped, "pyslurm", what)
+    return out, len(skipped), frozenset(ids)
 
 
 def job_from_pyslurm(job) -> SlurmJob:

@@ -168,7 +168,8 @@ class ClusterState:
     """What one read of Slurm returned: jobs (pending and running), nodes, and Slurm's version string.
 
     ``skipped_records``: job and node records Slurm printed that could not be read and were left out
-    (each logged with its job id or node name).
+    (each logged once with its job id or node name). ``skipped_jobs``: the ids of the jobs left out so:
+    they exist, so what the daemon keeps about them (its hold, a start awaiting confirmation) is kept.
     """
 
     jobs: tuple[SlurmJob, ...]
@@ -177,3 +178,4 @@ class ClusterState:
     read_at: float = 0.0
     partitions: dict[str, tuple[str, ...]] = field(default_factory=dict)
     skipped_records: int = 0
+    skipped_jobs: frozenset[int] = frozenset()

@@ -315,7 +315,7 @@ class SlurmREST:
         nodes_path = f"/slurm/v{v}/nodes"
         nodes = parse.decode_nodes_json(self.request("GET", nodes_path), source=f"GET {self.url}{nodes_path}")
         return ClusterState(tuple(jobs.records), tuple(nodes.records), version=jobs.version, read_at=now,
-                            skipped_records=len(jobs.skipped) + len(nodes.skipped))
+                            skipped_records=len(jobs.skipped) + len(nodes.skipped), skipped_jobs=jobs.skipped_ids)
 
     def _read_jobs(self, v: str, now: float) -> parse.Decoded:
         """The job set: a full read, or the last one again when Slurm says nothing changed since."""
