@@ -117,16 +117,6 @@ def run_daemon(platform, jobs, cap, events, config: DaemonConfig):
     return policy, sim, live, started, baselines
 
 
-DIVERGENT = {
-    "dvfs": "the daemon does not see the frequency a DVFS start set on its nodes in the next snapshot as the "
-            "engine does: it starts the next job 5 s later on other nodes (decision 107)",
-    "dr": "a start under a demand-response event picks other nodes live (decision 109): the frequency the "
-          "policy lowered on running jobs' nodes is read back differently",
-    "dr-easy-pc": "as dr (decision 109)",
-}
-"""Policies whose live and replay decisions still differ on this scenario, and where (held as expected failures:
-a fix makes the test pass and the marker must go)."""
-
 OVER_THE_CAP = {"dynshare", "simple", "dec+rapl", "performance"}
 """Policies that decide under the cap but let power go over it by design: the RAPL methods share the budget as node
 caps that a job's power does not fill exactly (Borghesi et al. 2018); ``performance`` is the demand-response
@@ -136,8 +126,7 @@ baseline that runs at full speed."""
 def _cases():
     from wattsched.policies import available
 
-    return [pytest.param(name, marks=pytest.mark.xfail(reason=DIVERGENT[name], strict=True))
-            if name in DIVERGENT else name for name in sorted(available())]
+    return sorted(available())
 
 
 @pytest.mark.slow

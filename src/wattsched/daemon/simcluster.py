@@ -7,7 +7,8 @@ to the clock's time at each read (:meth:`Engine.advance_to`), the way SimPy's
 ``RealtimeEnvironment`` runs the same processes as its ``Environment``
 against the wall clock. Jobs of the trace arrive at their submission times
 (scaled by ``speedup``) and are held at submission, as the lua gate holds
-them; a released job starts on the nodes it was pinned to as soon as they are
+them; a job with an application class names it in its Slurm comment
+(``wattsched:class=memory``), as its user would with ``sbatch --comment``; a released job starts on the nodes it was pinned to as soon as they are
 free (or on the first free nodes if it was not pinned) and runs its real run
 time, slowed by the caps and frequencies in force, killed at its time limit;
 ``POWER_DOWN``/``POWER_UP`` take the node model's switching times. Node power
@@ -253,7 +254,7 @@ class SimCluster:
                 priority=0 if j.held else 1000, submit_time=e + tj.submit_s,
                 start_time=None if j.start_s is None else e + j.start_s, time_limit_s=tj.walltime_s,
                 node_count=max(tj.nodes, 1), cpus=max(tj.procs, 1), nodes=j.nodes, required_nodes=j.required,
-                admin_comment=j.admin_comment,
+                comment=f"wattsched:class={tj.app_class}" if tj.app_class else "", admin_comment=j.admin_comment,
                 eligible_time=e + j.begin_s if math.isfinite(j.begin_s) else None,
             ))
         nodes = []
