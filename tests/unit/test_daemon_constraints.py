@@ -244,6 +244,26 @@ def test_budget_energy_is_measured_power_while_telemetry_is_fresh_and_the_estima
     assert sample(d2, "wattsched_energy_budget_source", {"wattsched_energy_budget_source": "estimate"}) == 1.0
 
 
+def test_budget_energy_on_the_simulated_cluster_is_its_nodes_energy_counters_as_the_simulator_counts_it(
+        make_daemon, clock):
+    # The daemon reads node power before its starts change it: counted from that level, the 100 s after a start
+    # would miss the started jobs' power. The simulated nodes' energy counters (actuator.kind: sim) count it all.
+    t = MONDAY_1650
+    budget = [{"start_s": t - 3600, "end_s": t + 86400, "energy_j": 1e9, "label": "today"}]
+    d = make_daemon([job(1, runtime=60.0), job(2, nodes=2)], energy_budgets=budget, actuator={"kind": "sim"},
+                    telemetry={"source": "slurm"})
+    sim = d.backend
+    d.cycle()  # both jobs start: the nodes draw more than the daemon read
+    before_w, e0 = d.last_view.snapshot.platform_power_w, sim.engine.energy_j
+    assert sim.engine.power_w > before_w
+    clock.advance(100)  # job 1 ends after 60 s
+    d.cycle()
+    consumed = d.last_view.snapshot.budgets[0].consumed_j
+    assert consumed == pytest.approx(sim.engine.energy_j - e0, abs=1e-4)
+    assert consumed > 100 * before_w * 1.1
+    assert sample(d, "wattsched_energy_budget_source", {"wattsched_energy_budget_source": "counters"}) == 1.0
+
+
 def test_energy_bud_keeps_c_ea_across_a_restart_and_powers_idle_nodes_down(make_daemon, clock):
     t = MONDAY_1650
     budget = [{"start_s": t - 3600, "end_s": t + 86400, "energy_j": 1e8, "label": "week"}]

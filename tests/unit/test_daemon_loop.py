@@ -148,6 +148,21 @@ def test_jobs_start_only_when_the_daemon_releases_them_on_the_audited_nodes(make
     assert sample(d, "wattsched_decisions_total", {"action": "start", "outcome": "applied"}) == 5
 
 
+def test_the_simulated_cluster_reports_each_jobs_class_as_its_user_names_it(make_sim, make_daemon, clock):
+    # The class sets how a lower frequency slows a job (dvfs, dr): the daemon must see the trace's class.
+    jobs = [job(1), job(2), job(3)]
+    jobs[0].app_class, jobs[1].app_class = "memory", "mixed"
+    sim = make_sim(jobs)
+    clock.advance(1.0)
+    assert {j.job_id: j.comment for j in sim.read_state().jobs} == {
+        1: "wattsched:class=memory", 2: "wattsched:class=mixed", 3: ""}
+    d = make_daemon(sim, policy="fcfs", job_class="cpu")
+    d.cycle()
+    seen = {j.id: j.app_class for j in d.last_view.snapshot.pending.values()}
+    seen.update((jid, r.job.app_class) for jid, r in d.last_view.snapshot.running.items())
+    assert seen == {1: "memory", 2: "mixed", 3: "cpu"}
+
+
 def run_and_count(d, sim, clock, total: int) -> list[int]:
     """Jobs running after each cycle (Slurm starts jobs only when released, so this is the most at any time)."""
     counts = []

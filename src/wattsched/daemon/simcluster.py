@@ -7,12 +7,17 @@ to the clock's time at each read (:meth:`Engine.advance_to`), the way SimPy's
 ``RealtimeEnvironment`` runs the same processes as its ``Environment``
 against the wall clock. Jobs of the trace arrive at their submission times
 (scaled by ``speedup``) and are held at submission, as the lua gate holds
-them; a released job starts on the nodes it was pinned to as soon as they are
-free (or on the first free nodes if it was not pinned) and runs its real run
-time, slowed by the caps and frequencies in force, killed at its time limit;
+them; a job with an application class names it in its Slurm comment
+(``wattsched:class=memory``), as its user would with ``sbatch --comment``; a
+released job starts on the nodes it was pinned to as soon as they are free
+(or on the first free nodes if it was not pinned) and runs its real run time,
+slowed by the caps and frequencies in force, killed at its time limit;
 ``POWER_DOWN``/``POWER_UP`` take the node model's switching times. Node power
-(``current_watts``) is the engine's. Nothing here is a policy: the daemon
-decides, this only plays Slurm's part (holding, starting released jobs).
+(``current_watts``) is the engine's, and each node's energy counter (what the
+node agent reads from RAPL; here through ``actuator.kind: sim``) integrates it
+exactly, event by event, so the daemon counts an energy budget as the
+simulator does. Nothing here is a policy: the daemon decides, this only plays
+Slurm's part (holding, starting released jobs).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from dataclasses import dataclass
 from wattsched.daemon.slurm.backend import MARKER, with_marker
 from wattsched.daemon.slurm.records import ClusterState, SlurmJob, SlurmNode
 from wattsched.errors import SlurmCommandError
-from wattsched.model.constraints import CapSchedule, DemandResponseEvent
+from wattsched.model.constraints import CapSchedule, DemandResponseEvent, EnergyBudget
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodeState, Platform
 from wattsched.model.snapshot import Snapshot
@@ -43,6 +48,10 @@ _SLURM_STATE = {
     NodeState.DRAINED: ("IDLE", frozenset({"DRAIN"})),
     NodeState.DOWN: ("DOWN", frozenset()),
 }
+
+
+COUNTER_RANGE_UJ = 2**63 - 1
+"""Range of a simulated node's energy counter (µJ): RAPL's wraps at ``max_energy_range_uj``, this one never does."""
 
 
 REQUEUE_DELAY_S = 121.0
@@ -102,17 +111,18 @@ class SimCluster:
         Real-time clock (``time.monotonic``); tests drive a fake one.
     epoch_s
         Wall-clock time the first submission maps to (times reported look like live Slurm's).
-    cap, dr_events
-        A cap schedule and demand-response events in trace time, for the engine's record of power
-        against the cap and for :meth:`next_event_s` (their changes are events); the daemon decides
-        on its own from its configuration.
+    cap, dr_events, budgets
+        A cap schedule, demand-response events and energy budgets in trace time, for the engine's
+        record of power against the cap and for :meth:`next_event_s` (their changes are events); the
+        daemon decides on its own from its configuration.
     """
 
     name = "sim"
 
     def __init__(self, jobs: Sequence[TraceJob], platform: Platform, speedup: float = 600.0,
                  clock: Callable[[], float] = time.monotonic, epoch_s: float | None = None,
-                 cap: CapSchedule | None = None, dr_events: Sequence[DemandResponseEvent] = ()):
+                 cap: CapSchedule | None = None, dr_events: Sequence[DemandResponseEvent] = (),
+                 budgets: Sequence[EnergyBudget] = ()):
         self.platform = platform
         self.speedup = speedup
         self.clock = clock
@@ -122,8 +132,11 @@ class SimCluster:
         self.jobs: dict[int, _Job] = {}
         self._trace = {tj.id: tj for tj in jobs}
         self.engine = Engine(platform, list(jobs), _SlurmPart(self), cap=cap, dr_events=dr_events,
-                             options=EngineOptions(strict=False))
+                             budgets=budgets, options=EngineOptions(strict=False))
         self.engine.begin()
+        self.node_energy_j = [0.0] * len(platform)
+        """Energy each node drew since the run began (J): its energy counter."""
+        self._energy_s = self.engine.now
         self._names = [n.name for n in platform.nodes]
         self._index = {name: i for i, name in enumerate(self._names)}
         self.finished = 0
@@ -192,9 +205,24 @@ class SimCluster:
 
     def _advance(self) -> None:
         now = self.origin_s + (self.clock() - self._t0) * self.speedup
-        if now >= self.engine.now:
-            self.engine.advance_to(now)
+        eng = self.engine
+        if now >= eng.now:
+            # event by event: node power holds between two events, and changes at them
+            while (t := eng.next_event_s()) <= now:
+                self._count_energy(t)
+                eng.advance_to(t)
+            self._count_energy(now)
+            eng.advance_to(now)
         self._sync()
+
+    def _count_energy(self, t: float) -> None:
+        """Add each node's energy from the last count to ``t`` at the power it has held since."""
+        dt = t - self._energy_s
+        if dt > 0:
+            energy = self.node_energy_j
+            for i, w in enumerate(self.engine.node_power_w()):
+                energy[i] += w * dt
+            self._energy_s = t
 
     def _sync(self) -> None:
         """Mirror the engine's job states into Slurm's records."""
@@ -268,7 +296,7 @@ class SimCluster:
                 priority=0 if j.held else 1000, submit_time=e + tj.submit_s,
                 start_time=None if j.start_s is None else e + j.start_s, time_limit_s=tj.walltime_s,
                 node_count=max(tj.nodes, 1), cpus=max(tj.procs, 1), nodes=j.nodes, required_nodes=j.required,
-                admin_comment=j.admin_comment,
+                comment=f"wattsched:class={tj.app_class}" if tj.app_class else "", admin_comment=j.admin_comment,
                 eligible_time=e + j.begin_s if math.isfinite(j.begin_s) else None,
             ))
         nodes = []
@@ -387,5 +415,7 @@ class SimNodeActuator:
         except SlurmCommandError as exc:
             return NodeSetting(error=str(exc))
         eng = self.cluster.engine
+        # one package, its counter in µJ as RAPL's energy_uj, with a range it never wraps within a run
+        counter = (round(self.cluster.node_energy_j[i] * 1e6), COUNTER_RANGE_UJ)
         return NodeSetting(cap_w=eng.node_cap_w.get(i), freq_hz=eng.node_freq_hz.get(i), has_cap=True,
-                           has_freq=True)
+                           has_freq=True, counters=(counter,))
