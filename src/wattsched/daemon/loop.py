@@ -25,7 +25,6 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from wattsched import __version__
@@ -44,6 +43,7 @@ from wattsched.daemon.notify import Notifier
 from wattsched.daemon.reconciler import NodeReconciler
 from wattsched.daemon.schedule import LiveConstraints
 from wattsched.daemon.slurm.backend import SlurmBackend, with_marker, without_marker
+from wattsched.daemon.status import CycleReport, status_record
 from wattsched.daemon.store import AuditEntry, Store, StoreError
 from wattsched.daemon.view import (
     PowerModels,
@@ -69,31 +69,6 @@ from wattsched.policies.base import policy_tags
 from wattsched.predictors import make_predictor
 
 log = logging.getLogger("wattsched.daemon")
-
-
-@dataclass(slots=True)
-class CycleReport:
-    """What one cycle did (for tests, logs and ``STATUS=``)."""
-
-    cycle: int
-    started: list[int] = field(default_factory=list)
-    held: list[int] = field(default_factory=list)
-    rehold: list[int] = field(default_factory=list)
-    evicted: list[int] = field(default_factory=list)
-    node_actions: list[str] = field(default_factory=list)
-    reconciled: list[str] = field(default_factory=list)
-    failed_actions: list[str] = field(default_factory=list)
-    rejected: list[str] = field(default_factory=list)
-    pending: int = 0
-    running: int = 0
-    duration_s: float = 0.0
-
-    def summary(self) -> str:
-        return (
-            f"cycle {self.cycle}: {self.pending} queued, {self.running} running, started {len(self.started)}, "
-            f"held {len(self.held) + len(self.rehold)}, evicted {len(self.evicted)}"
-            + (f", {len(self.failed_actions)} actions failed" if self.failed_actions else "")
-        )
 
 
 class Daemon:
@@ -354,7 +329,7 @@ class Daemon:
         self.metrics.export_cycle(view, report, now, held_kinds=self.actions.held_kinds,
                                   dr_events=self.inputs.dr_events, budget_windows=self.inputs.budget_windows,
                                   policy_state=self.policy_state, measured=measured)
-        self._save_status(view, report, now, measured)
+        self.store.put("status", status_record(self, view, report, now, measured))
         log.info("%s", report.summary())
         if report.started or report.evicted or report.node_actions or report.reconciled:
             snap = view.snapshot
@@ -362,41 +337,6 @@ class Daemon:
                      self.cycle_no, snap.platform_power_w, len(measured), len(snap.platform),
                      view.predicted_power_w, snap.cap_w)
         return report
-
-    STATUS_HELD_LIMIT = 500
-    """Held jobs the status record lists (``wattsched status --limit`` shows fewer)."""
-
-    def _save_status(self, view: View, report: CycleReport, now: float, measured: dict) -> None:
-        """What ``wattsched status`` prints, as this cycle saw it, into the state store (key ``status``).
-
-        The simulated cluster lives in this process only: ``status`` reads this record for it instead of
-        building a cluster of its own. Times are the daemon's (``read_at``), with the wall-clock time written.
-        """
-        c, snap = view.classified, view.snapshot
-        reasons = self.actions.reasons
-        holds = self.store.holds()
-        started = set(report.started)
-        ours = [job for job in c.ours if job.job_id not in started]  # released this cycle: starting now
-        held = []
-        for job in ours[: self.STATUS_HELD_LIMIT]:
-            why = reasons.get(job.job_id) or holds.get(job.job_id, ("", ""))[1] or "waiting for the next cycle"
-            held.append([job.job_id, job.user, job.node_count, why])
-        cap = snap.cap
-        nxt = cap.next_change_after(now)
-        self.store.put("status", {
-            "cycle": self.cycle_no, "time": now, "wall_time": time.time(),
-            "backend": getattr(self.backend, "name", "?"), "speed": getattr(self.backend, "speedup", 1.0),
-            "policy": self.config.policy, "dry_run": self.config.dry_run,
-            "jobs": {"running": len(c.running), "starting": len(c.starting) + len(started), "held": len(ours),
-                     "pending_unheld": len(c.adopt) - len(report.held), "held_by_others": len(c.others_held)},
-            "cap_w": None if snap.cap_w == float("inf") else snap.cap_w,
-            "next_cap_change": None if nxt == float("inf") else [nxt, None if cap.cap_at(nxt) == float("inf")
-                                                                  else cap.cap_at(nxt)],
-            "power_w": snap.platform_power_w, "measured": bool(measured), "predicted_w": view.predicted_power_w,
-            "nodes": len(snap.platform),
-            "dr_events": [[e.event.label, e.event.start_s, e.event.end_s, e.cap_w] for e in snap.dr_events or ()],
-            "held_jobs": held,
-        })
 
     def _learn(self, state, view: View) -> None:
         """Job power history: finished jobs with their measured power to the store, and to the predictor."""
