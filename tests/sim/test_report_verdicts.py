@@ -55,7 +55,7 @@ def test_a_budget_below_the_idle_floor_warns_everywhere(tmp_path, capsys):
     assert len(warning) == 1 and "cannot be kept, whatever the policy does" in warning[0]["message"]
     assert f"warning: {warning[0]['message']}\n" in printed
     assert "budget 1  NOT HELD" in printed
-    assert "<li class=warn data-kind=budget_below_idle>energy budget 1" in page
+    assert '<li class=warn data-kind="budget_below_idle">energy budget 1' in page
 
 
 def test_a_policy_that_ignores_the_budget_is_named(tmp_path, capsys):

@@ -78,3 +78,26 @@ def test_every_reported_metric_has_a_human_label():
 ])
 def test_units_follow_the_largest_value(metric, values, unit):
     assert metric_unit(metric, [*values, None])[1] == unit
+
+
+HOSTILE = ("<script>alert(1)</script>", '"><img src=x onerror=alert(2)>')
+
+
+def test_every_value_from_the_store_reaches_the_page_escaped(tmp_path):
+    """Run keys, axis values (trace and policy names), errors and the sweep's name are text, never markup."""
+    script, img = HOSTILE
+    store = Store(tmp_path)
+    axes, row = _row(f"easy{img}", "", "50%", 0, 4.8e11, 16_000.0, 0.1)
+    store.add(f"ok{script}", {**axes, "trace": f"u{script}.swf"}, row)
+    store.add(f"k{script}", {**axes, "policy": f"p{img}"}, {"status": "failed", "error": f"ValueError: {script}"})
+    store.add(f"k{img}", axes, {"status": "failed", "error": img})
+    store.set_meta("sweep", {"name": f"s{script}", "file": f"{img}.yaml",
+                             "keys": [f"ok{script}", f"k{script}", f"k{img}"], "axes": AXES})
+    store.close()
+    page = write_report(tmp_path).read_text()
+    assert "<script" not in page.lower() and "<img src=x" not in page
+    assert "onerror=alert(2)>" not in page
+    assert "k&lt;script&gt;alert(1)&lt;/script&gt;" in page  # the failed run's key, shown as text
+    assert "k&quot;&gt;&lt;img src=x onerror=alert(2)&gt;" in page
+    assert "easy&quot;&gt;&lt;img" in page and "u&lt;script&gt;" in page
+    assert "<title>s&lt;script&gt;" in page

@@ -127,3 +127,25 @@ def test_run_directory_without_work_s_still_loads(tmp_path):
     run, _ = load_run(tmp_path)
     assert np.isnan(run.jobs["work_s"]).all()
     assert list(run.jobs["id"]) == [1, 2, 3]
+
+
+def test_every_field_of_the_run_reaches_the_page_escaped(tmp_path):
+    """Names from the trace, the platform, the policy, its params and the verdicts are text, never markup."""
+    script, img = "<script>alert(1)</script>", '"><img src=x onerror=alert(2)>'
+    result = small_result()
+    result.jobs["user"] = np.array([script, img, "carol"], dtype=object)
+    result.info.update(trace=f"w{script}.csv", policy=f"easy{img}", params={"depth": script},
+                       platform=f"pl{img}", predictor=f"pr{script}", notes=[f"note {img}"])
+    write_run(result, tmp_path, summarize(result), plots=False)
+    from wattsched.sim.verdicts import verdicts as judge
+
+    run, summary = load_run(tmp_path)
+    verdicts = judge(summary, run.info, run.timeline, run.jobs)
+    verdicts["queue"]["text"] += f" {script}"
+    verdicts.setdefault("warnings", []).append({"kind": "x onmouseover=alert(3)", "message": f"warned {img}"})
+    page = write_html_report(tmp_path, verdicts=verdicts).read_text()
+    assert script not in page and img not in page
+    assert "onerror=alert(2)>" not in page
+    assert "<li class=warn data-kind=x onmouseover" not in page  # an unquoted attribute would take a second one
+    for shown in (f"w{script}.csv", f"easy{img}", f"pl{img}", f"pr{script}", f"note {img}", f"warned {img}"):
+        assert html.escape(shown) in page, shown

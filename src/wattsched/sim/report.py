@@ -514,7 +514,7 @@ def _verdict_section(verdicts: dict) -> str:
         kind = "na" if passed is None else "pass" if passed else "fail"
         rows.append(f"<tr class={kind}><th>{esc(subject)}</th><td><span class=badge>{esc(word.upper())}</span></td>"
                     f"<td>{esc(rest)}</td></tr>")
-    warnings = "".join(f"<li class=warn data-kind={esc(w['kind'])}>{esc(w['message'])}</li>"
+    warnings = "".join(f'<li class=warn data-kind="{esc(str(w["kind"]))}">{esc(str(w["message"]))}</li>'
                        for w in verdicts.get("warnings") or ())
     warned = f"<ul class=warnings>{warnings}</ul>" if warnings else ""
     return f"<section id=verdict><h2>Verdict</h2><table>{''.join(rows)}</table>{warned}</section>"

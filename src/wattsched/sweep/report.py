@@ -292,10 +292,10 @@ def write_report(directory: str | Path) -> Path:
     total = len(meta.get("keys") or rows)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>{html.escape(meta.get('name', 'sweep'))}: wattsched sweep report</title>",
+        f"<title>{html.escape(str(meta.get('name', 'sweep')))}: wattsched sweep report</title>",
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:12px}"
         "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#eee}</style></head><body>",
-        f"<h1>Sweep {html.escape(meta.get('name', ''))}</h1>",
+        f"<h1>Sweep {html.escape(str(meta.get('name', '')))}</h1>",
         f"<p>{html.escape(str(meta.get('file', '')))}: {total} runs, {ok} finished, {len(failed)} failed, "
         f"{max(0, total - ok - len(failed))} not run yet. Axes: {html.escape(', '.join(map(axis_label, axes)))}; "
         f"aggregated over {html.escape(', '.join(axis_label(a) for a in axes if a in REPLICATE) or 'nothing')}. "
@@ -324,7 +324,7 @@ def write_report(directory: str | Path) -> Path:
         parts.append("<h2>Failed runs</h2><table><tr><th>key</th><th>axes</th><th>error</th></tr>")
         for r in failed:
             ax = ", ".join(f"{axis_label(c)} {r.get(c)}" for c in axes if c in r)
-            parts.append(f"<tr><td>{r['key']}</td><td>{html.escape(ax)}</td>"
+            parts.append(f"<tr><td>{html.escape(str(r['key']))}</td><td>{html.escape(ax)}</td>"
                          f"<td style='text-align:left'>{html.escape(str(r.get('error')))}</td></tr>")
         parts.append("</table>")
     parts.append("</body></html>")
