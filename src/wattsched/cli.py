@@ -321,20 +321,32 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_export(args: argparse.Namespace) -> int:
-    from wattsched.sim.export import write_batsim_jobs, write_swf
-    from wattsched.sim.report import load_run
+_EXPORT_FILES = {"swf": "schedule.swf", "batsim": "batsim_jobs.csv", "csv-safe": "jobs-safe.csv"}
+"""Default file of each export format, in the run directory."""
 
-    run, _ = load_run(Path(args.run_dir))
-    default = "schedule.swf" if args.format == "swf" else "batsim_jobs.csv"
-    out = Path(args.out) if args.out else Path(args.run_dir) / default
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from wattsched.sim.export import write_batsim_jobs, write_jobs_csv_safe, write_swf
+    from wattsched.sim.report import MARKER, TABLE_FILES, load_run
+
+    run_dir = Path(args.run_dir)
+    run, _ = load_run(run_dir)
+    out = Path(args.out) if args.out else run_dir / _EXPORT_FILES[args.format]
     if out.is_dir():
         raise OptionError("--out", f"{out} is a directory; give a file name")
+    if out.resolve().parent == run_dir.resolve() and out.name in (*TABLE_FILES, "summary.json", MARKER):
+        raise OptionError("--out", f"{out} is a file of the run; the run directory keeps its own tables, give "
+                          "another name")
+    total = len(run.jobs["id"])
     try:
+        if args.format == "csv-safe":
+            n, cells = write_jobs_csv_safe(run, out)
+            print(f"wrote {n} jobs to {out}; {cells} text cells starting with =, +, -, @, tab or CR prefixed "
+                  "with '", file=sys.stderr)
+            return 0
         n = (write_swf if args.format == "swf" else write_batsim_jobs)(run, out)
     except OSError as exc:
         raise OptionError("--out", f"cannot write {out}: {exc.strerror}") from None
-    total = len(run.jobs["id"])
     left = f"; {total - n} left out (they did not run to their end)" if n < total else ""
     print(f"wrote {n} of {total} jobs to {out}{left}" if left else f"wrote {n} jobs to {out}", file=sys.stderr)
     return 0
@@ -592,15 +604,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("export", help="write a run's simulated schedule as SWF or Batsim/evalys jobs",
+    p = sub.add_parser("export", help="write a run's simulated schedule as SWF, Batsim/evalys jobs or a "
+                       "spreadsheet-safe job table",
                        description="Write the simulated schedule of a run directory for other tools: SWF "
-                       "(wait and run time filled in) or Batsim's jobs CSV, which evalys reads.",
+                       "(wait and run time filled in), Batsim's jobs CSV, which evalys reads, or the job table "
+                       "with text cells that a spreadsheet would run as formulas quoted (csv-safe).",
                        epilog="Example: wattsched export runs/kth --format swf --out kth-easy.swf")
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--format", choices=("swf", "batsim"), required=True,
-                   help="swf: Standard Workload Format; batsim: Batsim's _jobs.csv columns (evalys JobSet)")
-    p.add_argument("--out", metavar="FILE", help="file to write (default RUN_DIR/schedule.swf or "
-                   "RUN_DIR/batsim_jobs.csv)")
+    p.add_argument("--format", choices=tuple(_EXPORT_FILES), required=True,
+                   help="swf: Standard Workload Format; batsim: Batsim's _jobs.csv columns (evalys JobSet); "
+                   "csv-safe: jobs.csv with text cells starting with =, +, -, @, tab or CR prefixed with ' "
+                   "(for spreadsheets)")
+    p.add_argument("--out", metavar="FILE", help="file to write (default RUN_DIR/schedule.swf, "
+                   "RUN_DIR/batsim_jobs.csv or RUN_DIR/jobs-safe.csv); never a table of the run")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("traces", help="inspect workload traces")

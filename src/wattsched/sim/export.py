@@ -41,6 +41,15 @@ double-books a node; it is not necessarily the engine's own node choice.
 Jobs that did not run to their end (never started, or still running when a
 time limit stopped the run) have no row: a warning says how many were left
 out, and SWF keeps them with wait and run time ``-1``.
+
+Jobs for spreadsheets
+---------------------
+:func:`write_jobs_csv_safe` writes the run's job table (the columns and rows of
+``jobs.csv``) with every text cell that a spreadsheet would read as a formula
+(one starting with ``=``, ``+``, ``-``, ``@``, tab or carriage return, as in
+OWASP's CSV injection guidance) prefixed with a single quote. Numbers are
+written as in ``jobs.csv``; ``jobs.csv`` itself keeps the exact text of the
+trace.
 """
 
 from __future__ import annotations
@@ -54,7 +63,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["rebuild_placement", "write_batsim_jobs", "write_swf"]
+__all__ = ["FORMULA_STARTS", "rebuild_placement", "spreadsheet_text", "write_batsim_jobs", "write_jobs_csv_safe",
+           "write_swf"]
 
 _SWF_STATUS = {"COMPLETED": 1, "TIMEOUT": 0, "CANCELLED": 5}
 
@@ -234,3 +244,41 @@ def write_batsim_jobs(run: Any, path: str | os.PathLike[str]) -> int:
     })
     write_csv_table(table, path)
     return table.num_rows
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""First characters that make a spreadsheet read a cell as a formula (OWASP, *CSV Injection*)."""
+
+
+def spreadsheet_text(text: str) -> str:
+    r"""``text`` as a spreadsheet shows it as text: a single quote before a leading formula character.
+
+    >>> spreadsheet_text('=HYPERLINK("http://x","y")'), spreadsheet_text("alice"), spreadsheet_text("-2+3")
+    ('\'=HYPERLINK("http://x","y")', 'alice', "'-2+3")
+    """
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
+def write_jobs_csv_safe(run: Any, path: str | os.PathLike[str]) -> tuple[int, int]:
+    """Write the job table of ``run`` as ``jobs.csv`` has it, text cells made safe for spreadsheets.
+
+    Returns ``(rows, cells)``: the rows written and the text cells that were prefixed
+    (:func:`spreadsheet_text`). Numeric columns are written by the same writer as
+    ``jobs.csv``, so their text is the same.
+    """
+    import pyarrow as pa
+
+    from wattsched.sim.report import jobs_arrow_table
+    from wattsched.workload.tables import write_csv_table
+
+    table = jobs_arrow_table(run.jobs)
+    changed = 0
+    for i, f in enumerate(table.schema):
+        if not pa.types.is_string(f.type):
+            continue
+        values = table.column(i).to_pylist()
+        safe = [v if v is None else spreadsheet_text(v) for v in values]
+        changed += sum(a != b for a, b in zip(values, safe))
+        table = table.set_column(i, f.name, pa.array(safe, type=pa.string()))
+    write_csv_table(table, path)
+    return table.num_rows, changed

@@ -109,6 +109,11 @@ def _arrow_table(columns: tuple[str, ...], table: dict[str, np.ndarray]):
     return pa.Table.from_arrays(arrays, names=list(columns))
 
 
+def jobs_arrow_table(jobs: dict[str, np.ndarray]):
+    """The job table as ``jobs.csv`` and ``jobs.parquet`` hold it (an Arrow table, typed columns)."""
+    return _arrow_table(JOB_COLUMNS, jobs)
+
+
 def write_whole(path: Path, write: Callable[[Path], object]) -> None:
     """``write(partial)`` to a temporary name beside ``path``, renamed to ``path`` once whole; removed if it fails.
 
