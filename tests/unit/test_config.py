@@ -447,3 +447,28 @@ def test_daemon_job_class_must_be_one_of_the_platforms_response_classes(tmp_path
         load_config(path, DaemonConfig)
     path.write_text("slurm: {backend: cli}\njob_class: memory\n")
     assert load_config(path, DaemonConfig).job_class == "memory"
+
+
+def test_daemon_job_class_from_comment_is_a_site_policy_checked_against_the_platform(tmp_path):
+    from wattsched.config.daemon import DaemonConfig
+
+    path = write(tmp_path, "slurm: {backend: cli}\n", "d.yaml")
+    assert load_config(path, DaemonConfig).job_class_from_comment == "trusted"
+    path.write_text("slurm: {backend: cli}\njob_class_from_comment: validated\njob_class_allowed:\n"
+                    "  users: {alice: [memory, mixed]}\n  accounts: {climate: [memory]}\n")
+    cfg = load_config(path, DaemonConfig)
+    assert cfg.job_class_allowed.users == {"alice": ["memory", "mixed"]}
+    path.write_text("slurm: {backend: cli}\njob_class_from_comment: validated\njob_class_allowed:\n"
+                    "  accounts:\n    climate: [memory, membound]\n")
+    with pytest.raises(ConfigError, match=r"d\.yaml:5: job_class_allowed\.accounts\.climate: unknown application "
+                                          r"class 'membound'; the platform's response classes are cpu, memory, "
+                                          r"mixed"):
+        load_config(path, DaemonConfig)
+    path.write_text("slurm: {backend: cli}\njob_class_allowed: {users: {alice: [memory]}}\n")
+    with pytest.raises(ConfigError, match=r"job_class_allowed: used only with job_class_from_comment: validated "
+                                          r"\(it is trusted\)"):
+        load_config(path, DaemonConfig)
+    path.write_text("slurm: {backend: cli}\njob_class_from_comment: checked\n")
+    with pytest.raises(ConfigError, match=r"d\.yaml:2: job_class_from_comment: .*'trusted', 'ignored' or "
+                                          r"'validated'"):
+        load_config(path, DaemonConfig)

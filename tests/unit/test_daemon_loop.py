@@ -163,6 +163,31 @@ def test_the_simulated_cluster_reports_each_jobs_class_as_its_user_names_it(make
     assert seen == {1: "memory", 2: "mixed", 3: "cpu"}
 
 
+@pytest.mark.parametrize("rule, expected", [
+    ({"job_class_from_comment": "ignored"}, {1: "cpu", 2: "cpu", 3: "cpu"}),
+    ({"job_class_from_comment": "validated", "job_class_allowed": {"users": {"user1": ["memory"]}}},
+     {1: "memory", 2: "cpu", 3: "cpu"}),
+    ({"job_class_from_comment": "validated"}, {1: "cpu", 2: "cpu", 3: "cpu"}),
+])
+def test_the_site_decides_whether_a_users_declared_class_is_used(make_sim, make_daemon, clock, caplog, rule,
+                                                                   expected):
+    # job 1 is user1's and declares memory, job 2 user0's and declares mixed, job 3 declares none
+    jobs = [job(1), job(2), job(3)]
+    jobs[0].app_class, jobs[1].app_class = "memory", "mixed"
+    sim = make_sim(jobs)
+    clock.advance(1.0)
+    d = make_daemon(sim, policy="fcfs", job_class="cpu", **rule)
+    with caplog.at_level("WARNING", logger="wattsched.daemon"):
+        for _ in range(3):
+            d.cycle()
+            seen = {j.id: j.app_class for j in d.last_view.snapshot.pending.values()}
+            seen.update((jid, r.job.app_class) for jid, r in d.last_view.snapshot.running.items())
+            assert seen == expected
+            clock.advance(5.0)
+    told = sorted(int(r.getMessage().split()[1]) for r in caplog.records if "declared class" in r.getMessage())
+    assert told == sorted(jid for jid in (1, 2) if expected[jid] == "cpu")  # once per job over three cycles
+
+
 def run_and_count(d, sim, clock, total: int) -> list[int]:
     """Jobs running after each cycle (Slurm starts jobs only when released, so this is the most at any time)."""
     counts = []

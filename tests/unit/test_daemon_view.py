@@ -16,7 +16,7 @@ import pytest
 from wattsched.daemon.slurm.backend import MARKER
 from wattsched.daemon.slurm.parse import parse_nodes_json, parse_squeue_json
 from wattsched.daemon.slurm.records import ClusterState, SlurmJob, SlurmNode
-from wattsched.daemon.view import build_view, classify
+from wattsched.daemon.view import ClassRule, build_view, classify
 from wattsched.model.job import PowerEstimate
 from wattsched.model.platform import NodePowerModel, NodeState
 
@@ -248,6 +248,58 @@ def test_jobs_take_the_configured_class_unless_their_comment_names_one(live):
     assert snap.response_for(snap.pending[3]) is snap.platform.response_classes["cpu"]
     # without a configured class a job has none, as before
     assert view(state, holds={2: 0, 3: 0}).snapshot.pending[3].app_class == ""
+
+
+def _declaring(live):
+    """Job 1 (running, alice, account climate) declares memory; 2 (bob, climate) memory; 3 (bob, physics) mixed;
+    the configured class for jobs that declare none is tested above."""
+    state = with_job(live, 1, user="alice", account="climate", comment="wattsched:class=memory")
+    state = with_job(state, 2, user="bob", account="climate", admin_comment=MARKER,
+                     comment="run 7 wattsched:class=memory")
+    return with_job(state, 3, user="bob", account="physics", admin_comment=MARKER, comment="wattsched:class=mixed")
+
+
+def _classes(state, rule):
+    snap = build_view(state, partitions=frozenset(), holds={2: 0, 3: 0}, starts={}, power=POWER,
+                      cap_w=NO_CAP, estimator=None, epoch=1, include_adopted=False, platform_cache={},
+                      default_class=rule).snapshot
+    running = {i: r.job.app_class for i, r in snap.running.items()}
+    return {**{i: j.app_class for i, j in snap.pending.items()}, **running}
+
+
+def test_a_declared_class_is_used_as_the_site_policy_says(live, caplog):
+    state = _declaring(live)
+    # trusted (the default): as declared, whoever declares it
+    assert _classes(state, ClassRule("cpu")) == {1: "memory", 2: "memory", 3: "mixed"}
+    assert _classes(state, ClassRule("cpu", "trusted")) == {1: "memory", 2: "memory", 3: "mixed"}
+    # ignored: the configured class for every job
+    assert _classes(state, ClassRule("cpu", "ignored")) == {1: "cpu", 2: "cpu", 3: "cpu"}
+    # validated: alice may declare memory; the climate account may declare memory, not mixed
+    rule = ClassRule("cpu", "validated", users={"alice": frozenset({"memory"})},
+                     accounts={"climate": frozenset({"memory"})})
+    assert _classes(state, rule) == {1: "memory", 2: "memory", 3: "cpu"}
+    only_alice = ClassRule("", "validated", users={"alice": frozenset({"memory", "mixed"})})
+    assert _classes(state, only_alice) == {1: "memory", 2: "", 3: ""}
+
+
+def test_a_declared_class_not_used_is_logged_once_per_job(live, caplog):
+    state = _declaring(live)
+    rule = ClassRule("cpu", "validated", accounts={"climate": frozenset({"memory"})})
+    with caplog.at_level("WARNING", logger="wattsched.daemon"):
+        for _ in range(3):
+            _classes(state, rule)
+    told = [r.getMessage() for r in caplog.records if "declared class" in r.getMessage()]
+    assert told == ["job 3 (user bob): declared class 'mixed' not used (job_class_allowed lists it neither for "
+                    "user 'bob' nor for account 'physics'); it gets 'cpu'"]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="wattsched.daemon"):
+        _classes(state, ClassRule("", "ignored"))
+    assert sorted(r.getMessage().split(" (")[0] for r in caplog.records) == ["job 1", "job 2", "job 3"]
+    assert "job_class_from_comment is ignored); it gets no class" in caplog.records[0].getMessage()
+    # a job gone from Slurm is forgotten: the set of jobs logged for stays bounded
+    gone = replace(state, jobs=tuple(j for j in state.jobs if j.job_id != 3))
+    _classes(gone, rule)
+    assert rule._told == set()
 
 
 def test_the_job_cache_reuses_a_queued_job_only_while_slurm_reports_it_unchanged(live):

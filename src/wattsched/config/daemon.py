@@ -698,6 +698,23 @@ def with_sim_telemetry(config: DaemonConfig) -> DaemonConfig:
     return config
 
 
+class JobClassAllowedConfig(StrictModel):
+    """Which application classes a job's comment may declare, by user and by account."""
+
+    doc_name: ClassVar[str] = "job_class_allowed block"
+
+    users: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Classes each Slurm user's jobs may declare, by user name. Default: `{}`. Example: "
+        "`{alice: [memory, mixed]}`.",
+    )
+    accounts: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Classes the jobs of each Slurm account (`sbatch --account`) may declare, for every user of "
+        "it. Default: `{}`. Example: `{climate: [memory]}`.",
+    )
+
+
 class DaemonConfig(StrictModel):
     """The live daemon: ``wattsched daemon --config wattsched.yaml``."""
 
@@ -777,7 +794,23 @@ class DaemonConfig(StrictModel):
         description="Application class of the managed jobs: a response class of the platform (`cpu`, `memory`, "
         "`mixed` or one of the platform file's `response_classes`), which sets how a lower frequency or a node "
         "cap slows them (`dvfs` slows only jobs with a class). A job names its own in its Slurm comment with "
-        "`wattsched:class=NAME` (`sbatch --comment`). Default: none. Example: `cpu`.",
+        "`wattsched:class=NAME` (`sbatch --comment`), as `job_class_from_comment` allows. Default: none. "
+        "Example: `cpu`.",
+    )
+    job_class_from_comment: Literal["trusted", "ignored", "validated"] = Field(
+        default="trusted",
+        description="Whether the class a job's comment declares (`wattsched:class=NAME`) is used. The class "
+        "steers how `dvfs` and the demand-response policies slow or evict the job under a cap, and the comment "
+        "is the job's user's text. `trusted`: used as declared (every user is trusted with it); `ignored`: "
+        "never used, every job gets `job_class`; `validated`: used only when `job_class_allowed` lists it for "
+        "the job's user or account, else the job gets `job_class`. A declared class not used is logged once "
+        "per job with the reason. Default: `trusted` (the behaviour before this key).",
+    )
+    job_class_allowed: JobClassAllowedConfig | None = Field(
+        default=None,
+        description="With `job_class_from_comment: validated`: the classes each user's or account's jobs may "
+        "declare (see *Job_class_allowed block*); each must be a response class of the platform. Default: none "
+        "(with `validated`, no declared class is used).",
     )
     partitions: list[str] = Field(
         default_factory=list,
@@ -923,11 +956,22 @@ class DaemonConfig(StrictModel):
             problems.append(("cap_schedule", "give either cap_w or cap_schedule, not both"))
         if self.platform is not None and self.node_power is not None:
             problems.append(("node_power", "give either platform or node_power, not both"))
+        classes = self._response_class_names() if self.job_class or self.job_class_allowed else None
         if self.job_class:
-            classes = self._response_class_names()
             if classes is not None and self.job_class not in classes:
                 problems.append(("job_class", f"unknown application class {self.job_class!r}; the platform's "
                                               f"response classes are {', '.join(sorted(classes))}"))
+        if self.job_class_allowed is not None:
+            if self.job_class_from_comment != "validated":
+                problems.append(("job_class_allowed", "used only with job_class_from_comment: validated (it is "
+                                                      f"{self.job_class_from_comment}); remove it or set that"))
+            for kind, table in (("users", self.job_class_allowed.users), ("accounts", self.job_class_allowed.accounts)):
+                for name, listed in table.items():
+                    unknown = [c for c in listed if classes is not None and c not in classes]
+                    if unknown:
+                        problems.append((("job_class_allowed", kind, name),
+                                         f"unknown application class {unknown[0]!r}; the platform's response "
+                                         f"classes are {', '.join(sorted(classes or ()))}"))
         if problems:
             raise field_problems(problems)
         return self

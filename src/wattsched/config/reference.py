@@ -186,6 +186,7 @@ def daemon_reference() -> list[str]:
         DaemonDemandResponseEventConfig,
         DemandResponseConfig,
         ForecastConfig,
+        JobClassAllowedConfig,
         MetricsConfig,
         OpenADR2Config,
         OpenADR3Config,
@@ -207,7 +208,8 @@ def daemon_reference() -> list[str]:
                    "cap_schedule": {"type": "list of daemon cap schedule entry, or path of a YAML or CSV file"},
                    "platform": {"type": "string (path or packaged platform name)"},
                    "node_power": {"type": "node power model"},
-                   "demand_response": {"type": "demand_response block"}},
+                   "demand_response": {"type": "demand_response block"},
+                   "job_class_allowed": {"type": "job_class_allowed block"}},
     )
     lines += model_reference(
         DaemonCapEntryConfig, "Daemon cap schedule entries",
@@ -245,6 +247,11 @@ def daemon_reference() -> list[str]:
                               overrides={"node_map": {"type": "regular expression or mapping"}})
     lines += model_reference(ActuatorConfig, "Actuator block (`actuator`)",
                               "How the plan's SetNodeCap and SetNodeFreq actions reach the nodes.")
+    lines += model_reference(JobClassAllowedConfig, "Job_class_allowed block (`job_class_allowed`)",
+                              "With `job_class_from_comment: validated`, a job's declared class is used when "
+                              "it is listed for the job's user or for its account. The power history gives no "
+                              "evidence of a job's class (it records power per node, not how a lower frequency "
+                              "slowed the job), so the site states who may declare what.")
     lines += model_reference(ForecastConfig, "Forecast block (`forecast`)",
                               "Exported as `wattsched_forecast_power_watts{horizon}` and given to policies in the "
                               "snapshot.")

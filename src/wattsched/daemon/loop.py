@@ -46,6 +46,7 @@ from wattsched.daemon.slurm.backend import SlurmBackend, with_marker, without_ma
 from wattsched.daemon.status import CycleReport, status_record
 from wattsched.daemon.store import AuditEntry, Store, StoreError
 from wattsched.daemon.view import (
+    ClassRule,
     PowerModels,
     View,
     build_view,
@@ -160,6 +161,7 @@ class Daemon:
         self.power = power
         self._platform_cache = {}
         self._job_cache = {}
+        self.classes = ClassRule.from_config(config)  # a reload brings the new rule (the jobs are built again)
         self.partitions = frozenset(config.partitions)
         self.constraints = LiveConstraints(config)
         self.telemetry = Telemetry(config.telemetry, self.metrics)
@@ -259,7 +261,7 @@ class Daemon:
             job_cache=self._job_cache,
             measured=measured,
             settle_s=cfg.telemetry.settle_s,
-            default_class=cfg.job_class,
+            default_class=self.classes,
             indexes=False,  # built below, once the grid's and the budgets' inputs are in
             classified=c,
             node_cap_w=caps,

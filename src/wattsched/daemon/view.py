@@ -252,8 +252,71 @@ def job_class(j: SlurmJob, default: str = "") -> str:
     return m.group(1) if m else default
 
 
-def to_job(j: SlurmJob, default_class: str = "", units: tuple[Unit, ...] = (), distinct: bool = False) -> Job:
-    """The policy's view of a Slurm job: whole nodes, or ``units`` (see :func:`request_units`)."""
+@dataclass(frozen=True, slots=True)
+class ClassRule:
+    """The site's rule for the application class a job gets (``job_class_from_comment``).
+
+    A job's comment is its user's text, and the class steers how ``dvfs`` and the
+    demand-response policies slow or evict it, so the site chooses whether a
+    declared class is ``trusted`` (used as declared), ``ignored`` (every job gets
+    ``default``) or ``validated`` (used when ``users`` lists it for the job's user,
+    or ``accounts`` for its account; else ``default``).
+
+    >>> rule = ClassRule("cpu", "validated", users={"alice": frozenset({"memory"})})
+    >>> rule.resolve(SlurmJob(1, "PENDING", user="alice", comment="wattsched:class=memory"))
+    ('memory', '')
+    >>> rule.resolve(SlurmJob(2, "PENDING", user="bob", comment="wattsched:class=memory"))[0]
+    'cpu'
+    >>> ClassRule("cpu").resolve(SlurmJob(3, "PENDING", user="bob", comment="wattsched:class=memory"))
+    ('memory', '')
+    """
+
+    default: str = ""
+    mode: str = "trusted"
+    users: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    accounts: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    _told: set[int] = field(default_factory=set, compare=False, repr=False)
+    """Jobs whose declared class was not used and that were logged for it (once per job)."""
+
+    @classmethod
+    def from_config(cls, cfg) -> ClassRule:
+        """The rule of a daemon config (``job_class``, ``job_class_from_comment``, ``job_class_allowed``)."""
+        allowed = cfg.job_class_allowed
+        users = {u: frozenset(c) for u, c in (allowed.users if allowed else {}).items()}
+        accounts = {a: frozenset(c) for a, c in (allowed.accounts if allowed else {}).items()}
+        return cls(cfg.job_class, cfg.job_class_from_comment, users, accounts)
+
+    def resolve(self, j: SlurmJob) -> tuple[str, str]:
+        """``(class, why)``: the class job ``j`` gets, and why its declared class is not used ("" if it is, or
+        if it declares none)."""
+        declared = job_class(j, "")
+        if not declared or self.mode == "trusted":
+            return declared or self.default, ""
+        if self.mode == "ignored":
+            return self.default, "job_class_from_comment is ignored"
+        if declared in self.users.get(j.user, ()) or declared in self.accounts.get(j.account, ()):
+            return declared, ""
+        return self.default, (f"job_class_allowed lists it neither for user {j.user!r} nor for account "
+                              f"{j.account!r}")
+
+    def of(self, j: SlurmJob) -> str:
+        """The class job ``j`` gets; a declared class not used is logged, once per job."""
+        cls_name, why = self.resolve(j)
+        if why and j.job_id not in self._told:
+            self._told.add(j.job_id)
+            log.warning("job %d (user %s): declared class %r not used (%s); it gets %s", j.job_id, j.user,
+                        job_class(j, ""), why, repr(self.default) if self.default else "no class")
+        return cls_name
+
+    def forget_all_but(self, job_ids) -> None:
+        """Forget the jobs logged for, except ``job_ids`` (the jobs still in Slurm): the set stays bounded."""
+        if self._told:
+            self._told.intersection_update(job_ids)
+
+
+def to_job(j: SlurmJob, app_class: str = "", units: tuple[Unit, ...] = (), distinct: bool = False) -> Job:
+    """The policy's view of a Slurm job of class ``app_class`` (:meth:`ClassRule.of`): whole nodes, or ``units``
+    (see :func:`request_units`)."""
     nodes = len(units) if units else max(j.node_count, 1)
     limit = j.time_limit_s
     walltime = limit if limit and math.isfinite(limit) else UNLIMITED_WALLTIME_S
@@ -263,7 +326,7 @@ def to_job(j: SlurmJob, default_class: str = "", units: tuple[Unit, ...] = (), d
     cpus = j.cpus
     return job_from_fields(
         j.job_id, j.submit_time or 0.0, walltime, nodes, j.user, "", j.account, j.partition, j.qos, cpus,
-        max(1, cpus // max(j.node_count, 1)), j.gpus_per_node, 0, 0, 0, False, True, 0.0, job_class(j, default_class),
+        max(1, cpus // max(j.node_count, 1)), j.gpus_per_node, 0, 0, 0, False, True, 0.0, app_class,
         (), units, distinct and bool(units),
     )
 
@@ -357,7 +420,7 @@ def build_view(
     platform_cache: dict,
     measured: Mapping[str, float] | None = None,
     settle_s: float = 0.0,
-    default_class: str = "",
+    default_class: str | ClassRule = "",
     take_user_holds: bool = False,
     indexes: bool = True,
     end_table: bool = True,
@@ -374,7 +437,8 @@ def build_view(
     are estimated (never taken as zero). A job that started less than
     ``settle_s`` ago keeps its predicted power: rate-based telemetry still shows
     (part of) the idle node it replaced. ``default_class`` is the application
-    class of jobs whose comment names none (:func:`job_class`).
+    class of jobs whose comment names none (:func:`job_class`), or the site's whole
+    :class:`ClassRule` (a class name alone trusts the comments).
     ``take_user_holds``: see :func:`classify`. ``job_cache`` (a dict the caller keeps between
     cycles) reuses the policy's job of a queued Slurm job whose record the backend reused unchanged
     (the same object) on the same platform: at 100,000 queued jobs most are the same from cycle to cycle.
@@ -387,6 +451,7 @@ def build_view(
     passes ``indexes=False`` and builds them once it is done.
     """
     c = classified if classified is not None else classify(state, partitions, holds, starts, take_user_holds)
+    rule = default_class if isinstance(default_class, ClassRule) else ClassRule(default_class)
     nodes = managed_nodes(state, partitions)
     platform = managed_platform(state, partitions, power, platform_cache, nodes)
     index = {n.name: i for i, n in enumerate(nodes)}
@@ -398,26 +463,27 @@ def build_view(
     for j in c.running:
         alloc = allocated_units(j, index, nodes)
         if alloc is not None:
-            running_jobs[j.job_id] = (to_job(j, default_class, alloc[0], True), j.start_time or now, alloc[1])
+            running_jobs[j.job_id] = (to_job(j, rule.of(j), alloc[0], True), j.start_time or now, alloc[1])
             continue
         idx = tuple(index[n] for n in j.nodes if n in index)
         if idx:
-            running_jobs[j.job_id] = (to_job(j, default_class), j.start_time or now, idx)
+            running_jobs[j.job_id] = (to_job(j, rule.of(j)), j.start_time or now, idx)
     for j in c.starting:
         planned, released_at = starts[j.job_id][0], starts[j.job_id][1]
         units, distinct = request_units(j, platform)
         idx = tuple(index[n] for n in planned if n in index)
         if units and len(idx) == len(planned) == len(units):  # released unit by unit (a node may repeat)
-            running_jobs[j.job_id] = (to_job(j, default_class, units, distinct), released_at, idx)
+            running_jobs[j.job_id] = (to_job(j, rule.of(j), units, distinct), released_at, idx)
         elif idx:
-            running_jobs[j.job_id] = (to_job(j, default_class), released_at, tuple(dict.fromkeys(idx)))
+            running_jobs[j.job_id] = (to_job(j, rule.of(j)), released_at, tuple(dict.fromkeys(idx)))
 
     # a job Slurm will not start yet (the begin time it gives a requeued job, --begin) is not offered to the
     # policy: a release would only time out
     queue = [j for j in (c.ours + c.adopt if include_adopted else c.ours)
              if not (j.eligible_time and j.eligible_time > now)]
     queue.sort(key=lambda j: (j.submit_time or 0.0, j.job_id))
-    pending = _pending_jobs(queue, platform, default_class, job_cache)
+    pending = _pending_jobs(queue, platform, rule, job_cache)
+    rule.forget_all_but({j.job_id for j in state.jobs})
 
     estimates: dict[int, PowerEstimate] = {}
     if estimator is not None:
@@ -477,20 +543,21 @@ def build_view(
                 state.skipped_jobs)
 
 
-def _pending_jobs(queue: list[SlurmJob], platform: Platform, default_class: str, job_cache: dict | None
+def _pending_jobs(queue: list[SlurmJob], platform: Platform, rule: ClassRule, job_cache: dict | None
                   ) -> dict[int, Job]:
-    """The policy's jobs of the queued Slurm jobs; ``job_cache`` (see :func:`build_view`) reuses unchanged ones."""
+    """The policy's jobs of the queued Slurm jobs; ``job_cache`` (see :func:`build_view`) reuses unchanged ones
+    (the same record under the same class rule)."""
     if job_cache is None:
-        return {j.job_id: to_job(j, default_class, *request_units(j, platform)) for j in queue}
+        return {j.job_id: to_job(j, rule.of(j), *request_units(j, platform)) for j in queue}
     pending, cached = {}, {}
     for j in queue:
         hit = job_cache.get(j.job_id)
-        if hit is not None and hit[0] is j and hit[1] is platform and hit[2] == default_class:
+        if hit is not None and hit[0] is j and hit[1] is platform and (hit[2] is rule or hit[2] == rule):
             job = hit[3]
         else:
-            job = to_job(j, default_class, *request_units(j, platform))
+            job = to_job(j, rule.of(j), *request_units(j, platform))
         pending[j.job_id] = job
-        cached[j.job_id] = (j, platform, default_class, job)
+        cached[j.job_id] = (j, platform, rule, job)
     job_cache.clear()
     job_cache.update(cached)
     return pending
