@@ -325,6 +325,14 @@ _EXPORT_FILES = {"swf": "schedule.swf", "batsim": "batsim_jobs.csv", "csv-safe":
 """Default file of each export format, in the run directory."""
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` name one existing file (through links too)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from wattsched.sim.export import write_batsim_jobs, write_jobs_csv_safe, write_swf
     from wattsched.sim.report import MARKER, TABLE_FILES, load_run
@@ -334,7 +342,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else run_dir / _EXPORT_FILES[args.format]
     if out.is_dir():
         raise OptionError("--out", f"{out} is a directory; give a file name")
-    if out.resolve().parent == run_dir.resolve() and out.name in (*TABLE_FILES, "summary.json", MARKER):
+    if any(_same_file(out, run_dir / name) for name in (*TABLE_FILES, "summary.json", MARKER)):
         raise OptionError("--out", f"{out} is a file of the run; the run directory keeps its own tables, give "
                           "another name")
     total = len(run.jobs["id"])

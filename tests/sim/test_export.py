@@ -279,4 +279,8 @@ def test_export_never_writes_over_a_table_of_the_run(formula_run, capsys):
     before = (formula_run / "jobs.csv").read_bytes()
     assert main(["export", str(formula_run), "--format", "csv-safe", "--out", str(formula_run / "jobs.csv")]) == 2
     assert "jobs.csv is a file of the run" in capsys.readouterr().err
+    link = formula_run.parent / "link.csv"  # through a link too
+    link.symlink_to(formula_run / "jobs.csv")
+    assert main(["export", str(formula_run), "--format", "batsim", "--out", str(link)]) == 2
+    assert "link.csv is a file of the run" in capsys.readouterr().err
     assert (formula_run / "jobs.csv").read_bytes() == before
