@@ -308,10 +308,10 @@ class ClassRule:
                         job_class(j, ""), why, repr(self.default) if self.default else "no class")
         return cls_name
 
-    def forget_all_but(self, job_ids) -> None:
-        """Forget the jobs logged for, except ``job_ids`` (the jobs still in Slurm): the set stays bounded."""
+    def forget_all_but(self, jobs: Sequence[SlurmJob]) -> None:
+        """Forget the jobs logged for, except ``jobs`` (those still in Slurm): the set stays bounded."""
         if self._told:
-            self._told.intersection_update(job_ids)
+            self._told.intersection_update(j.job_id for j in jobs)
 
 
 def to_job(j: SlurmJob, app_class: str = "", units: tuple[Unit, ...] = (), distinct: bool = False) -> Job:
@@ -483,7 +483,7 @@ def build_view(
              if not (j.eligible_time and j.eligible_time > now)]
     queue.sort(key=lambda j: (j.submit_time or 0.0, j.job_id))
     pending = _pending_jobs(queue, platform, rule, job_cache)
-    rule.forget_all_but({j.job_id for j in state.jobs})
+    rule.forget_all_but(state.jobs)
 
     estimates: dict[int, PowerEstimate] = {}
     if estimator is not None:
