@@ -240,7 +240,6 @@ class Engine:
         self._prime()
         limit = self._limit
         pending = self.pending
-        recorder = self.recorder
         while True:
             t = self._next_time()
             if t > self._until or (t == math.inf and self._hold_open):
@@ -260,7 +259,7 @@ class Engine:
             # (cap changes, ticks, ...) and node-managing policies are always served.
             if pending or control or self._always_call:
                 self._decide(t)
-            recorder.row(t, self._cap_now)
+            self.recorder.row(t, self._cap_now)  # through self: a C call (a generator's locals are untyped)
         self._wrap_up(wall0)
 
     def _prime(self) -> None:

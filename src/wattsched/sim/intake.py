@@ -117,12 +117,12 @@ class Intake:
                 bar.update(1024)
         self.next_job = nxt
         self.submitted = submitted
-        if submitted > first_new:
+        if submitted > first_new and (self.predictor is not None or self._index_estimates):
             self._estimate(submitted - first_new)
         return hot
 
     def _estimate(self, count: int) -> None:
-        """The estimates of the ``count`` jobs just submitted."""
+        """The estimates of the ``count`` jobs just submitted (predicted, or nominal for the queue index)."""
         ledger = self.ledger
         if self.predictor is not None:
             new = list(islice(reversed(ledger.pending.values()), count))

@@ -2,7 +2,7 @@
 # A job's row and an event's row are typed: they are written once per job and once per event.
 cimport cython
 
-from wattsched.model.ledger cimport Ledger
+from wattsched.model.ledger cimport JobAccount, Ledger
 from wattsched.sim.rows cimport Rows
 
 # node states (module constants, C integers here)
@@ -16,6 +16,7 @@ cdef class Recorder:
     cdef public list job_ids, job_users, job_states, rejections, control_log
     cdef public Rows job_rows, timeline
 
+    @cython.locals(acc=JobAccount)
     cpdef job(self, object job, object state, double start, double end, double energy_j, double work_s)
 
     @cython.locals(ledger=Ledger)
