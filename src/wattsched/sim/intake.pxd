@@ -5,7 +5,7 @@ cimport cython
 from wattsched.model.ledger cimport Ledger, Run
 
 
-cpdef object _make_job(object tj)
+cpdef object make_job(object tj)
 
 
 @cython.final

@@ -23,7 +23,7 @@ from wattsched.sim.options import EngineOptions
 from wattsched.workload.records import TraceJob, Workload, true_power
 
 
-def _make_job(tj: TraceJob) -> Job:
+def make_job(tj: TraceJob) -> Job:
     """The job a policy sees of trace record ``tj``."""
     # Positional, in Job's field order: this runs once per job.
     return job_from_fields(
@@ -102,7 +102,7 @@ class Intake:
         first_new = submitted = self.submitted
         hot: list[int] = []
         while nxt is not None and nxt.submit_s <= t:
-            job = _make_job(nxt)
+            job = make_job(nxt)
             if job.id in truth:
                 raise TraceError(self.name, None, f"job id {job.id} appears twice in the workload")
             truth[job.id] = nxt
