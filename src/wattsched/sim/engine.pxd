@@ -1,7 +1,6 @@
 # C types for the compiled engine (Cython reads this beside engine.py; pure Python ignores it).
-# Only the per-event hot path is typed: the engine's clock and counters, the heap, the ledger with its run
-# records, the intake and the recorder, and the methods called once or twice per job. Everything else stays
-# a Python attribute (Engine.__dict__).
+# The per-event path is typed: the clock, counters and heap, the ledger with its run records, the intake and
+# the recorder, the methods called once or twice per job. Everything else stays a Python attribute.
 cimport cython
 
 from wattsched.model.ledger cimport Ledger, Run
