@@ -16,6 +16,11 @@ sees the ledger through a :class:`~wattsched.model.snapshot.Snapshot`, with
 what a live system would know; ground truth (real runtimes and power) stays
 in the ledger's run records. Energy is integrated exactly: power is piecewise
 constant between events.
+
+Beside the engine: :mod:`~wattsched.sim.intake` submits the workload's jobs
+(their ground truth kept apart, predictions made), :mod:`~wattsched.sim.controls`
+keeps the cap schedule, demand-response notices, budgets and ticks, and
+:mod:`~wattsched.sim.recorder` records the jobs that leave and the timeline.
 """
 
 from __future__ import annotations
