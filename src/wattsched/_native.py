@@ -21,6 +21,9 @@ import sys
 # The hot path of a simulation, compiled at install time (read by setup.py: keep it one literal tuple).
 COMPILED = (
     "wattsched.sim.engine",
+    "wattsched.sim.intake",
+    "wattsched.sim.recorder",
+    "wattsched.sim.controls",
     "wattsched.sim.rows",
     "wattsched.model.ledger",
     "wattsched.policies.easy",
@@ -44,9 +47,15 @@ COMPILED = (
     "wattsched.workload.augment",
 )
 
-CIMPORTS = {"wattsched.sim.engine": ("wattsched.sim.rows", "wattsched.model.ledger")}
-"""Compiled modules that use another one's C type (their ``.pxd`` cimports it): a module whose dependency is
-loaded from its source is loaded from its source too (the compiled one would refuse the Python class)."""
+CIMPORTS = {
+    "wattsched.sim.recorder": ("wattsched.sim.rows", "wattsched.model.ledger"),
+    "wattsched.sim.intake": ("wattsched.model.ledger",),
+    "wattsched.sim.engine": ("wattsched.sim.rows", "wattsched.model.ledger", "wattsched.sim.recorder",
+                             "wattsched.sim.intake"),
+}
+"""Compiled modules that use another one's C type (their ``.pxd`` cimports it, or a ``.pxd`` they cimport
+does): a module whose dependency is loaded from its source is loaded from its source too (the compiled one
+would refuse the Python class). Each module comes after those it uses."""
 
 # os.path, not pathlib: this runs at every `import wattsched`, before anything else is imported
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

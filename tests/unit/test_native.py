@@ -135,3 +135,13 @@ def test_every_cimported_dependency_is_compiled_before_its_user():
     for name, needs in _native.CIMPORTS.items():
         assert name in _native.COMPILED
         assert all(dep in _native.COMPILED for dep in needs), needs
+
+
+def test_a_module_lists_the_dependencies_of_the_compiled_modules_it_uses_and_comes_after_them():
+    # install_guard walks CIMPORTS in order: a user must come after its dependencies to see them stale
+    order = list(_native.CIMPORTS)
+    for name, needs in _native.CIMPORTS.items():
+        for dep in needs:
+            if dep in _native.CIMPORTS:
+                assert order.index(dep) < order.index(name), (dep, name)
+                assert set(_native.CIMPORTS[dep]) <= set(needs), (name, dep)

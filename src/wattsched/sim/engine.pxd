@@ -1,15 +1,16 @@
 # C types for the compiled engine (Cython reads this beside engine.py; pure Python ignores it).
-# Only the per-job hot path is typed: the engine's counters and lists, the ledger and its run records, and
-# the methods called once or twice per job. Everything else stays a Python attribute (Engine.__dict__).
+# The per-event path is typed: the clock, counters and heap, the ledger with its run records, the intake and
+# the recorder, the methods called once or twice per job. Everything else stays a Python attribute.
 cimport cython
 
 from wattsched.model.ledger cimport Ledger, Run
-from wattsched.sim.rows cimport Rows
+from wattsched.sim.intake cimport Intake
+from wattsched.sim.recorder cimport Recorder
 
 
 # event kinds and node states (module constants, C integers here)
 cdef int _END, _SWITCH, _STEP, _CAP, _BUDGET, _TICK, _DR
-cdef int _BUSY, _OFF, _SW_ON, _SW_OFF
+cdef int _BUSY, _SW_ON, _SW_OFF
 cdef double _EPS
 
 
@@ -17,13 +18,14 @@ cdef double _EPS
 cdef class Engine:
     cdef dict __dict__
     cdef public double now, _until, _limit, _cap_now
-    cdef public Py_ssize_t _seq, epoch, _events, _calls, _submitted, _ticks
-    cdef public bint _maps_units, _pack, _hold_open, _stopping, _always_call
+    cdef public Py_ssize_t _seq, epoch, _events, _calls
+    cdef public bint _hold_open, _stopping, _always_call
     cdef public Ledger ledger
-    cdef public list _heap, state, free, _job_ids, _job_users, _job_states
-    cdef public Rows _job_rows, _timeline
-    cdef public dict node_cap_w, node_freq_hz, pending, running, _truth, stats
-    cdef public object response, options, qindex, _snapshot, predictor, _next_job, _jobs, _bar
+    cdef public Intake intake
+    cdef public Recorder recorder
+    cdef public list _heap, state, free
+    cdef public dict node_cap_w, node_freq_hz, pending, running, stats
+    cdef public object response, options, qindex, _snapshot, predictor, controls
 
     @cython.locals(heap=list, runs=dict, run=Run)
     cpdef double _next_time(self) except? -1
@@ -31,15 +33,12 @@ cdef class Engine:
     @cython.locals(heap=list, runs=dict, run=Run, kind=int, control=bint)
     cpdef bint _events_at(self, double t) except? -1
 
-    @cython.locals(truth=dict, submitted=Py_ssize_t, first_new=Py_ssize_t, ledger=Ledger)
+    @cython.locals(intake=Intake, first_new=Py_ssize_t)
     cpdef _submit_at(self, double t)
 
     cpdef _decide(self, double t)
 
     cpdef _refresh(self, double t)
-
-    @cython.locals(ledger=Ledger)
-    cpdef _add_row(self, double t, double cap_w)
 
     cpdef _push(self, double t, int kind, object obj=*, Py_ssize_t version=*)
 

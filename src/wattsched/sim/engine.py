@@ -16,59 +16,51 @@ sees the ledger through a :class:`~wattsched.model.snapshot.Snapshot`, with
 what a live system would know; ground truth (real runtimes and power) stays
 in the ledger's run records. Energy is integrated exactly: power is piecewise
 constant between events.
+
+Beside the engine: :mod:`~wattsched.sim.intake` submits the workload's jobs
+(their ground truth kept apart, predictions made), :mod:`~wattsched.sim.controls`
+keeps the cap schedule, demand-response notices, budgets and ticks, and
+:mod:`~wattsched.sim.recorder` records the jobs that leave and the timeline.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time as _time
 from collections.abc import Iterable, Iterator
 from heapq import heappop, heappush
-from itertools import islice
 from typing import Any, assert_never
 
-from wattsched.errors import ConfigError, PlanViolation, TraceError
-from wattsched.model.constraints import BudgetState, CapSchedule, DemandResponseEvent, EnergyBudget, NoticedEvent
+from wattsched.errors import PlanViolation
+from wattsched.model.constraints import CapSchedule, DemandResponseEvent, EnergyBudget, NoticedEvent
 from wattsched.model.forecast import forecast
 from wattsched.model.guard import plan_problems
-from wattsched.model.job import Job, JobState, PowerEstimate, job_from_fields
+from wattsched.model.job import Job, JobState
 from wattsched.model.ledger import Ledger, Run
 from wattsched.model.plan import Evict, Plan, PowerDown, PowerUp, Reshape, SetNodeCap, SetNodeFreq, Start
 from wattsched.model.platform import NodeState, Platform
-from wattsched.model.response import ResponseScenario
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
 from wattsched.model.units import pack_starts
 from wattsched.policies.base import Policy, policy_tags
-from wattsched.predictors.base import completed_job_builder, predictor_tags
 from wattsched.sim.collector import sparse
-from wattsched.sim.options import EngineOptions
-from wattsched.sim.result import JOB_NUMBERS, TIMELINE_COLUMNS, SimResult, job_table
-from wattsched.sim.rows import Rows
-from wattsched.workload.records import TraceJob, Workload, true_power
+from wattsched.sim.controls import Controls
+from wattsched.sim.intake import Intake
+from wattsched.sim.options import EngineOptions, forecast_horizon, run_scenario
+from wattsched.sim.recorder import CONTROL_LOG_MAX, Recorder
+from wattsched.sim.result import SimResult
+from wattsched.workload.records import TraceJob, Workload
+
+__all__ = ["CONTROL_LOG_MAX", "Engine", "EngineOptions", "simulate"]
 
 # Event kinds, in the order they are processed at equal times.
 _END, _SWITCH, _STEP, _CAP, _BUDGET, _TICK, _DR = range(7)
-CONTROL_LOG_MAX = 1_000_000
-"""Most entries :attr:`Engine.control_log` keeps."""
 
 _BUSY = int(NodeState.BUSY)
-_OFF = int(NodeState.OFF)
 _SW_ON = int(NodeState.SWITCHING_ON)
 _SW_OFF = int(NodeState.SWITCHING_OFF)
 
 _EPS = 1e-9
-
-
-def _scenario(given: ResponseScenario | None, declared: ResponseScenario | None, seed: int) -> ResponseScenario | None:
-    """The run's per-job response scenario: the options', else the one the policy's tags declare (its per-job
-    draws fixed by the run's seed); None for the class models."""
-    if given is None and declared is not None:
-        given = dataclasses.replace(declared, seed=seed)
-    if given is not None and given.kind == "classes":
-        return None  # the class models, exactly as without a scenario
-    return given
 
 
 class Engine:
@@ -113,70 +105,42 @@ class Engine:
     ):
         self.platform = platform
         self.workload = workload if isinstance(workload, Workload) else None
-        self._jobs: Iterator[TraceJob] = iter(workload.jobs if isinstance(workload, Workload) else workload)
         self.policy = policy
         self.policy_tags = tags = policy_tags(policy)  # what the policy declares it needs, read once
-        # a policy that declares no constraint (easy, fcfs) never searches the queue index by power
-        self._index_estimates = tags.constraints is None or bool(tags.constraints)
         self.policy_state: PolicyState = policy.init_state()
-        self.cap = cap or CapSchedule()
-        self.budgets = list(budgets)
-        self.dr_events = sorted(dr_events, key=lambda e: (e.notice_s, e.start_s))
-        self.noticed: list[NoticedEvent] = []
         self.options = opts = options or EngineOptions()
-        self.response = _scenario(opts.response, tags.response_scenario, seed)
+        self.controls = Controls(cap, budgets, dr_events, opts, tags)
+        self.response = run_scenario(opts, tags.response_scenario, seed)
         self.seed = seed
         self.now = 0.0
         self._heap: list = []
         self._seq = 0
         self.epoch = 0
-        self._truth: dict[int, TraceJob] = {}  # ground truth of the jobs in the system, by id
         self.ledger = ledger = Ledger(platform, responses=opts.response_classes, scenario=self.response,
                                       end_table=tags.wants_end_table)
         # the ledger's containers, for readers of the engine (they are never rebound)
         self.state, self.free, self.pending, self.running = ledger.state, ledger.free, ledger.pending, ledger.running
         self.node_cap_w, self.node_freq_hz, self.qindex = ledger.node_cap_w, ledger.node_freq_hz, ledger.qindex
-        self._snapshot = ledger.snapshot(cap=self.cap, cap_lookahead_s=opts.cap_lookahead_s, estimator=estimator,
+        self._snapshot = ledger.snapshot(cap=self.controls.cap, cap_lookahead_s=opts.cap_lookahead_s,
+                                         estimator=estimator,
                                          # in replay every setting takes effect at once
                                          desired_node_cap_w=ledger.node_cap_w, desired_node_freq_hz=ledger.node_freq_hz)
         ledger.estimate = self._snapshot.estimate  # the estimate of a job started without a prediction
-        # a policy mapping whole nodes: its starts of jobs of units are packed (once such a job is seen)
-        self._maps_units = tags.maps_units
-        self._pack = False
-        self._budget_start_energy: dict[int, float] = {}
-        # the jobs that left, in the order they left: ids, users and states; the numbers of JOB_NUMBERS
-        self._job_ids: list[int] = []
-        self._job_users: list[str] = []
-        self._job_states: list[str] = []
-        self._job_rows = Rows(len(JOB_NUMBERS))
-        self._timeline = Rows(len(TIMELINE_COLUMNS))  # a row per event
+        self.recorder = recorder = Recorder(ledger)
+        self.rejections, self.control_log = recorder.rejections, recorder.control_log  # never rebound either
         self.stats = {"policy_calls": 0, "events": 0, "plans_rejected": 0, "actions": 0, "submitted": 0}
-        self._events = self._calls = self._submitted = self._ticks = 0
-        self.rejections: list[str] = []
-        self.control_log: list[tuple[float, str, int, float, int]] = []
-        """Evictions and node frequency/cap changes applied: ``(t_s, kind, node, value, job_id)`` (-1: none).
-
-        ``kind`` is ``evict``, ``cancel``, ``freq`` or ``cap``; ``value`` is the frequency (Hz) or cap (W) set,
-        NaN for nominal; ``job_id`` is the job evicted or running on the node. At most
-        :data:`CONTROL_LOG_MAX` entries.
-        """
-        self._forecast_horizon_s = opts.forecast_horizon_s
-        if self._forecast_horizon_s is None and tags.wants_forecast:
-            self._forecast_horizon_s = 7200.0
+        self._events = self._calls = 0
+        self._forecast_horizon_s = forecast_horizon(opts, tags.wants_forecast)
         self._until = math.inf
         self._hold_open = self._stopping = False
         self._gen: Iterator[None] | None = None
         self.result_: SimResult | None = None
-        self._next_job: TraceJob | None = None
         self.predictor = predictor
-        self.predictor_tags = None if predictor is None else predictor_tags(predictor)
-        if predictor is not None:
-            self._completed = completed_job_builder()
-            predictor.setup(platform)
-            if self.predictor_tags.needs_truth:
-                predictor.observe_truth(self._true_estimate)  # an oracle: the replay knows the real power
+        # a policy that declares no constraint (easy, fcfs) never searches the queue index by power
+        self.intake = Intake(workload, ledger, self._snapshot, predictor=predictor, maps_units=tags.maps_units,
+                             index_estimates=tags.constraints is None or bool(tags.constraints), options=opts)
 
-    # ------------------------------------------------------------------ the ledger's figures
+    # ------------------------------------------------------------------ the ledger's and the controls' figures
     @property
     def power_w(self) -> float:
         """Platform power now (W)."""
@@ -186,6 +150,16 @@ class Engine:
     def energy_j(self) -> float:
         """Energy drawn since the run began (J)."""
         return self.ledger.energy_j
+
+    @property
+    def cap(self) -> CapSchedule:
+        """The cap schedule, with the windows of the demand-response events noticed so far."""
+        return self.controls.cap
+
+    @property
+    def noticed(self) -> list[NoticedEvent]:
+        """The demand-response events noticed so far, in the order they were."""
+        return self.controls.noticed
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, obj: Any = None, version: int = 0) -> None:
@@ -241,7 +215,7 @@ class Engine:
     def next_event_s(self) -> float:
         """Time of the next event (a submission included), or ``inf``."""
         t = self._heap[0][0] if self._heap else math.inf
-        nxt = self._next_job
+        nxt = self.intake.next_job
         return min(t, nxt.submit_s) if nxt is not None else t
 
     def apply(self, plan: Plan) -> list[str]:
@@ -264,7 +238,7 @@ class Engine:
 
     def finished_jobs(self) -> int:
         """Jobs that left the system (completed, killed, cancelled)."""
-        return len(self._job_ids)
+        return self.recorder.jobs_left()
 
     def _loop(self) -> Iterator[None]:
         wall0 = _time.perf_counter()
@@ -290,29 +264,20 @@ class Engine:
             # (cap changes, ticks, ...) and node-managing policies are always served.
             if pending or control or self._always_call:
                 self._decide(t)
-            self._add_row(t, self._cap_now)
+            self.recorder.row(t, self._cap_now)  # through self: a C call (a generator's locals are untyped)
         self._wrap_up(wall0)
-
-    def _add_row(self, t: float, cap_w: float) -> None:
-        """The timeline's row at ``t``: power, cap, busy and off nodes, queue length."""
-        ledger = self.ledger
-        self._timeline.add((t, ledger.power_w, cap_w, ledger.state_count[_BUSY], ledger.state_count[_OFF],
-                            len(self.pending)))
 
     def _prime(self) -> None:
         """Before the first event: the known control events on the heap, the clock at the first event."""
-        opts = self.options
-        # A policy with monitoring stages (its tags' ``tick_period_s``) is called at that period too.
-        self._tick_s = tick_s = opts.tick_s or self.policy_tags.tick_period_s
-        self._tick_until = max((b.end_s for b in self.budgets), default=-math.inf)
-        for t in self.cap.change_times():
+        controls = self.controls
+        for t in controls.cap.change_times():
             self._push(t, _CAP)
-        for i, e in enumerate(self.dr_events):
+        for i, e in enumerate(controls.dr_events):
             self._push(e.notice_s, _DR, i)
-        for i, b in enumerate(self.budgets):
+        for i, b in enumerate(controls.budgets):
             self._push(b.start_s, _BUDGET, i)
             self._push(b.end_s, _BUDGET, i)
-        nxt = self._next_job = next(self._jobs, None)
+        nxt = self.intake.first()
         # The clock starts at the first event: the first submission, or an earlier cap or budget change.
         start = nxt.submit_s if nxt is not None else math.inf
         if self._heap and self._heap[0][0] < start:
@@ -320,11 +285,11 @@ class Engine:
         if math.isfinite(start):
             self.now = start
             self.ledger.open(start)
-            if tick_s:
-                self._push(start + tick_s, _TICK)
+            if controls.tick_s:
+                self._push(start + controls.tick_s, _TICK)
+        opts = self.options
         self._limit = opts.time_limit_s if opts.time_limit_s is not None else math.inf
-        self._bar = self._progress_bar()
-        self._cap_now = self.cap.cap_at(self.now)
+        self._cap_now = controls.cap.cap_at(self.now)
         self._always_call = self.policy_tags.wants_empty_queue_calls
 
     def _next_time(self) -> float:
@@ -341,7 +306,7 @@ class Engine:
                     continue
             break
         t = heap[0][0] if heap else math.inf
-        nxt = self._next_job
+        nxt = self.intake.next_job
         if nxt is not None and nxt.submit_s < t:
             t = nxt.submit_s
         return t
@@ -368,96 +333,61 @@ class Engine:
         return control
 
     def _on_control(self, kind: int, obj: Any, version: int, t: float) -> None:
+        controls = self.controls
         if kind == _SWITCH:
-            self._switch_done(obj, version)
+            if self.ledger.switch_done(obj, version):
+                self.epoch += 1
         elif kind == _CAP:
             self.epoch += 1
-            self._cap_now = self.cap.cap_at(t)
-            if self.noticed:
-                self._snapshot.dr_events = [e for e in self.noticed if e.event.end_s > t]
+            self._cap_now = controls.cap.cap_at(t)
+            if controls.noticed:
+                self._snapshot.dr_events = controls.notices_in_force(t)
         elif kind == _BUDGET:
-            if t == self.budgets[obj].start_s:
-                self._budget_start_energy[obj] = self.ledger.energy_j
+            controls.budget_edge(obj, t, self.ledger.energy_j)
             self.epoch += 1
         elif kind == _DR:
-            self._notice(self.dr_events[obj])
-            self._cap_now = self.cap.cap_at(t)
+            self._notice(obj)
+            self._cap_now = controls.cap.cap_at(t)
         elif kind == _TICK:
-            self._on_tick(t)
+            if controls.tick(t, self.intake.next_job is not None or bool(self.running), bool(self.pending)):
+                self._push(t + controls.tick_s, _TICK)
 
-    def _on_tick(self, t: float) -> None:
-        opts, tick_s = self.options, self._tick_s
-        self._ticks += 1
-        if opts.max_ticks is not None and self._ticks > opts.max_ticks:
-            # the period is tick_s, or the policy's own (named by its parameter)
-            param = None if opts.tick_s else self.policy_tags.tick_param
-            key, fix = ("tick_s", "a longer tick") if param is None else (
-                f"params.{param}", f"a longer period (--param {param}=SECONDS)")
-            raise ConfigError(
-                f"{key}: the run reached {opts.max_ticks:,} ticks of {tick_s:g} s at "
-                f"t = {t:,.0f} s; use {fix} or raise the limit (--max-ticks, config "
-                "key max_ticks)")
-        # A policy's own monitoring stages go on for a waiting queue only while a budget window
-        # lasts: a job that can never start would otherwise keep the run going for ever.
-        if self._next_job is not None or self.running or (self.pending and (opts.tick_s or t < self._tick_until)):
-            self._push(t + tick_s, _TICK)
+    def _notice(self, i: int) -> None:
+        """Demand-response event ``i`` is announced: its window joins the cap schedule policies see."""
+        controls = self.controls
+        changes = controls.notice(i, self.ledger.power_w, self.now)
+        snap = self._snapshot
+        snap.cap = controls.cap
+        snap.dr_events = controls.notices_in_force(self.now)
+        self.epoch += 1
+        for t in changes:
+            self._push(t, _CAP)
 
     def _submit_at(self, t: float) -> None:
-        """Submit the workload's jobs up to ``t`` (predicted, if a predictor runs; hot-started, if they ran)."""
-        nxt = self._next_job
+        """Submit the workload's jobs up to ``t`` (hot-started, if they ran when the trace began)."""
+        intake = self.intake
+        nxt = intake.next_job
         if nxt is None or nxt.submit_s > t:
             return
-        truth = self._truth
-        ledger = self.ledger
-        jobs = self._jobs
-        bar = self._bar
-        first_new = submitted = self._submitted
-        hot: list[int] = []
-        while nxt is not None and nxt.submit_s <= t:
-            job = self._make_job(nxt)
-            if job.id in truth:
-                raise TraceError(self.workload.name if self.workload else "workload", None,
-                                 f"job id {job.id} appears twice in the workload")
-            truth[job.id] = nxt
-            if job.units:
-                self._check_units(job)
-            ledger.submit(job)
-            if nxt.extra and nxt.extra.get("running_at_start"):
-                hot.append(job.id)
-            submitted += 1
-            nxt = next(jobs, None)
-            if bar is not None and not submitted & 1023:
-                bar.update(1024)
-        self._next_job = nxt
-        self._events += submitted - first_new
-        self._submitted = submitted
-        if self.predictor is not None:
-            new = list(islice(reversed(self.pending.values()), submitted - first_new))
-            new.reverse()
-            for job, est in zip(new, self.predictor.predict(new)):
-                ledger.set_estimate(job.id, est)
-        elif submitted > first_new and self._index_estimates:
-            # No prediction: the estimate the policy gets (nominal busy power) narrows the index's searches too
-            # (for a policy that plans against power: a power-unaware one never searches the index by power).
-            snap, qindex = self._snapshot, ledger.qindex
-            for job in islice(reversed(self.pending.values()), submitted - first_new):
-                est = snap.estimate(job)
-                qindex.set_estimate(job.id, est.mean_w, est.max_w, est.std_w)
+        first_new = intake.submitted
+        hot = intake.submit_until(t)
+        self._events += intake.submitted - first_new
         if hot:
             self._start_hot(hot)
 
     def _decide(self, t: float) -> None:
         """Call the policy on the snapshot at ``t`` and apply its plan."""
         snap = self._refresh(t)
-        if self.budgets:
-            snap.budgets = self._budget_states()
-            snap.upcoming_budgets = self._upcoming_budgets()
+        controls = self.controls
+        if controls.budgets:
+            snap.budgets = controls.budget_states(self.now, self.ledger.energy_j)
+            snap.upcoming_budgets = controls.upcoming_budgets(self.now)
         horizon_s = self._forecast_horizon_s
         if horizon_s is not None:
             snap.forecast = forecast(snap, None, horizon_s, min(self.options.forecast_step_s, horizon_s))
         self._calls += 1
         plan = self.policy.decide(snap, self.policy_state)
-        if self._pack and plan.actions:
+        if self.intake.pack and plan.actions:
             plan = pack_starts(snap, plan)
         if plan.actions or plan.power_estimate_w is not None:
             self._apply(plan)
@@ -473,52 +403,23 @@ class Engine:
 
     def _wrap_up(self, wall0: float) -> None:
         """The run ends: the clock to the time limit if one is set, unfinished jobs recorded, the result built."""
-        limit, ledger = self._limit, self.ledger
+        limit, ledger, intake = self._limit, self.ledger, self.intake
         end_t = min(self.now, limit) if math.isfinite(limit) else self.now
-        if math.isfinite(limit) and limit > self.now and (self._heap or self._next_job is not None):
+        if math.isfinite(limit) and limit > self.now and (self._heap or intake.next_job is not None):
             ledger.advance(limit)
             self.now = end_t = limit
-        bar = self._bar
-        if bar is not None:
-            bar.update(self._submitted & 1023)
-            bar.close()
+        not_submitted = intake.close()
         stats = self.stats
         stats["policy_calls"] = self._calls
         stats["events"] = self._events
-        stats["submitted"] = self._submitted
-        runs = ledger.runs
-        for jid in list(runs):
-            self._finalize_unfinished_run(runs[jid])
-        pending = self.pending
-        for jid in list(pending):
-            self._record(pending[jid], JobState.PENDING, math.nan, math.nan)
-        if self._next_job is not None:
-            stats["not_submitted"] = 1 + sum(1 for _ in self._jobs)
-        self._add_row(end_t, self.cap.cap_at(end_t))
+        stats["submitted"] = intake.submitted
+        self.recorder.unfinished()
+        if not_submitted:
+            stats["not_submitted"] = not_submitted
+        self.recorder.row(end_t, self.controls.cap.cap_at(end_t))
         self.result_ = self._result(_time.perf_counter() - wall0)
 
-    def _progress_bar(self):
-        if not self.options.progress:
-            return None
-        from tqdm import tqdm
-
-        total = None
-        if self.workload is not None:
-            raw = self.workload.header.get("MaxJobs")
-            if raw and raw.strip().isdigit():
-                total = int(raw.strip())
-        return tqdm(total=total, unit=" jobs", delay=2.0, mininterval=0.5, leave=False, desc="simulating")
-
     # ------------------------------------------------------------ jobs
-    @staticmethod
-    def _make_job(tj: TraceJob) -> Job:
-        # Positional, in Job's field order: this runs once per job.
-        return job_from_fields(
-            tj.id, tj.submit_s, tj.walltime_s, tj.nodes, tj.user, tj.group, "", tj.partition, "", tj.procs,
-            1, tj.gpus_per_node, 0, tj.min_nodes, tj.max_nodes, tj.malleable, True, 0.0, tj.app_class, (),
-            tj.units, False,
-        )
-
     def _schedule_end(self, run: Run) -> None:
         run.version += 1
         now = self.now
@@ -555,7 +456,7 @@ class Engine:
     def _start(self, action: Start) -> None:
         jid = action.job_id
         ledger = self.ledger
-        run = ledger.start(jid, action.nodes, action.cap_w, action.freq_hz, self._truth[jid])
+        run = ledger.start(jid, action.nodes, action.cap_w, action.freq_hz, self.intake.truth[jid])
         if ledger.rerated:
             self._reschedule()
         self._schedule_end(run)
@@ -575,17 +476,9 @@ class Engine:
         self.epoch += 1
         done = run.work_left_s <= _EPS * max(1.0, run.truth.runtime_s)
         if self.predictor is not None:
-            self._learn(run)
+            self.intake.learn(run, self.now)
         self._record(run.job, JobState.COMPLETED if done else JobState.TIMEOUT, run.start_s, self.now, run.energy_j,
                      run.work_done_s)
-
-    def _true_estimate(self, job_id: int) -> PowerEstimate:
-        """Real per-node power of a job: what the oracle sees and what the predictor learns."""
-        return true_power(self._truth[job_id], self.platform)
-
-    def _learn(self, run: Run) -> None:
-        true = true_power(self._truth[run.job.id], self.platform)
-        self.predictor.update(self._completed(run.job, run.start_s, self.now, true.mean_w, true.max_w, true.std_w))
 
     def _power_step(self, run: Run) -> None:
         ledger = self.ledger
@@ -594,24 +487,10 @@ class Engine:
         if ledger.rerated:
             self._reschedule()
 
-    def _finalize_unfinished_run(self, run: Run) -> None:
-        self.ledger.settle(run)
-        self._record(run.job, JobState.RUNNING, run.start_s, math.nan, run.energy_j, run.work_done_s)
-
     def _record(self, job: Job, state: JobState, start: float, end: float, energy_j: float = 0.0,
                 work_s: float = math.nan) -> None:
-        acc = self.ledger.accounts.pop(job.id, None)
-        self._job_ids.append(job.id)
-        self._job_users.append(job.user)
-        self._job_states.append(state._value_)
-        submit = job.submit_s
-        if acc is None:
-            self._job_rows.add((submit, start, end, start - submit, end - start, job.walltime_s, job.nodes, energy_j,
-                                0.0, 0.0, 0, work_s))
-        else:
-            self._job_rows.add((submit, start, end, start - submit, end - start, job.walltime_s, job.nodes,
-                                energy_j + acc.energy_j, acc.wasted_j, acc.wasted_node_s, acc.evictions, work_s))
-        self._truth.pop(job.id, None)
+        self.recorder.job(job, state, start, end, energy_j, work_s)
+        self.intake.truth.pop(job.id, None)
 
     # ------------------------------------------------------------ plans
     def _apply(self, plan: Plan) -> None:
@@ -620,8 +499,7 @@ class Engine:
             self.stats["plans_rejected"] += 1
             if self.options.strict:
                 raise PlanViolation(problems)
-            if len(self.rejections) < 100:
-                self.rejections.append(f"t={self.now:.0f}: " + "; ".join(problems))
+            self.recorder.rejected(self.now, problems)
             return
         self.stats["actions"] += len(plan.actions)
         for action in plan.actions:
@@ -633,24 +511,21 @@ class Engine:
                 case Start():
                     self._start(action)
                 case Evict():
-                    self._log_control("evict" if action.requeue else "cancel", -1, math.nan, action.job_id)
+                    self.recorder.control(self.now, "evict" if action.requeue else "cancel", -1, math.nan,
+                                          action.job_id)
                     self._evict(action)
                 case SetNodeCap() | SetNodeFreq():
                     self._set_node(action)
                 case PowerDown():
-                    self._power_down(action.node)
+                    self._push(self.now + self.ledger.power_down(action.node), _SWITCH, action.node, _SW_OFF)
                 case PowerUp():
-                    self._power_up(action.node)
+                    self._push(self.now + self.ledger.power_up(action.node), _SWITCH, action.node, _SW_ON)
                 case Reshape():
                     self._reshape(action)
                 case _:
                     assert_never(action)
         if plan.actions:
             self.epoch += 1
-
-    def _log_control(self, kind: str, node: int, value: float, job_id: int) -> None:
-        if len(self.control_log) < CONTROL_LOG_MAX:
-            self.control_log.append((self.now, kind, node, value, job_id))
 
     def _evict(self, action: Evict) -> None:
         ledger = self.ledger
@@ -677,41 +552,8 @@ class Engine:
         if ledger.rerated:
             self._reschedule()
         run = ledger.run_on(n)
-        self._log_control(kind, n, math.nan if value is None else value, -1 if run is None else run.job.id)
-
-    # ------------------------------------------------------------ job units
-    def _check_units(self, job: Job) -> None:
-        """A submitted job of units: packed for a whole-node policy; refused if some unit fits no node at all."""
-        if not self._maps_units:
-            self._pack = True
-        problem = self.ledger.unhosted(job)
-        if problem is not None:
-            raise TraceError(self.workload.name if self.workload else "workload", None, problem, field="units")
-
-    # ------------------------------------------------------------ control events
-    def _notice(self, event: DemandResponseEvent) -> None:
-        """A demand-response event is announced: its window joins the cap schedule policies see."""
-        baseline = self.ledger.power_w
-        cap_w = event.target_cap_w(baseline)
-        self.noticed.append(NoticedEvent(event, baseline, cap_w))
-        self.cap = self.cap.with_limit(event.start_s, event.end_s, cap_w, event.label)
-        snap = self._snapshot
-        snap.cap = self.cap
-        snap.dr_events = [e for e in self.noticed if e.event.end_s > self.now]
-        self.epoch += 1
-        for t in (event.start_s, event.end_s):
-            if t > self.now:
-                self._push(t, _CAP)
-
-    def _power_down(self, n: int) -> None:
-        self._push(self.now + self.ledger.power_down(n), _SWITCH, n, _SW_OFF)
-
-    def _power_up(self, n: int) -> None:
-        self._push(self.now + self.ledger.power_up(n), _SWITCH, n, _SW_ON)
-
-    def _switch_done(self, n: int, from_state: int) -> None:
-        if self.ledger.switch_done(n, from_state):
-            self.epoch += 1
+        self.recorder.control(self.now, kind, n, math.nan if value is None else value,
+                              -1 if run is None else run.job.id)
 
     def _reshape(self, action: Reshape) -> None:
         run = self.ledger.runs[action.job_id]
@@ -721,27 +563,12 @@ class Engine:
         self._schedule_end(run)
 
     # ------------------------------------------------------------ results
-    def _budget_states(self) -> list[BudgetState]:
-        out = []
-        for i, b in enumerate(self.budgets):
-            if b.start_s <= self.now < b.end_s:
-                consumed = self.ledger.energy_j - self._budget_start_energy.get(i, self.ledger.energy_j)
-                out.append(BudgetState(b, consumed))
-        return out
-
-    def _upcoming_budgets(self) -> list[EnergyBudget]:
-        return sorted((b for b in self.budgets if b.start_s > self.now), key=lambda b: b.start_s)
-
     def _result(self, wall_s: float) -> SimResult:
-        jobs = job_table(self._job_ids, self._job_users, self._job_states, self._job_rows.table())
-        table = self._timeline.table()
-        timeline = {col: table[:, k].copy() for k, col in enumerate(TIMELINE_COLUMNS)}
-        self.ledger.close()
-        names = ("idle", "busy", "off", "switching_on", "switching_off")
+        jobs, timeline = self.recorder.tables()
         info = {
             "policy": getattr(self.policy, "name", type(self.policy).__name__),
             "predictor": getattr(self.predictor, "name", None),
-            "oracle": self.predictor_tags is not None and self.predictor_tags.needs_truth,
+            "oracle": self.intake.predictor_tags is not None and self.intake.predictor_tags.needs_truth,
             "params": self.policy.get_params() if hasattr(self.policy, "get_params") else {},
             "seed": self.seed,
             "nodes": len(self.platform.nodes),
@@ -749,10 +576,7 @@ class Engine:
             "response": "classes" if self.response is None else self.response.label(),
             "kill_at_walltime": self.options.kill_at_walltime,
             "wall_time_s": wall_s,
-            "energy_j": self.ledger.energy_j,
-            "node_seconds_by_state": dict(zip(names, self.ledger.state_node_s)),
-            "energy_j_by_state": dict(zip(names, self.ledger.state_energy_j)),
-            "rejected_plans": self.rejections,
+            **self.recorder.figures(),
             **self.stats,
         }
         if self.workload is not None:

@@ -15,7 +15,7 @@ of a schedule.)
 Consecutive submissions with no completion between them are predicted in one
 ``predict`` call (the predictors' results do not depend on how submissions are
 grouped: no completion can inform them). The real values are those the
-simulator's meters would show (see ``Engine._true_estimate``): the trace's
+simulator's meters would show (see ``Intake.true_estimate`` in ``sim/intake.py``): the trace's
 ``mean_w``/``max_w``/``std_w``, the statistics of its ``power_series``, or the
 node's busy power plus GPUs at TDP for a job without power. Traces without
 power are augmented first, exactly as ``wattsched simulate`` does
@@ -48,7 +48,7 @@ from wattsched.model.job import PowerEstimate
 from wattsched.model.platform import Platform
 from wattsched.predictors import make_predictor, predictor_class
 from wattsched.predictors.base import CompletedJob, predictor_tags
-from wattsched.sim.engine import Engine
+from wattsched.sim.intake import make_job
 from wattsched.workload.records import TraceJob, true_power
 
 METRICS = ("mean", "max", "std")
@@ -212,7 +212,7 @@ def evaluate(
         if (heap and heap[0][0] <= tj.submit_s) or len(batch) >= _BATCH:
             flush()
             complete_until(tj.submit_s)
-        job = Engine._make_job(tj)  # the Job the simulator would submit
+        job = make_job(tj)  # the Job the simulator would submit
         real = truth[job.id] = true_power(tj, platform)
         batch.append(job)
         end = tj.submit_s + max(tj.runtime_s, 0.0)

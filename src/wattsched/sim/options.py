@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -52,3 +53,22 @@ class EngineOptions:
     response: ResponseScenario | None = None
     """Per-job response scenario (Borghesi et al. 2018, §5.1.1); default: the ``response_scenario`` of the
     policy's tags if it declares one, else each job's class model from ``response_classes``."""
+
+
+def run_scenario(options: EngineOptions, declared: ResponseScenario | None, seed: int) -> ResponseScenario | None:
+    """The run's per-job response scenario: the options', else the one the policy's tags declare (``declared``,
+    its per-job draws fixed by the run's ``seed``); None for the class models."""
+    given = options.response
+    if given is None and declared is not None:
+        given = dataclasses.replace(declared, seed=seed)
+    if given is not None and given.kind == "classes":
+        return None  # the class models, exactly as without a scenario
+    return given
+
+
+def forecast_horizon(options: EngineOptions, wants_forecast: bool) -> float | None:
+    """How far ahead the snapshot's forecast looks at every call: the options' horizon, else two hours for a
+    policy that wants a forecast, else None (no forecast)."""
+    if options.forecast_horizon_s is None and wants_forecast:
+        return 7200.0
+    return options.forecast_horizon_s
