@@ -233,9 +233,9 @@ def test_fault_injection_soak(cluster, daemon_config, daemon, tmp_path):
     def submitter(stream_rng: random.Random) -> None:
         n = 0
         while not soak.stop.is_set() and time.time() < t0 + SOAK_S - 40:
-            submit(USERS[n % 2], 2 if stream_rng.random() < 0.2 else 1, stream_rng.uniform(8, 25))
+            submit(USERS[n % 2], 2 if stream_rng.random() < 0.2 else 1, stream_rng.uniform(6, 20))
             n += 1
-            soak.stop.wait(stream_rng.expovariate(1 / 7.0))
+            soak.stop.wait(stream_rng.expovariate(1 / 10.0))
 
     def monitor() -> None:
         last: dict[str, float] = {}
@@ -450,10 +450,10 @@ def test_fault_injection_soak(cluster, daemon_config, daemon, tmp_path):
         end_s = time.time()
         energy1 = json.loads(_rows(db, "SELECT value FROM kv WHERE key='energy'")[0][0])
     finally:
-        soak.stop.set()
+        soak.stop.set()  # an outage in progress ends now
         flag.unlink(missing_ok=True)
-        for th in threads:
-            th.join(10)
+        for th in threads + background:
+            th.join(90)
         gate_conf.write_text(gate_before)
         for user in USERS:
             cluster.run("scancel", "--full", "-u", user, check=False)
