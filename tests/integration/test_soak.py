@@ -351,7 +351,7 @@ def test_fault_injection_soak(cluster, daemon_config, daemon, tmp_path):
     def kill_agent(node: str, for_s: float) -> None:
         pidfile = cluster.dir / "run" / f"agent-{node}.pid"
         pid = int(pidfile.read_text())
-        cmd = _cmdline(pid)
+        cmd = ["nsenter", f"--net=/var/run/netns/wattsched-{node}", *_cmdline(pid)]  # in the node's namespace
         at = time.time()
         _kill_wait(pid, signal.SIGKILL)
         soak.note(f"agent of {node} killed")
