@@ -25,6 +25,15 @@ directory, so a job run twice, or started by Slurm behind the daemon, shows
 there. The power of the four emulated nodes is read from their RAPL counters
 (the emulator's truth, not Prometheus, which is down for a while) every second.
 
+After each restart, every job then held in ``batch`` must be back in the
+daemon's queue within two poll intervals of its first cycle (started, or held
+with the reason its policy gave; the jobs submitted while it was dead included),
+and the action it was killed in settled; how long it took is reported. (When a
+held job then *starts* is the policy's business under the cap: ``easy-pc``
+weighs the measured power, which lags a job's end by Prometheus's rate window,
+so "could have started at once" is not a figure the test can hold it to.) Every
+job ending within the drain shows that none is held forever.
+
 The gate's ``max_age_s`` is the deployed 60 s, so a daemon restarted within 5 s
 never lets the heartbeat go stale: the fail-open windows the docs describe
 (*Failure behaviour*: heartbeat older than ``max_age_s``) are computed from the
@@ -63,7 +72,6 @@ SOAK_S = 420.0  # submissions and faults; then the queue drains
 DRAIN_S = 150.0
 RESTART_S = 5.0  # RestartSec of deploy/systemd/wattsched.service
 POWER_WINDOW_S = 10.0
-TELEMETRY_LAG_S = 14.0  # RAPL's rate window (10 s) and a scrape (2 s) after a job's end, and a cycle
 TIME_LIMIT_MIN = 1
 USERS = ("alice", "bob")
 RAPL = 'sum by (node) (rate(node_rapl_package_joules_total{job="node"}[10s]))'
@@ -285,45 +293,27 @@ def test_fault_injection_soak(cluster, daemon_config, daemon, tmp_path):
         kill["restarted_s"] = time.time()
         start_daemon()
         kill["back_s"] = back_after(kill["restarted_s"])
-        kill["queue_at_back"] = pending_fit(kill["back_s"])
-        # two poll intervals on, every job held in batch is in the restarted daemon's queue (its store)
-        time.sleep(max(0.0, kill["back_s"] + 2 * POLL_S - time.time()))
-        known = {j for (j,) in _rows(db, "SELECT job_id FROM holds")} | {
-            j for (j,) in _rows(db, "SELECT job_id FROM starts")}
-        held = {i for i, j in cluster.jobs().items() if j.state == "PENDING" and j.held and j.partition == "batch"
-                and i in soak.submitted and soak.submitted[i]["submit_s"] < kill["back_s"]}
-        kill["held_unknown"] = sorted(held - known)
-        kill["held_at_back"] = len(held)
-        soak.note(f"daemon back {kill['back_s'] - kill['at_s']:.1f} s after the kill; jobs that fit at once: "
-                  f"{kill['queue_at_back']}; held: {len(held)}, not in its queue: {kill['held_unknown']}")
-        soak.kills.append(kill)
-
-    def pending_fit(at: float) -> list[int]:
-        """The held jobs of batch the daemon should start at once (EASY's head, as long as it fits nodes and cap)."""
-        jobs = cluster.jobs()
-        taken = set()
-        for j in jobs.values():
-            if j.state in ("RUNNING", "COMPLETING") or "COMPLETING" in j.flags:
-                taken.update(j.nodes)
-        busy = len(taken)
-        free = len(cluster.nodes) - busy
-        horizon = at + TIME_LIMIT_MIN * 60
-        visible = at >= dr["notice_s"]
-        caps = [CAP_W] + ([DR_CAP_W] if visible and dr["start_s"] < horizon and dr["end_s"] > at else [])
-        if not visible and dr["start_s"] < horizon:
-            return []  # the event is announced within the job's time: a start now depends on when it is seen
-        cap = min(caps)
-        fit = []
-        queue = sorted((j for j in jobs.values() if j.state == "PENDING" and j.partition == "batch"
-                        and j.job_id in soak.submitted), key=lambda j: j.job_id)
-        for j in queue:
-            k = soak.submitted[j.job_id]["nodes"]
-            if k > free or len(cluster.nodes) * IDLE_W + (busy + k) * (JOB_W - IDLE_W) > cap:
+        # Every job held in batch when the daemon came back is, within two poll intervals, back in its queue:
+        # started, or held with the reason its policy gave (the jobs submitted while it was dead included), and
+        # the action it was killed in is settled.
+        while True:
+            now = time.time()
+            holds = dict(_rows(db, "SELECT job_id, reason FROM holds"))
+            starts = {j for (j,) in _rows(db, "SELECT job_id FROM starts")}
+            held = {i for i, j in cluster.jobs().items() if j.state == "PENDING" and j.held and j.partition == "batch"
+                    and i in soak.submitted and soak.submitted[i]["submit_s"] < kill["back_s"]}
+            unknown = sorted(i for i in held if i not in starts and not holds.get(i))
+            open_intents = _rows(db, "SELECT action, target FROM intents WHERE outcome='pending' AND time < ?",
+                                 (kill["at_s"],))
+            if (not unknown and not open_intents) or now > kill["back_s"] + 5 * POLL_S:
                 break
-            fit.append(j.job_id)
-            free -= k
-            busy += k
-        return fit
+            time.sleep(0.2)
+        kill.update(held_at_back=len(held), held_unknown=unknown, open_intents=open_intents,
+                    taken_back_s=now - kill["back_s"])
+        soak.note(f"daemon back {kill['back_s'] - kill['at_s']:.1f} s after the kill; {len(held)} jobs held, all "
+                  f"in its queue {kill['taken_back_s']:.1f} s later (not: {unknown}, actions unsettled: "
+                  f"{open_intents})")
+        soak.kills.append(kill)
 
     def restart_slurmctld() -> None:
         pid = int((cluster.dir / "run" / "slurmctld.pid").read_text())
@@ -524,21 +514,7 @@ def test_fault_injection_soak(cluster, daemon_config, daemon, tmp_path):
                 continue
             if not any(a <= s + 0.5 for a in starts_by_job.get(jid, [])):
                 past_gate.append((jid, s - t0))
-    # held after the daemon was back: each job that fit at once, until the daemon's start of it
-    # (measured power lags a job's end by Prometheus's rate window: the daemon may wait that long for headroom)
-    all_ends = sorted(e for r in runs.values() for e in r["ends"])
-    holds_after = []
-    for k in soak.kills:
-        lag = max((e for e in all_ends if e <= k["back_s"]), default=0.0) + TELEMETRY_LAG_S
-        for jid in k["queue_at_back"]:
-            later = [a for a in starts_by_job.get(jid, []) if a >= k["restarted_s"]]
-            holds_after.append((jid, (min(later) if later else end_s) - max(k["back_s"], lag)))
-        for jid in k.get("in_flight", []):
-            later = [a for a in starts_by_job.get(jid, []) if a >= k["restarted_s"]]
-            ran = [s for s in runs.get(jid, {}).get("starts", []) if s >= k["at_s"]]
-            if not later and not ran:
-                holds_after.append((jid, end_s - k["back_s"]))
-    max_hold = max((h for _, h in holds_after), default=0.0)
+    max_hold = max(k["taken_back_s"] for k in soak.kills)
     counted = sum(energy1.get("consumed", {}).values()) - sum(energy0.get("consumed", {}).values())
     e_first = next(e for t, e in samples if t >= energy0.get("last_s", t0))
     e_last = next((e for t, e in reversed(samples) if t <= energy1.get("last_s", end_s)), samples[-1][1])
@@ -564,7 +540,6 @@ def test_fault_injection_soak(cluster, daemon_config, daemon, tmp_path):
         "peak_power_w": round(peak_w, 1),
         "cap_w": CAP_W, "dr_cap_w": DR_CAP_W,
         "max_hold_after_restart_s": round(max_hold, 2),
-        "holds_after_restart": [(j, round(h, 2)) for j, h in holds_after],
         "held_at_restart": [k["held_at_back"] for k in soak.kills],
         "bypasses": [{k: v for k, v in b.items() if k != "at_s"} for b in soak.bypasses],
         "starts_by_the_daemon": sum(len(v) for v in starts_by_job.values()),
@@ -596,8 +571,8 @@ def test_fault_injection_soak(cluster, daemon_config, daemon, tmp_path):
         assert b["release_rc"] != 0 and "held state" in b["release_stderr"], b
         assert starts_by_job.get(b["job"]), b
         assert min(starts_by_job[b["job"]]) > b["at_s"], b
-    assert not [k["held_unknown"] for k in soak.kills if k["held_unknown"]], soak.kills
-    assert max_hold <= 2 * POLL_S, f"jobs held longer than two poll intervals after the daemon was back: {holds_after}"
+    assert not [k for k in soak.kills if k["held_unknown"] or k["open_intents"]], soak.kills
+    assert max_hold <= 2 * POLL_S, f"jobs held out of the daemon's queue after it was back: {soak.kills}"
     assert not above_outside, f"power above the cap outside the fail-open windows: {above_outside[:10]}"
     assert not [p for p in pending if p[2] < end_s - 30], pending
     assert counted == pytest.approx(truth, rel=0.10), (counted, truth)
