@@ -84,7 +84,7 @@ class Soak:
     log: list[str] = field(default_factory=list)
     submitted: dict[int, dict] = field(default_factory=dict)
     submit_failures: int = 0
-    power: list[tuple[float, float]] = field(default_factory=list)  # (time, total energy J, unwrapped)
+    power: list[tuple[float, dict]] = field(default_factory=list)  # (time, {node: (energy J unwrapped, written)})
     heartbeat_stale: list[tuple[float, float]] = field(default_factory=list)  # (time, age) when > max age
     kills: list[dict] = field(default_factory=list)
     bypasses: list[dict] = field(default_factory=list)
@@ -117,15 +117,37 @@ def _wrappers(tmp_path: Path, flag: Path) -> Path:
     return bin_dir
 
 
-def _energy_j(cluster) -> dict[str, tuple[float, float]]:
-    """Each package's RAPL counter and its wrap range, in joules, as the emulator writes them."""
+def _energy_j(cluster) -> dict[tuple[str, str], tuple[float, float, float]]:
+    """Each package's RAPL counter and its wrap range, in joules, and when the emulator wrote it.
+
+    The time is the file's mtime, read from the same open file as the value (the emulator replaces the file at
+    each tick): power over two readings is then exact whenever the emulator ran, however late a loaded machine
+    let it run.
+    """
     out = {}
     for node in cluster.nodes:
         for pkg in (cluster.sysfs / node / "class" / "powercap").glob("intel-rapl:*"):
             if pkg.name.count(":") == 1:
-                out[f"{node}/{pkg.name}"] = (int((pkg / "energy_uj").read_text().split()[0]) / 1e6,
-                                             int((pkg / "max_energy_range_uj").read_text().split()[0]) / 1e6)
+                fd = os.open(pkg / "energy_uj", os.O_RDONLY)
+                try:
+                    written = os.fstat(fd).st_mtime
+                    value = int(os.read(fd, 64).split()[0]) / 1e6
+                finally:
+                    os.close(fd)
+                out[(node, pkg.name)] = (value, int((pkg / "max_energy_range_uj").read_text().split()[0]) / 1e6,
+                                         written)
     return out
+
+
+def _power_w(a: tuple[float, dict], b: tuple[float, dict]) -> float | None:
+    """Platform power between two readings: each node's energy over the time between the emulator's writes."""
+    total = 0.0
+    for node, (e2, w2) in b[1].items():
+        e1, w1 = a[1][node]
+        if w2 <= w1:
+            return None
+        total += (e2 - e1) / (w2 - w1)
+    return total
 
 
 def _rows(db: Path, sql: str, args: tuple = ()) -> list[tuple]:
@@ -246,8 +268,9 @@ def test_fault_injection_soak(cluster, daemon_config, daemon, tmp_path):
             soak.stop.wait(stream_rng.expovariate(1 / 10.0))
 
     def monitor() -> None:
-        last: dict[str, float] = {}
-        total = 0.0
+        last: dict[tuple[str, str], float] = {}
+        energy = {n: 0.0 for n in cluster.nodes}
+        written = {n: 0.0 for n in cluster.nodes}
         while not soak.stop.is_set():
             now = time.time()
             try:
@@ -255,12 +278,13 @@ def test_fault_injection_soak(cluster, daemon_config, daemon, tmp_path):
             except (OSError, ValueError, IndexError):  # a counter being replaced
                 soak.stop.wait(0.2)
                 continue
-            for key, (value, wrap) in counters.items():
-                if key in last:
-                    total += (value - last[key]) % wrap
-                last[key] = value
+            for (node, pkg), (value, wrap, at) in counters.items():
+                if (node, pkg) in last:
+                    energy[node] += (value - last[(node, pkg)]) % wrap
+                last[(node, pkg)] = value
+                written[node] = max(written[node], at)
             with soak.lock:
-                soak.power.append((now, total))
+                soak.power.append((now, {n: (energy[n], written[n]) for n in cluster.nodes}))
             try:
                 age = now - int(cluster.heartbeat.read_text().strip())
                 if age > GATE_MAX_AGE_S:
@@ -478,18 +502,17 @@ def test_fault_injection_soak(cluster, daemon_config, daemon, tmp_path):
 
     samples = soak.power
     above: list[tuple[float, float, float]] = []
+    peak_w = 0.0
     j = 0
-    for i, (t, e) in enumerate(samples):
+    for i, (t, _) in enumerate(samples):
         while j < i and samples[j][0] < t - POWER_WINDOW_S:
             j += 1
-        if samples[j][0] > t - POWER_WINDOW_S + 2 or j == i:
+        if samples[j][0] > t - POWER_WINDOW_S + 2 or j == i or (p := _power_w(samples[j], samples[i])) is None:
             continue
-        p = (e - samples[j][1]) / (t - samples[j][0])
+        peak_w = max(peak_w, p)
         cap = max(_cap_at(samples[j][0], dr), _cap_at(t, dr))
         if p > cap:
             above.append((t, p, cap))
-    peak_w = max(((e - samples[max(0, i - 10)][1]) / (t - samples[max(0, i - 10)][0])
-                  for i, (t, e) in enumerate(samples) if i >= 10), default=0.0)
     above_outside = [a for a in above if not in_allowed(a[0])]
     time_above_s = sum(1.0 for _ in above)
 
@@ -516,8 +539,9 @@ def test_fault_injection_soak(cluster, daemon_config, daemon, tmp_path):
                 past_gate.append((jid, s - t0))
     max_hold = max(k["taken_back_s"] for k in soak.kills)
     counted = sum(energy1.get("consumed", {}).values()) - sum(energy0.get("consumed", {}).values())
-    e_first = next(e for t, e in samples if t >= energy0.get("last_s", t0))
-    e_last = next((e for t, e in reversed(samples) if t <= energy1.get("last_s", end_s)), samples[-1][1])
+    e_first = sum(e for e, _ in next(s for t, s in samples if t >= energy0.get("last_s", t0)).values())
+    e_last = sum(e for e, _ in next((s for t, s in reversed(samples) if t <= energy1.get("last_s", end_s)),
+                                    samples[-1][1]).values())
     truth = e_last - e_first
     pending = _rows(db, "SELECT action, target, time FROM intents WHERE outcome='pending'")
 
