@@ -195,14 +195,21 @@ def _intervals_union(spans: list[tuple[float, float]]) -> list[tuple[float, floa
     return [(a, b) for a, b in out]
 
 
-def test_fault_injection_soak(cluster, daemon_config, daemon, tmp_path):
+@pytest.fixture
+def records():
+    """A directory every job may write its run record to (the test's tmp dir is root's only); removed after."""
+    directory = Path(tempfile.mkdtemp(prefix="wattsched-soak-", dir="/tmp"))
+    directory.chmod(0o1777)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_fault_injection_soak(cluster, daemon_config, daemon, records, tmp_path):
     seed = int(os.environ.get("WATTSCHED_SOAK_SEED", str(int(time.time()) % 100000)))
     rng = random.Random(seed)
     print(f"\nsoak seed: {seed} (WATTSCHED_SOAK_SEED={seed} replays the schedule)", flush=True)
     for user in USERS:
         _ensure_user(user)
-    records = Path(tempfile.mkdtemp(prefix="wattsched-soak-", dir="/tmp"))
-    records.chmod(0o1777)
     gate_conf = cluster.dir / "etc" / "wattsched-gate.conf"
     gate_before = gate_conf.read_text()
     gate_conf.write_text("\n".join([*(line for line in gate_before.splitlines() if not line.startswith("partitions")),
@@ -479,7 +486,6 @@ def test_fault_injection_soak(cluster, daemon_config, daemon, tmp_path):
         starts = [float(line.split()[3]) for line in lines if line.startswith("start ")]
         ends = [float(line.split()[2]) for line in lines if line.startswith("end ")]
         runs[jid] = {"starts": starts, "ends": ends}
-    shutil.rmtree(records, ignore_errors=True)
     audit = _rows(db, "SELECT id, time, action, target, outcome, reason FROM audit ORDER BY id")
     d_alive = started[-1].alive()
 
