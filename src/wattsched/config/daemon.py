@@ -242,8 +242,9 @@ class TelemetryConfig(StrictModel):
     settle_s: float = Field(
         default=60.0, ge=0,
         description="A job's measured power is used only once it has run this long; before, its predicted power "
-        "is (rate windows and scrape intervals make fresh jobs read low). Set it to about the query's rate window "
-        "plus two scrape intervals. Default: `60`.",
+        "is (rate windows and scrape intervals make fresh jobs read low). Likewise a node whose job ended less than "
+        "this long ago is taken at its predicted power (it would still read the job's). Set it to about the query's "
+        "rate window plus two scrape intervals. Default: `60`.",
     )
     agent_url: str = Field(
         default="http://{address}:9818",

@@ -221,6 +221,7 @@ class Daemon:
         self._now = state.read_at
         nodes = managed_nodes(state, self.partitions)
         raw_measured = self.telemetry.read(nodes)
+        self.nodes.note_ended_jobs(state.jobs, state.read_at)
         measured = self.nodes.settled(raw_measured, state.read_at)
         observed = self.nodes.observe(nodes)
         if not self._reconciled:

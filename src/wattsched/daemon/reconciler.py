@@ -22,7 +22,7 @@ from wattsched.daemon.actuators import NodeActuator, NodeSetting, Outcome, same_
 from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.slurm.records import SlurmJob, SlurmNode
 from wattsched.daemon.store import AuditEntry, Desired, Store
-from wattsched.daemon.view import View
+from wattsched.daemon.view import ACTIVE, View
 
 __all__ = ["NODE_ACTIONS", "NodeReconciler", "describe_setting"]
 
@@ -42,7 +42,10 @@ class NodeReconciler:
         self.observed: dict[str, NodeSetting] = {}
         """What each managed node held when last read back, updated by the writes of this cycle."""
         self.changed_at: dict[str, float] = {}
-        """Node -> when wattsched last changed what runs on it, or how (its readings settle after that)."""
+        """Node -> when wattsched last changed what runs on it, or how, or a job on it ended (its readings settle
+        after that)."""
+        self._busy: set[str] = set()
+        """The nodes that ran a job at the last cycle."""
         self.cycle_no = 0
         self.report = None
         """The cycle's report: failed writes are listed in it."""
@@ -54,6 +57,30 @@ class NodeReconciler:
     def begin_cycle(self, cycle_no: int, report) -> None:
         self.cycle_no = cycle_no
         self.report = report
+
+    def note_ended_jobs(self, jobs: Sequence[SlurmJob], now: float) -> None:
+        """Nodes whose job ended settle too: for a while a rate over the query's window still shows the job's power
+        there, and taken as measured it keeps the policy from an idle node (a head job waiting for power waits out
+        the telemetry's lag, and jobs backfilled meanwhile can overtake it again and again).
+
+        A job Slurm still lists as ended (``squeue --all`` keeps finished jobs for ``MinJobAge``) counts from its
+        end time, across a restart too; a node that ran a job at the last cycle and runs none now, from now.
+        """
+        settle_s = self.config.telemetry.settle_s
+        busy: set[str] = set()
+        ended: dict[str, float] = {}
+        for j in jobs:
+            if j.state in ACTIVE:
+                busy.update(j.nodes)
+            elif j.state != "PENDING" and j.end_time is not None and j.end_time <= now:  # (a pending job's is a guess)
+                for n in j.nodes:
+                    ended[n] = max(ended.get(n, j.end_time), j.end_time)
+        for n in self._busy - busy:
+            ended.setdefault(n, now)
+        for n, t in ended.items():
+            if n not in busy and now - t < settle_s:
+                self.changed_at[n] = max(self.changed_at.get(n, t), t)
+        self._busy = busy
 
     def settled(self, measured: dict[str, float], now: float) -> dict[str, float]:
         """Measured node power without the nodes wattsched changed less than ``telemetry.settle_s`` ago (a new
