@@ -47,6 +47,7 @@ import itertools
 import json
 import os
 import random
+import shlex
 import shutil
 import signal
 import sqlite3
@@ -165,10 +166,12 @@ def _rows(db: Path, sql: str, args: tuple = ()) -> list[tuple]:
 
 
 def _start_detached(cmd: list[str], log: Path, pidfile: Path) -> None:
-    with open(log, "a") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-    pidfile.write_text(f"{proc.pid}\n")
+    """Start ``cmd`` as the cluster's scripts do: through a shell that exits at once, so that the process is not a
+    child of this one. A child that a later test stops (by its pid file) would stay a zombie of this process for as
+    long as the test session runs, and look alive in /proc."""
+    script = f"{shlex.join(cmd)} >>{shlex.quote(str(log))} 2>&1 </dev/null & echo $!"
+    out = subprocess.run(["setsid", "sh", "-c", script], capture_output=True, text=True, check=True, timeout=30)
+    pidfile.write_text(f"{int(out.stdout.strip())}\n")
 
 
 def _cmdline(pid: int) -> list[str]:

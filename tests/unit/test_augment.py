@@ -190,7 +190,7 @@ def test_augment_workload_sets_has_power():
     out = augment_workload(wl, POWER, AugmentParams(), seed=3)
     assert out.has_power and not wl.has_power
     assert out.report is wl.report
-    assert out.notes[0] == "read" and "seed=3" in out.notes[-1]
+    assert out.notes[0] == "read" and "with seed 3" in out.notes[-1]
     jobs = list(out.jobs)
     assert len(jobs) == 100 and all(j.mean_w is not None for j in jobs)
 

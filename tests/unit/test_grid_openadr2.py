@@ -188,6 +188,7 @@ def test_a_failed_report_logs_one_line_with_the_reason_and_the_payload_at_debug_
             await client.client_session.close()
 
     caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="wattsched")  # a daemon command run earlier in-process set it to INFO
     caplog.clear()  # the warning about the missing fingerprint
     try:
         result = asyncio.run(send())
