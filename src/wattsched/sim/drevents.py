@@ -19,11 +19,15 @@ import io
 import math
 import random
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
-
-from wattsched.config import DemandResponseEventConfig, error_items, read_yaml
 from wattsched.errors import ConfigError, describe
+
+if TYPE_CHECKING:
+    from wattsched.config import DemandResponseEventConfig
+
+# The config models (and pydantic, numpy behind them) are imported where an event is checked, not here:
+# every command's parser reads MAX_EVENTS, and `wattsched simulate` starts its plot worker only after that.
 
 CSV_COLUMNS = ("notice_s", "start_s", "end_s", "cap_w", "reduction_w", "label")
 MAX_EVENTS = 100_000
@@ -38,6 +42,8 @@ def load_dr_events(path: str | Path) -> list[DemandResponseEventConfig]:
         raise ConfigError(f"{label}: no such file")
     if path.suffix.lower() == ".csv":
         return _load_csv(path, label)
+    from wattsched.config import read_yaml
+
     raw, lines = read_yaml(path, label=label)
     prefix: tuple = ()
     if isinstance(raw, dict) and "demand_response" in raw:
@@ -55,14 +61,25 @@ def load_dr_events(path: str | Path) -> list[DemandResponseEventConfig]:
         line = lines.get((*prefix, i), 1)
         if not isinstance(entry, dict):
             raise ConfigError(f"{label}:{line}: [{i}]: expected a mapping of notice_s, start_s, end_s, cap_w ...")
-        try:
-            out.append(DemandResponseEventConfig.model_validate(entry))
-        except ValidationError as e:
-            loc, msg = next(iter(error_items(e, entry, DemandResponseEventConfig)))
+        event, (loc, msg) = _event(entry)
+        if event is None:
             key = ".".join(str(k) for k in loc) or "entry"
             kline = lines.get((*prefix, i, loc[0]), line) if loc else line
-            raise ConfigError(f"{label}:{kline}: {key}: {msg}") from None
+            raise ConfigError(f"{label}:{kline}: {key}: {msg}")
+        out.append(event)
     return out
+
+
+def _event(entry: dict) -> tuple[DemandResponseEventConfig | None, tuple]:
+    """``entry`` as an event and ``((), "")``, or ``None`` and the first thing wrong with it as ``(loc, message)``."""
+    from pydantic import ValidationError
+
+    from wattsched.config import DemandResponseEventConfig, error_items
+
+    try:
+        return DemandResponseEventConfig.model_validate(entry), ((), "")
+    except ValidationError as e:
+        return None, next(iter(error_items(e, entry, DemandResponseEventConfig)))
 
 
 def _load_csv(path: Path, label: str) -> list[DemandResponseEventConfig]:
@@ -93,12 +110,11 @@ def _load_csv(path: Path, label: str) -> list[DemandResponseEventConfig]:
             raise ConfigError(f"{label}:{line}: {header[min(len(cells), len(header) - 1)]}: expected "
                               f"{len(header)} columns, got {len(cells)}")
         entry = {k: v for k, v in zip(header, cells, strict=True) if v != ""}
-        try:
-            out.append(DemandResponseEventConfig.model_validate(entry))
-        except ValidationError as e:
-            loc, msg = next(iter(error_items(e, entry, DemandResponseEventConfig)))
+        event, (loc, msg) = _event(entry)
+        if event is None:
             key = ".".join(str(k) for k in loc) or "entry"
-            raise ConfigError(f"{label}:{line}: {key}: {msg}") from None
+            raise ConfigError(f"{label}:{line}: {key}: {msg}")
+        out.append(event)
     if header is None:
         raise ConfigError(f"{label}: empty; expected a header such as notice_s,start_s,end_s,cap_w")
     return out
@@ -156,13 +172,11 @@ _OPTION_OF = {"notice_s": "--notice", "cap_w": "--cap", "start_s": "--span", "en
 
 def _check_generated(entry: dict, events: int) -> None:
     """Refuse options whose events the event-file reader would refuse, by the reader's own rules."""
-    try:
-        DemandResponseEventConfig.model_validate(entry)
-    except ValidationError as e:
-        loc, msg = next(iter(error_items(e, entry, DemandResponseEventConfig)))
+    event, (loc, msg) = _event(entry)
+    if event is None:
         key = str(loc[0]) if loc else "entry"
         option = _OPTION_OF.get(key, "--span")
         if key == "end_s":
             msg = f"{events:,} events would each last {entry['end_s'] - entry['start_s']:g} s (times are kept " \
                   f"to the millisecond): {msg}"
-        raise ConfigError(f"{option}: the events would be refused when read back ({key}: {msg})") from None
+        raise ConfigError(f"{option}: the events would be refused when read back ({key}: {msg})")
