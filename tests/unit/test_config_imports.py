@@ -32,3 +32,15 @@ def test_kind_of_a_daemon_config_is_known_in_a_fresh_interpreter():
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["daemon", "False"]  # told from the static table, without importing the model
+
+
+def test_building_the_command_line_imports_no_config_model_numpy_or_pydantic():
+    # `wattsched simulate` starts its plot worker once the parser is built: what the parser imports delays it.
+    proc = fresh(
+        "import sys\n"
+        "from wattsched.cli import build_parser\n"
+        "build_parser()\n"
+        "print(sorted(m for m in ('numpy', 'pydantic', 'wattsched.config') if m in sys.modules))\n"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
