@@ -159,7 +159,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     plotter = PlotWorker.start()
     try:
         with imports_paused():
-            from wattsched.sim.metrics import format_summary_table
+            from wattsched.sim.metrics import cleaning_text, format_summary_table, readable
             from wattsched.sim.run import run_simulation
 
             config = _sim_config(args)
@@ -228,60 +228,6 @@ def verdict_text(verdicts: dict, baseline: dict | None = None) -> str:
     out.append(f"  {finished}")
     out.extend(f"warning: {w['message']}" for w in verdicts["warnings"])
     return "\n".join(out)
-
-
-def readable(value) -> str:
-    """A config or summary value as text for people: ``yes``/``no``, ``key: value`` lists, no Python reprs.
-
-    >>> readable({"check": "gaussian_99", "lookahead": True, "queue_ewt_s": {}, "p_off_w": None})
-    'check: gaussian_99, lookahead: yes, queue_ewt_s: none, p_off_w: default'
-    >>> readable({"queue_ewt_s": {"debug": 60.0, "long": 86400.0}}), readable([1.5, "a"])
-    ('queue_ewt_s: debug=60 long=86400', '1.5, a')
-    """
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if value is None:
-        return "default"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, dict):
-        if not value:
-            return "none"
-        return ", ".join(f"{k}: {_readable_inner(v)}" for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return ", ".join(readable(v) for v in value) if value else "none"
-    return str(value)
-
-
-def _readable_inner(value) -> str:
-    if isinstance(value, dict):
-        return " ".join(f"{k}={readable(v)}" for k, v in value.items()) if value else "none"
-    return readable(value)
-
-
-def _jobs(n: int) -> str:
-    return f"{n:,} job" + ("" if n == 1 else "s")
-
-
-def cleaning_text(cleaning: dict) -> str:
-    """What trace cleaning dropped, for people.
-
-    >>> cleaning_text({"dropped": {"procs_missing": 1}, "skipped_lines": 0})
-    'dropped procs missing: 1 job'
-    >>> cleaning_text({"dropped": {"procs_missing": 2, "runtime_missing": 1}, "skipped_lines": 1})
-    'dropped 3 jobs (procs missing: 2 jobs, runtime missing: 1 job); skipped 1 malformed line'
-    """
-    dropped = {k: int(v) for k, v in (cleaning.get("dropped") or {}).items() if v}
-    parts = []
-    reasons = ", ".join(f"{k.replace('_', ' ')}: {_jobs(v)}" for k, v in dropped.items())
-    if len(dropped) == 1:
-        parts.append(f"dropped {reasons}")
-    elif dropped:
-        parts.append(f"dropped {_jobs(sum(dropped.values()))} ({reasons})")
-    skipped = int(cleaning.get("skipped_lines") or 0)
-    if skipped:
-        parts.append(f"skipped {skipped:,} malformed line" + ("" if skipped == 1 else "s"))
-    return "; ".join(parts) or "nothing dropped"
 
 
 @contextlib.contextmanager

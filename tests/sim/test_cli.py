@@ -211,7 +211,7 @@ def test_simulate_summary_reads_as_text_not_python(tmp_path, capsys):
 
 
 def test_readable_values_and_cleaning():
-    from wattsched.cli import cleaning_text, readable
+    from wattsched.sim.metrics import cleaning_text, readable
 
     assert readable({"requeue": False, "p_off_w": None, "cap_margin": 0.01}) == (
         "requeue: no, p_off_w: default, cap_margin: 0.01")

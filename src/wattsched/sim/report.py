@@ -409,7 +409,7 @@ def write_html_report(run_dir: str | Path, run: Any = None, summary: dict | None
     Path
         ``run_dir / "report.html"``.
     """
-    from wattsched.sim.metrics import comparison_rows, summary_rows
+    from wattsched.sim.metrics import cleaning_text, comparison_rows, readable, summary_rows
     from wattsched.sim.timeline_html import timeline_section
     from wattsched.sim.verdicts import finished_text, repeats_a_warning
     from wattsched.sim.verdicts import verdicts as judge
@@ -428,15 +428,15 @@ def write_html_report(run_dir: str | Path, run: Any = None, summary: dict | None
     esc = html.escape
     facts = [
         ("trace", info.get("trace") or info.get("trace_path")),
-        ("policy", f"{info.get('policy')}" + (f" ({_readable(info.get('params'))})" if info.get("params") else "")),
+        ("policy", f"{info.get('policy')}" + (f" ({readable(info.get('params'))})" if info.get("params") else "")),
         ("platform", f"{info.get('platform')} ({info.get('nodes')} nodes)"),
         ("predictor", "oracle (real values: a baseline, not a prediction)" if info.get("oracle")
          else (info.get("predictor") or "none (node maximum)")),
         ("cap", _cap_text(info.get("cap"))),
         ("seed", info.get("seed")),
-        ("kill at walltime", _readable(info.get("kill_at_walltime"))),
+        ("kill at walltime", readable(info.get("kill_at_walltime"))),
         ("power", "augmented (seeded; see workload.csv.gz)" if info.get("power_augmented") else "from the trace"),
-        ("jobs dropped by cleaning", _dropped_text((info.get("cleaning") or {}).get("dropped") or {})),
+        ("cleaning", cleaning_text(info.get("cleaning") or {})),
         ("events / policy calls", f"{info.get('events')} / {info.get('policy_calls')}"),
         ("plans rejected by the guard", info.get("plans_rejected", 0)),
         ("simulation wall time", f"{float(info.get('wall_time_s', 0)):.2f} s"),
@@ -523,35 +523,6 @@ def _verdict_section(verdicts: dict) -> str:
                        for w in verdicts.get("warnings") or ())
     warned = f"<ul class=warnings>{warnings}</ul>" if warnings else ""
     return f"<section id=verdict><h2>Verdict</h2><table>{''.join(rows)}</table>{warned}</section>"
-
-
-def _readable(value: Any) -> str:
-    """A run parameter for people: ``yes``/``no``, ``key: value`` lists, never a Python repr or JSON.
-
-    >>> _readable({"check": "gaussian_99", "lookahead": True, "depth": 3.0}), _readable(False)
-    ('check: gaussian_99, lookahead: yes, depth: 3', 'no')
-    """
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if value is None:
-        return "default"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, dict):
-        return ", ".join(f"{k}: {_readable(v)}" for k, v in value.items()) if value else "none"
-    if isinstance(value, list | tuple):
-        return ", ".join(_readable(v) for v in value) if value else "none"
-    return str(value)
-
-
-def _dropped_text(dropped: dict) -> str:
-    """What cleaning dropped, by reason.
-
-    >>> _dropped_text({"procs_missing": 1, "runtime_missing": 0}), _dropped_text({})
-    ('procs missing: 1', 'none')
-    """
-    parts = [f"{k.replace('_', ' ')}: {int(v):,}" for k, v in dropped.items() if v]
-    return ", ".join(parts) or "none"
 
 
 def _restore(summary: dict) -> dict:
