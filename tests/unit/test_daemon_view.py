@@ -321,3 +321,26 @@ def test_the_job_cache_reuses_a_queued_job_only_while_slurm_reports_it_unchanged
     assert set(cache) == {2, 3}
     # the same records with the cache give the very jobs a view without it gives
     assert pending(changed) == view(changed, holds={2: 0, 3: 0}).snapshot.pending
+
+
+@pytest.mark.parametrize("predicted", [False, True])
+def test_the_running_totals_and_ends_kept_by_the_ledger_are_those_of_the_running_jobs(live, predicted):
+    # The ledger keeps them as it observes the running jobs (as the engine does when it starts them); the view
+    # hands them on as they are, so they must be what the running jobs and their estimates add up to.
+    state = with_node(with_job(live, 2, admin_comment=MARKER), "wsn4", flags=frozenset())
+
+    def estimator(jobs):
+        return [PowerEstimate(200.0 + j.id, 260.0 + j.id, 5.0 * j.id) for j in jobs]
+
+    snap = view(state, starts={4: (("wsn4",), 1795314590.0, 1)}, estimator=estimator if predicted else None).snapshot
+    assert set(snap.running) == {1, 4}
+    fresh = replace(snap, running_estimate=None, ends=None, queue_index=None, end_table=None)
+    assert list(snap.running_estimate) == fresh._running_totals()
+    assert snap.ends == sorted((r.expected_end_s, len(r.nodes), jid) for jid, r in snap.running.items())
+    m, x, v = snap.running_estimate
+    if predicted:  # job 1 on two nodes, job 4 on one, at their predictions
+        assert (m, x, v) == (2 * 201.0 + 204.0, 2 * 261.0 + 264.0, (2 * 5.0) ** 2 + 20.0 ** 2)
+    else:  # at the nodes' busy power
+        assert (m, x) == (3 * 300.0, 3 * 300.0)
+    built = snap.with_indexes()
+    assert built.end_table is not None and built.queue_index is not None

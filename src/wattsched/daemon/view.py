@@ -495,6 +495,7 @@ def build_view(
     # the jobs running (predicted power through the response models), then what the telemetry measured.
     ledger = Ledger(platform)
     ledger.open(now)
+    ledger.estimates.update(estimates)  # the running jobs' totals and ends are kept as the jobs are observed
     for i, cap in (node_cap_w or {}).items():
         ledger.set_node_cap(i, cap)
     for i, freq in (node_freq_hz or {}).items():
@@ -535,8 +536,8 @@ def build_view(
     )
     # The queue and the indexes over it: built once from the whole queue, as the simulator's are kept.
     snapshot.pending = pending
-    snapshot.estimates = estimates if estimator is not None else None
-    snapshot.queue_index = snapshot.running_estimate = snapshot.ends = snapshot.end_table = None
+    snapshot.estimates = ledger.estimates if estimator is not None else None
+    snapshot.queue_index = snapshot.end_table = None  # the ledger's are empty: built from the whole queue below
     if indexes:
         snapshot.build_indexes(end_table)
     return View(snapshot, c, {j.job_id: j for j in state.jobs}, names, {n.name: n for n in nodes}, predicted,
