@@ -1,6 +1,14 @@
-"""Builders for hand-made jobs, traces and snapshots used across the tests."""
+"""Builders for hand-made jobs, traces and snapshots used across the tests, and helpers to run the CLI."""
 
 from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from importlib.resources import files
+from pathlib import Path
 
 from wattsched.model import units
 from wattsched.model.job import Job, RunningJob
@@ -16,12 +24,14 @@ SIMPLE_POWER = NodePowerModel(
 
 
 def platform(n: int = 4, power: NodePowerModel = SIMPLE_POWER) -> Platform:
+    """A homogeneous cluster of ``n`` nodes with the ``power`` model."""
     return Platform.homogeneous_cluster(n, power=power)
 
 
 def tj(
     id: int, submit: float, runtime: float, nodes: int = 1, walltime: float | None = None, **kw
 ) -> TraceJob:
+    """A trace job of ``nodes`` nodes whose walltime is its runtime unless given."""
     return TraceJob(
         id=id, submit_s=submit, runtime_s=runtime, walltime_s=walltime if walltime is not None else runtime,
         procs=nodes, nodes=nodes, **kw,
@@ -53,3 +63,45 @@ def snapshot(
         now_s=now, platform=plat, pending={j.id: j for j in pending}, running=run_views,
         free_nodes=free, node_state=state, **kw,
     )
+
+
+TINY_SWF = """; MaxProcs: 8
+; MaxNodes: 8
+; UnixStartTime: 1000000
+1 100 0 50 4 -1 -1 4 60 -1 1 1 1 -1 1 -1 -1 -1
+2 110 0 30 8 -1 -1 8 40 -1 1 2 1 -1 1 -1 -1 -1
+3 120 0 10 2 -1 -1 2 20 -1 1 1 1 -1 1 -1 -1 -1
+4 130 0 100 2 -1 -1 2 50 -1 1 3 1 -1 1 -1 -1 -1
+"""
+"""Four jobs on 8 nodes; job 4 runs 100 s but asks for 50 s."""
+
+BUNDLED_KTH = files("wattsched") / "data" / "traces" / "KTH-SP2-1996-2.1-cln-first5000.swf.gz"
+"""The KTH SP2 excerpt shipped with the package (its first 5000 jobs)."""
+
+
+def tiny_trace(directory: Path, name: str = "tiny.swf") -> Path:
+    """Write ``TINY_SWF`` to ``directory / name`` and return its path."""
+    path = directory / name
+    path.write_text(TINY_SWF)
+    return path
+
+
+def kth_excerpt(directory: Path, jobs: int = 200) -> Path:
+    """Write the bundled KTH excerpt's header and its first ``jobs`` jobs to ``directory / "base.swf"``."""
+    lines = gzip.decompress(BUNDLED_KTH.read_bytes()).decode().splitlines()
+    header = [x for x in lines if x.startswith(";")]
+    body = [x for x in lines if not x.startswith(";")][:jobs]
+    path = directory / "base.swf"
+    path.write_text("\n".join(header + body) + "\n")
+    return path
+
+
+def cli(*args, cwd: Path | None = None, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m wattsched *args`` from ``cwd`` in a subprocess and return its exit status and text output."""
+    return subprocess.run([sys.executable, "-m", "wattsched", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def read_summary(out: Path) -> dict:
+    """The summary.json of the run directory ``out``, as a dict."""
+    return json.loads((Path(out) / "summary.json").read_text())

@@ -4,30 +4,19 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from builders import TINY_SWF, cli, tiny_trace
 from wattsched.cli import main
 from wattsched.sim.report import load_run
-
-SWF = """; MaxProcs: 8
-; MaxNodes: 8
-; UnixStartTime: 1000000
-1 100 0 50 4 -1 -1 4 60 -1 1 1 1 -1 1 -1 -1 -1
-2 110 0 30 8 -1 -1 8 40 -1 1 2 1 -1 1 -1 -1 -1
-3 120 0 10 2 -1 -1 2 20 -1 1 1 1 -1 1 -1 -1 -1
-4 130 0 100 2 -1 -1 2 50 -1 1 3 1 -1 1 -1 -1 -1
-"""
 
 
 @pytest.fixture
 def trace(tmp_path):
-    path = tmp_path / "tiny.swf"
-    path.write_text(SWF)
-    return path
+    """The tiny four-job trace, written to this test's directory."""
+    return tiny_trace(tmp_path)
 
 
 def test_simulate_writes_a_complete_run_directory(trace, tmp_path, capsys):
@@ -140,23 +129,21 @@ def test_policies_lists_params(capsys):
 
 
 def test_console_script_and_module_entry_point(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "wattsched", "--help"], capture_output=True, text=True)
+    out = cli("--help")
     assert out.returncode == 0 and "simulate" in out.stdout
-    out = subprocess.run([sys.executable, "-m", "wattsched", "simulate", "--help"], capture_output=True, text=True)
+    out = cli("simulate", "--help")
     assert "--cap-schedule" in out.stdout
 
 
 def test_simulate_as_a_program_prints_everything_and_exits_with_its_status(trace, tmp_path, capsys):
     # run as the program, simulate ends the process without the interpreter's finalisation:
     # its output through a pipe must still be all of it, and its exit status the command's
-    out = subprocess.run([sys.executable, "-m", "wattsched", "simulate", "--trace", str(trace), "--out",
-                          str(tmp_path / "run"), "-q"], capture_output=True, text=True)
+    out = cli("simulate", "--trace", trace, "--out", tmp_path / "run", "-q")
     assert out.returncode == 0, out.stderr
     assert main(["simulate", "--trace", str(trace), "--out", str(tmp_path / "here"), "-q"]) == 0
     assert out.stdout == capsys.readouterr().out and "mean bounded slowdown" in out.stdout
     load_run(tmp_path / "run")
-    bad = subprocess.run([sys.executable, "-m", "wattsched", "simulate", "--trace", str(tmp_path / "none.swf"),
-                          "-q"], capture_output=True, text=True)
+    bad = cli("simulate", "--trace", tmp_path / "none.swf", "-q")
     assert bad.returncode == 2 and "no such file" in bad.stderr
 
 
@@ -201,7 +188,7 @@ def test_a_demand_response_event_in_the_config_caps_the_replay_from_its_start(tr
 
 def test_simulate_summary_reads_as_text_not_python(tmp_path, capsys):
     trace = tmp_path / "bad.swf"
-    trace.write_text(SWF + "5 140 0 10 -1 -1 -1 -1 20 -1 1 1 1 -1 1 -1 -1 -1\n")  # no processor count
+    trace.write_text(TINY_SWF + "5 140 0 10 -1 -1 -1 -1 20 -1 1 1 1 -1 1 -1 -1 -1\n")  # no processor count
     assert main(["simulate", "--trace", str(trace), "--policy", "easy-pc", "--cap", "1500", "--out",
                  str(tmp_path / "run"), "-q", "--no-report"]) == 0
     printed = capsys.readouterr().out

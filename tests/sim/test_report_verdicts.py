@@ -2,34 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
 import pytest
 
+from builders import read_summary, tiny_trace
 from wattsched.cli import main
 from wattsched.sim.report import load_run
 
-SWF = """; MaxProcs: 8
-; MaxNodes: 8
-; UnixStartTime: 1000000
-1 100 0 50 4 -1 -1 4 60 -1 1 1 1 -1 1 -1 -1 -1
-2 110 0 30 8 -1 -1 8 40 -1 1 2 1 -1 1 -1 -1 -1
-3 120 0 10 2 -1 -1 2 20 -1 1 1 1 -1 1 -1 -1 -1
-4 130 0 100 2 -1 -1 2 50 -1 1 3 1 -1 1 -1 -1 -1
-"""
-
 
 def simulate_budget(tmp_path, capsys, energy_j: float, policy: str = "energy-bud"):
-    trace = tmp_path / "tiny.swf"
-    trace.write_text(SWF)
+    trace = tiny_trace(tmp_path)
     cfg = tmp_path / "budget.yaml"
     cfg.write_text(f"trace: {trace}\nprocs: 8\npolicy: {policy}\nseed: 2\n"
                    f"energy_budgets:\n  - {{start_s: 0, end_s: 200, energy_j: {energy_j}}}\n")
     out = tmp_path / "run"
     assert main(["simulate", "--config", str(cfg), "--out", str(out), "-q"]) == 0
-    doc = json.loads((out / "summary.json").read_text())
+    doc = read_summary(out)
     return capsys.readouterr().out, doc, (out / "report.html").read_text(), out
 
 
@@ -84,7 +74,7 @@ def test_the_readme_kth_example_at_60_percent_says_the_queue_does_not_drain(trac
     # the baseline column for column, with the changes
     assert re.search(r"run +easy \(uncapped\) +change\n", printed)
     assert re.search(r"\n  unfinished +[\d,]+ +0 +new\n", printed)
-    doc = json.loads((out / "summary.json").read_text())
+    doc = read_summary(out)
     assert doc["verdicts"]["queue"]["drained"] is False and doc["verdicts"]["queue"]["unfinished"] == unfinished
     assert doc["baseline"]["n_jobs"] == n and doc["baseline"]["jobs_unfinished"] == 0
     page = (out / "report.html").read_text()
@@ -93,8 +83,7 @@ def test_the_readme_kth_example_at_60_percent_says_the_queue_does_not_drain(trac
 
 
 def test_a_demand_response_event_gets_its_verdict_against_the_power_inside_it(tmp_path, capsys):
-    trace = tmp_path / "tiny.swf"
-    trace.write_text(SWF)
+    trace = tiny_trace(tmp_path)
     cfg = tmp_path / "dr.yaml"
     cfg.write_text(f"trace: {trace}\nprocs: 8\npolicy: easy-pc\nparams: {{check: max}}\n"
                    "demand_response:\n  - {notice_s: 100, start_s: 115, end_s: 200, cap_w: 1000}\n")
@@ -105,7 +94,7 @@ def test_a_demand_response_event_gets_its_verdict_against_the_power_inside_it(tm
     t, p = run.timeline["t_s"], run.timeline["power_w"]
     inside = (np.minimum(t[1:], 200) - np.maximum(t[:-1], 115)) > 0
     peak = float(p[:-1][inside].max())
-    (event,) = json.loads((out / "summary.json").read_text())["verdicts"]["dr_events"]
+    (event,) = read_summary(out)["verdicts"]["dr_events"]
     assert (event["target_w"], event["max_power_w"], event["met"]) == (1000.0, peak, peak <= 1000.0)
     word = "MET" if event["met"] else "MISSED"
     assert re.search(rf"\n  event 1  {word} +peak [\d,.]+ (W|kW) against a target of 1,000 W from 115 s to "

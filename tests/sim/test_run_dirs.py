@@ -12,24 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from builders import TINY_SWF, read_summary, tiny_trace
 from wattsched.cli import main
 from wattsched.sim.report import MARKER, load_run, write_html_report
-
-SWF = """; MaxProcs: 8
-; MaxNodes: 8
-; UnixStartTime: 1000000
-1 100 0 50 4 -1 -1 4 60 -1 1 1 1 -1 1 -1 -1 -1
-2 110 0 30 8 -1 -1 8 40 -1 1 2 1 -1 1 -1 -1 -1
-3 120 0 10 2 -1 -1 2 20 -1 1 1 1 -1 1 -1 -1 -1
-4 130 0 100 2 -1 -1 2 50 -1 1 3 1 -1 1 -1 -1 -1
-"""
 
 
 @pytest.fixture
 def trace(tmp_path):
-    path = tmp_path / "tiny.swf"
-    path.write_text(SWF)
-    return path
+    """The tiny four-job trace, written to this test's directory."""
+    return tiny_trace(tmp_path)
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
@@ -65,7 +56,7 @@ def test_a_completed_run_has_its_marker_and_row_counts(previous):
 def test_failed_run_leaves_the_previous_run_untouched(previous, tmp_path, capsys):
     out, files = previous
     bad = tmp_path / "bad.swf"
-    bad.write_text(SWF + "5 140 0 10 two -1 -1 2 20 -1 1 1 1 -1 1 -1 -1 -1\n")  # fails as the stream reaches it
+    bad.write_text(TINY_SWF + "5 140 0 10 two -1 -1 2 20 -1 1 1 1 -1 1 -1 -1 -1\n")  # fails as the stream reaches it
     assert main(["simulate", "--trace", str(bad), "--out", str(out), "-q", "--seed", "2"]) == 2
     err = capsys.readouterr().err
     assert f"{out}: the run failed; the previous run there is untouched" in err
@@ -112,7 +103,7 @@ def test_rerun_replaces_the_previous_run_whole(previous, trace):
     (out / "notes.txt").write_text("from the previous run")
     assert main(["simulate", "--trace", str(trace), "--out", str(out), "-q", "--seed", "5", "--no-report"]) == 0
     assert not (out / "notes.txt").exists() and not (out / "report.html").exists()
-    assert json.loads((out / "summary.json").read_text())["info"]["seed"] == 5
+    assert read_summary(out)["info"]["seed"] == 5
     assert leftovers(out.parent) == []
 
 

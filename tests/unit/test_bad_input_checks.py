@@ -11,15 +11,13 @@ import gzip
 import json
 import logging
 import re
-import subprocess
-import sys
-from importlib.resources import files
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from builders import cli, kth_excerpt, read_summary
 from wattsched.config import SimConfig
 from wattsched.config.platform import platform_from_procs
 from wattsched.errors import ConfigError
@@ -27,25 +25,11 @@ from wattsched.model.constraints import DemandResponseEvent, EnergyBudget
 from wattsched.sim.build import build_run
 from wattsched.sim.checks import budget_notes, dr_event_notes, outside_trace_notes
 
-BUNDLED = files("wattsched") / "data" / "traces" / "KTH-SP2-1996-2.1-cln-first5000.swf.gz"
-
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
     """The bundled KTH excerpt's header and its first 200 jobs (submissions over about 60 h)."""
-    lines = gzip.decompress(BUNDLED.read_bytes()).decode().splitlines()
-    header = [x for x in lines if x.startswith(";")]
-    jobs = [x for x in lines if not x.startswith(";")][:200]
-    path = tmp_path_factory.mktemp("bad2") / "base.swf"
-    path.write_text("\n".join(header + jobs) + "\n")
-    return path
-
-
-def cli(*args, cwd: Path, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
-    import os
-
-    return subprocess.run([sys.executable, "-m", "wattsched", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return kth_excerpt(tmp_path_factory.mktemp("bad2"))
 
 
 def notes_of(config: SimConfig, caplog) -> list[str]:
@@ -138,7 +122,7 @@ def test_bad_input_06_warning_on_stderr_and_in_summary(base, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "policy easy ignores the energy budget of this run" in proc.stderr
     assert "below the platform's idle energy" in proc.stderr
-    summary = json.dumps(json.loads((tmp_path / "r" / "summary.json").read_text()))
+    summary = json.dumps(read_summary(tmp_path / "r"))
     assert "policy easy ignores the energy budget of this run" in summary
 
 

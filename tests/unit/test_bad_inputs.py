@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import kth_excerpt
 from wattsched.config import SimConfig, load_config, read_yaml
 from wattsched.config.daemon import DaemonConfig
 from wattsched.config.platform import load_platform, platform_from_procs
@@ -42,7 +43,6 @@ from wattsched.workload.records import TraceJob
 from wattsched.workload.swf import read_swf, trace_info
 from wattsched.workload.tables import read_job_table
 
-BUNDLED = files("wattsched") / "data" / "traces" / "KTH-SP2-1996-2.1-cln-first5000.swf.gz"
 ERROR_LINE = re.compile(r"^wattsched: error: (\S+:\d+: |\S+: |--[\w-]+: |WATTSCHED_\w+: )")
 
 
@@ -54,12 +54,7 @@ def job_line(i: int, submit: int, *, run: object = 100, procs: object = 4, user:
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
     """The bundled KTH excerpt's header and its first 200 jobs."""
-    lines = gzip.decompress(BUNDLED.read_bytes()).decode().splitlines()
-    header = [x for x in lines if x.startswith(";")]
-    jobs = [x for x in lines if not x.startswith(";")][:200]
-    path = tmp_path_factory.mktemp("bad") / "base.swf"
-    path.write_text("\n".join(header + jobs) + "\n")
-    return path
+    return kth_excerpt(tmp_path_factory.mktemp("bad"))
 
 
 def header_swf(tmp_path: Path, jobs: list[str], name: str = "t.swf", max_procs: str = "8") -> Path:

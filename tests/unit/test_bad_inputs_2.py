@@ -9,21 +9,19 @@ property tests in ``tests/fuzz/test_fuzz_config_cli.py`` do, and a few in a subp
 
 from __future__ import annotations
 
-import gzip
 import random
 import re
 import sqlite3
 import subprocess
 import sys
 import time
-from importlib.resources import files
 from pathlib import Path
 
 import pytest
 
+from builders import BUNDLED_KTH, kth_excerpt
 from wattsched.cli import main
 
-BUNDLED = files("wattsched") / "data" / "traces" / "KTH-SP2-1996-2.1-cln-first5000.swf.gz"
 ERROR_LINE = re.compile(r"^wattsched: error: (\S+:\d+: |\S+: |--[\w-]+: |WATTSCHED_\w+: )")
 
 
@@ -49,12 +47,7 @@ def refused(result: tuple[int, str, str], *expected: str) -> str:
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
     """The bundled KTH excerpt's header and its first 200 jobs."""
-    lines = gzip.decompress(BUNDLED.read_bytes()).decode().splitlines()
-    header = [x for x in lines if x.startswith(";")]
-    jobs = [x for x in lines if not x.startswith(";")][:200]
-    path = tmp_path_factory.mktemp("bad2") / "base.swf"
-    path.write_text("\n".join(header + jobs) + "\n")
-    return path
+    return kth_excerpt(tmp_path_factory.mktemp("bad2"))
 
 
 def daemon_config(tmp_path: Path, extra: str = "") -> Path:
@@ -182,7 +175,7 @@ def test_bad_input_139_sacct_nodelist_expanding_beyond_any_cluster(capsys, tmp_p
 
 def test_bad_input_134_more_slices_than_the_trace_holds(capsys, tmp_path):
     sweep = tmp_path / "sw.yaml"
-    sweep.write_text(f"kind: sweep\nname: s\nbase: {{procs: 100}}\naxes:\n  slices:\n    trace: {BUNDLED}\n"
+    sweep.write_text(f"kind: sweep\nname: s\nbase: {{procs: 100}}\naxes:\n  slices:\n    trace: {BUNDLED_KTH}\n"
                      "    count: 1000000\n    length_h: 1\n    warmup_h: 0\n    t0: load\n"
                      "  policies: [easy]\nout: o\n")
     refused(run(capsys, "traces", "slice", sweep), "sw.yaml:5: axes.slices: the trace holds only",

@@ -8,33 +8,18 @@ and by ``wattsched simulate`` (exit 0, the note kept in summary.json).
 
 from __future__ import annotations
 
-import gzip
 import json
-import os
-import subprocess
-import sys
-from importlib.resources import files
 from pathlib import Path
 
 import pytest
 
-BUNDLED = files("wattsched") / "data" / "traces" / "KTH-SP2-1996-2.1-cln-first5000.swf.gz"
+from builders import cli, kth_excerpt, read_summary
 
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
     """The bundled KTH excerpt's header and its first 200 jobs (submissions over about 60 h)."""
-    lines = gzip.decompress(BUNDLED.read_bytes()).decode().splitlines()
-    header = [x for x in lines if x.startswith(";")]
-    jobs = [x for x in lines if not x.startswith(";")][:200]
-    path = tmp_path_factory.mktemp("sem") / "base.swf"
-    path.write_text("\n".join(header + jobs) + "\n")
-    return path
-
-
-def cli(*args, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "wattsched", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=300, env=dict(os.environ))
+    return kth_excerpt(tmp_path_factory.mktemp("sem"))
 
 
 CASES = {
@@ -76,7 +61,7 @@ def test_check_config_and_simulate_warn_and_go_on(base, tmp_path, case):
     run = cli("simulate", "--config", "sim.yaml", "--out", "r", "-q", "--no-report", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert note in run.stderr, run.stderr
-    assert note in json.dumps(json.loads((tmp_path / "r" / "summary.json").read_text()))
+    assert note in json.dumps(read_summary(tmp_path / "r"))
 
 
 def test_no_warning_for_constraints_the_policy_plans_against_inside_the_trace(base, tmp_path):
