@@ -11,8 +11,10 @@ What a fit can find
 -------------------
 * ``a``, ``b``, ``c`` (Eq. 18) need the frequency the CPU ran at under each
   cap: from run times alone they are known only up to a scale of the
-  frequency. A ``freq_ghz`` column gives them (linear least squares, ``a > 0``,
-  ``b, c >= 0``); without it they must be given (``--power-model A,B,C``).
+  frequency. A ``freq_ghz`` column (the frequency the CPU ran at under the
+  cap, with the cap binding) gives them (linear least squares, ``a > 0``,
+  ``b, c >= 0``); without it they must be given (``--power-model A,B,C``,
+  which wins over the column when both are there).
 * ``p_l`` is the lowest cap measured: the paper measures from ``p_l`` up, and
   points below it (throttling) are outside the model.
 * ``beta`` and ``p_h`` need three or more distinct caps; ``p_h`` is at most the
@@ -198,81 +200,82 @@ def fit_pass(measurements: dict[str, list[Point]], where: str = "measurements",
     except ImportError:
         raise ConfigError("fitting PASS models needs scipy, which is not installed: "
                           "pip install 'wattsched[dr]'") from None
-    fits: dict[str, PassFit] = {}
-    for app, pts in measurements.items():
-        tag = f"{where}: app {app!r}"
-        n = np.array([q.nodes for q in pts])
-        p = np.array([q.cpu_power_w for q in pts])
-        t = np.array([q.time_s for q in pts])
-        caps = np.unique(p)
-        if caps.size < 3:
-            raise ConfigError(f"{tag}: needs measurements at 3 or more distinct CPU caps (cpu_power_w) to fit beta "
-                              f"and p_h, got {caps.size}")
-        a, b, c = _power_model(pts, tag, power_model, lsq_linear)
-        p_l, p_max = float(caps[0]), float(caps[-1])
-        if p_l <= c:
-            raise ConfigError(f"{tag}: the lowest cap, {p_l:g} W, is not above the CPU base power c = {c:g} W; "
-                              "the power model and the caps disagree")
-        counts = np.unique(n)
-        log_t = np.log(t)
-        ph_lo = p_l + 1e-6 * (p_max - p_l)
+    return {app: _fit_one(app, pts, f"{where}: app {app!r}", power_model, least_squares, lsq_linear)
+            for app, pts in measurements.items()}
 
-        def model(x, T1=1.0, A=1.0, sigma=0.0):
-            beta, p_h = x[0], x[1]
-            return PassModel(a, b, c, p_l, p_h, beta, A, sigma, T1)
 
-        if counts.size >= 3:
-            def resid(x):
-                base = np.log(model(x[2:], A=x[0], sigma=x[1]).time(n, p))
-                return base + np.mean(log_t - base) - log_t
+def _fit_one(app: str, pts: list[Point], tag: str, power_model, least_squares, lsq_linear) -> PassFit:
+    n = np.array([q.nodes for q in pts])
+    p = np.array([q.cpu_power_w for q in pts])
+    t = np.array([q.time_s for q in pts])
+    caps = np.unique(p)
+    if caps.size < 3:
+        raise ConfigError(f"{tag}: needs measurements at 3 or more distinct CPU caps (cpu_power_w) to fit beta "
+                          f"and p_h, got {caps.size}")
+    a, b, c = _power_model(pts, tag, power_model, lsq_linear)
+    p_l, p_max = float(caps[0]), float(caps[-1])
+    if p_l <= c:
+        raise ConfigError(f"{tag}: the lowest cap, {p_l:g} W, is not above the CPU base power c = {c:g} W; "
+                          "the power model and the caps disagree")
+    counts = np.unique(n)
+    log_t = np.log(t)
+    ph_lo = p_l + 1e-6 * (p_max - p_l)
 
-            starts = [(A0, s0, b0, ph0)
-                      for A0 in np.geomspace(1.5, 2 * counts[-1], 5) for s0 in (0.3, 1.5) for b0 in (0.1, 0.35)
-                      for ph0 in (0.5 * (p_l + p_max), p_max)]
-            lo, hi = [1.0, 0.0, 0.0, ph_lo], [1e5, 100.0, 0.999, p_max]
-        else:
-            groups = np.searchsorted(counts, n)
+    def model(x, T1=1.0, A=1.0, sigma=0.0):
+        beta, p_h = x[0], x[1]
+        return PassModel(a, b, c, p_l, p_h, beta, A, sigma, T1)
 
-            def resid(x):
-                base = np.log(model(x).slowdown(p))
-                scale = np.bincount(groups, log_t - base) / np.bincount(groups)
-                return base + scale[groups] - log_t
+    if counts.size >= 3:
+        def resid(x):
+            base = np.log(model(x[2:], A=x[0], sigma=x[1]).time(n, p))
+            return base + np.mean(log_t - base) - log_t
 
-            starts = [(b0, ph0) for b0 in (0.05, 0.2, 0.4) for ph0 in (0.5 * (p_l + p_max), p_max)]
-            lo, hi = [0.0, ph_lo], [0.999, p_max]
-        best = None
-        for x0 in starts:
-            x0 = np.clip(np.array(x0, dtype=float), lo, hi)
-            r = least_squares(resid, x0, bounds=(lo, hi), x_scale="jac", xtol=1e-12, ftol=1e-12, gtol=1e-12)
-            if best is None or r.cost < best.cost:
-                best = r
-        x = best.x
-        if counts.size >= 3:
-            m = model(x[2:], A=x[0], sigma=x[1])
-            T1 = float(np.exp(np.mean(log_t - np.log(m.time(n, p)))))
-            m = model(x[2:], T1=T1, A=x[0], sigma=x[1])
-            pred, A, sigma, by_n = m.time(n, p), float(x[0]), float(x[1]), {}
-            beta, p_h = float(x[2]), float(x[3])
-        else:
-            m = model(x)
-            base = np.log(m.slowdown(p))
-            scale = np.exp(np.bincount(groups, log_t - base) / np.bincount(groups))
-            pred, A, sigma, T1 = np.exp(base) * scale[groups], None, None, None
-            by_n = {float(k): float(v) for k, v in zip(counts, scale, strict=True)}
-            beta, p_h = float(x[0]), float(x[1])
-        err = float(np.mean(np.abs(pred - t) / t))
-        fits[app] = PassFit(app, a, b, c, p_l, p_h, beta, A, sigma, T1, err, len(pts), by_n)
-    return fits
+        starts = [(A0, s0, b0, ph0)
+                  for A0 in np.geomspace(1.5, 2 * counts[-1], 5) for s0 in (0.3, 1.5) for b0 in (0.1, 0.35)
+                  for ph0 in (0.5 * (p_l + p_max), p_max)]
+        lo, hi = [1.0, 0.0, 0.0, ph_lo], [1e5, 100.0, 0.999, p_max]
+    else:
+        groups = np.searchsorted(counts, n)
+
+        def resid(x):
+            base = np.log(model(x).slowdown(p))
+            scale = np.bincount(groups, log_t - base) / np.bincount(groups)
+            return base + scale[groups] - log_t
+
+        starts = [(b0, ph0) for b0 in (0.05, 0.2, 0.4) for ph0 in (0.5 * (p_l + p_max), p_max)]
+        lo, hi = [0.0, ph_lo], [0.999, p_max]
+    best = None
+    for x0 in starts:
+        x0 = np.clip(np.array(x0, dtype=float), lo, hi)
+        r = least_squares(resid, x0, bounds=(lo, hi), x_scale="jac", xtol=1e-12, ftol=1e-12, gtol=1e-12)
+        if best is None or r.cost < best.cost:
+            best = r
+    x = best.x
+    if counts.size >= 3:
+        m = model(x[2:], A=x[0], sigma=x[1])
+        T1 = float(np.exp(np.mean(log_t - np.log(m.time(n, p)))))
+        m = model(x[2:], T1=T1, A=x[0], sigma=x[1])
+        pred, A, sigma, by_n = m.time(n, p), float(x[0]), float(x[1]), {}
+        beta, p_h = float(x[2]), float(x[3])
+    else:
+        m = model(x)
+        base = np.log(m.slowdown(p))
+        scale = np.exp(np.bincount(groups, log_t - base) / np.bincount(groups))
+        pred, A, sigma, T1 = np.exp(base) * scale[groups], None, None, None
+        by_n = {float(k): float(v) for k, v in zip(counts, scale, strict=True)}
+        beta, p_h = float(x[0]), float(x[1])
+    err = float(np.mean(np.abs(pred - t) / t))
+    return PassFit(app, a, b, c, p_l, p_h, beta, A, sigma, T1, err, len(pts), by_n)
 
 
 def _power_model(pts: list[Point], tag: str, given, lsq_linear) -> tuple[float, float, float]:
+    if given is not None:  # given explicitly: it wins over a freq_ghz column
+        return tuple(float(v) for v in given)
     freqs = [q.freq_ghz for q in pts if q.freq_ghz is not None]
     if not freqs:
-        if given is None:
-            raise ConfigError(f"{tag}: a, b, c (CPU power p = a f^3 + b f + c) need the CPU frequency at each point: "
-                              "add a freq_ghz column, or give them with --power-model A,B,C "
-                              "(e.g. --power-model 1.65,7.74,13.5)")
-        return tuple(float(v) for v in given)
+        raise ConfigError(f"{tag}: a, b, c (CPU power p = a f^3 + b f + c) need the CPU frequency at each point: "
+                          "add a freq_ghz column, or give them with --power-model A,B,C "
+                          "(e.g. --power-model 1.65,7.74,13.5)")
     f = np.array(freqs)
     if np.unique(f).size < 3:
         raise ConfigError(f"{tag}: needs 3 or more distinct frequencies (freq_ghz) to fit a, b and c, "
