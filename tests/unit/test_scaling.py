@@ -121,6 +121,8 @@ def test_caps_outside_p_l_to_p_h_clamp():
     assert MODELS["leanmd"].below_floor(30) is False
     # the 30 W level of the testbed is below p_l for the four applications whose p_l is 32 W
     assert sorted(a for a, mm in MODELS.items() if mm.below_floor(30)) == ["amr", "jacobi2d", "lulesh", "wave2d"]
+    with pytest.raises(ValueError, match="CPU cap is NaN"):
+        m.time(8, [40.0, float("nan")])
     t = m.time(np.array([[1.0], [16.0]]), np.array([32.0, 36.0, 40.0]))
     assert t.shape == (2, 3) and (np.diff(t, axis=1) < 0).all()
 
@@ -160,3 +162,33 @@ def test_problems_name_each_bad_parameter():
     assert PassModel(**{**good.spec(), "p_h": 32.0}).problems() == [
         "p_h must be above p_l when beta > 0 (the time falls between them)"]
     assert PassModel(**{**good.spec(), "T1": float("nan")}).problems() == ["T1 must be a finite number, got nan"]
+
+
+@pytest.mark.parametrize("module", ["wattsched.model.scaling", "wattsched.scalingmodels"])
+def test_doctests(module):
+    import doctest
+    import importlib
+
+    if module == "wattsched.scalingmodels":
+        pytest.importorskip("scipy", reason="fit_pass's example needs scipy (extra [dr])")
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_fig3_table_of_simulator_md_is_the_models():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "simulator.md").read_text()
+    section = text[text.index("Power-aware speedups at 20 nodes at the testbed's levels"):]
+    rows = {}
+    for line in section.splitlines()[1:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 10 and cells[0] in MODELS:
+            rows[cells[0]] = cells
+    assert sorted(rows) == sorted(MODELS)
+    for app, cells in rows.items():
+        m = MODELS[app]
+        assert float(cells[3]) == pytest.approx(m.max_speedup, abs=5e-4)
+        for level, cell in zip(TESTBED_LEVELS_W, cells[4:], strict=True):
+            assert float(cell.rstrip("*")) == pytest.approx(m.power_aware_speedup(level), abs=5e-4), (app, level)
+            assert cell.endswith("*") == m.below_floor(level)

@@ -195,8 +195,11 @@ class PassModel:
         return p if p.ndim else float(p)
 
     def frequency(self, p):
-        """Frequency under cap ``p``, the cap clamped to ``[p_l, p_h]`` first (vectorised)."""
-        return cpu_frequency(np.clip(np.asarray(p, dtype=float), self.p_l, self.p_h), self.a, self.b, self.c)
+        """Frequency under cap ``p``, the cap clamped to ``[p_l, p_h]`` first (vectorised; NaN is an error)."""
+        p = np.asarray(p, dtype=float)
+        if np.isnan(p).any():
+            raise ValueError("CPU cap is NaN")
+        return cpu_frequency(np.clip(p, self.p_l, self.p_h), self.a, self.b, self.c)
 
     def below_floor(self, p):
         """Whether a cap is below ``p_l``, where the model answers for ``p_l`` (see the module's edges)."""
