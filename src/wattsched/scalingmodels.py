@@ -22,6 +22,8 @@ What a fit can find
 * Downey's ``A``, ``sigma``, ``T1`` need three or more distinct node counts;
   with fewer (the paper profiled at 20 nodes) they are left out and the fit
   reports the run time at ``p_h`` per node count instead.
+* At least as many points as time parameters fitted (5, or 2 plus one per
+  node count).
 
 The time parameters are fitted by nonlinear least squares on log run times
 (relative errors), from several starting points (Downey's model has kinks at
@@ -218,6 +220,10 @@ def _fit_one(app: str, pts: list[Point], tag: str, power_model, least_squares, l
         raise ConfigError(f"{tag}: the lowest cap, {p_l:g} W, is not above the CPU base power c = {c:g} W; "
                           "the power model and the caps disagree")
     counts = np.unique(n)
+    fitted = 5 if counts.size >= 3 else 2 + counts.size  # beta, p_h and T1, A, sigma or one T_h per node count
+    if len(pts) < fitted:
+        raise ConfigError(f"{tag}: needs {fitted} or more points for the {fitted} time parameters it fits "
+                          f"here, got {len(pts)}")
     log_t = np.log(t)
     ph_lo = p_l + 1e-6 * (p_max - p_l)
 

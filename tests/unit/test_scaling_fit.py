@@ -106,6 +106,8 @@ def test_given_power_model_and_one_node_count(tmp_path, capsys):
     ("app,nodes,cpu_power_w,time_s\namr,4,12,100\namr,4,45,90\namr,4,50,80\n", ("--power-model", "2.45,6.57,13.5"),
      "app 'amr': the lowest cap, 12 W, is not above the CPU base power c = 13.5 W"),
     ("# only a comment\n", (), ": no rows"),
+    ("app,nodes,cpu_power_w,time_s\namr,4,40,100\namr,8,45,60\namr,16,50,30\n", ("--power-model", "2.45,6.57,13.5"),
+     "app 'amr': needs 5 or more points for the 5 time parameters it fits here, got 3"),
 ])
 def test_bad_input_names_the_file_and_line(tmp_path, capsys, text, args, expected):
     path = tmp_path / "bad.csv"
