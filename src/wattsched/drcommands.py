@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from wattsched.errors import ConfigError
@@ -11,6 +12,10 @@ from wattsched.errors import ConfigError
 
 def cmd_models_fit(args: argparse.Namespace) -> int:
     """Fit Eqs. 1-2 per application and print the coefficients and the fit errors."""
+    if args.model == "pass":
+        return _fit_pass(args)
+    if args.power_model is not None:
+        raise ConfigError("--power-model: only for --model pass (the ahmed2017 models fit power from power_w)")
     from wattsched.appmodels import fit_models, packaged_fits, read_measurements
 
     fits = packaged_fits() if args.file == "packaged" else fit_models(read_measurements(args.file), args.file)
@@ -32,6 +37,40 @@ def cmd_models_fit(args: argparse.Namespace) -> int:
         print(yaml.safe_dump({"response_classes": {app: f.spec() for app, f in fits.items()}},
                              default_flow_style=None, sort_keys=False), end="")
     return 0
+
+
+def _fit_pass(args: argparse.Namespace) -> int:
+    """Fit PASS (Sarood et al. 2014) per application and print the parameters and the fit errors."""
+    from wattsched.scalingmodels import fit_pass, read_pass_measurements
+
+    if args.file == "packaged":
+        raise ConfigError("packaged: there are no packaged PASS measurements (the packaged Table IV models are "
+                          "parameters, not points); give a CSV of app,nodes,cpu_power_w,time_s[,freq_ghz] rows")
+    if args.platform_snippet:
+        raise ConfigError("--platform-snippet: PASS models are not platform response classes; use --json")
+    fits = fit_pass(read_pass_measurements(args.file), args.file, args.power_model)
+    if args.json:
+        print(json.dumps({app: f.spec() for app, f in fits.items()}, indent=2))
+        return 0
+    print(f"{'app':<12} {'points':>6} {'time err':>8}  p = a f^3 + b f + c (W, f in GHz); p_l, p_h (W); beta; "
+          "Downey's A, sigma, T1 (s)")
+    for app, f in fits.items():
+        downey = (f"A {f.A:.4g}  sigma {f.sigma:.4g}  T1 {f.T1:.6g}" if f.T1 is not None else
+                  "A, sigma, T1 not fitted (fewer than 3 node counts); T_h by nodes: "
+                  + ", ".join(f"{n:g}: {t:.6g}" for n, t in f.t_h_by_nodes.items()))
+        print(f"{app:<12} {f.points:>6} {100 * f.time_error:>7.2f}%  a {f.a:.4g}  b {f.b:.4g}  c {f.c:.4g}  "
+              f"p_l {f.p_l:g}  p_h {f.p_h:.4g}  beta {f.beta:.4f}  {downey}")
+    return 0
+
+
+def _power_model(text: str) -> tuple[float, float, float]:
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"give three numbers A,B,C, got {text!r}") from None
+    if len(values) != 3 or not all(math.isfinite(v) for v in values) or values[0] <= 0 or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"give three numbers A,B,C with A > 0 and B, C >= 0, got {text!r}")
+    return values
 
 
 def cmd_dr_events_generate(args: argparse.Namespace) -> int:
@@ -80,15 +119,22 @@ def add_commands(sub) -> None:
     from wattsched.cliargs import positive_int
     from wattsched.sim.drevents import MAX_EVENTS
 
-    p = sub.add_parser("models", help="application power/time models (Ahmed et al. 2017)")
+    p = sub.add_parser("models", help="application power/time models (Ahmed et al. 2017; PASS, Sarood et al. 2014)")
     msub = p.add_subparsers(dest="models_command", metavar="SUBCOMMAND", required=True)
     t = msub.add_parser(
-        "fit", help="fit p(f) (cubic) and t(f) (quadratic) per application from measurements",
-        description="Fit p(f) = a + b f + c f^2 + d f^3 and t(f) = alpha + beta f + gamma f^2 (f in GHz) per "
-        "application from a CSV with columns app,freq_ghz,power_w,time_s, and report the mean relative error "
-        "of each fit. FILE 'packaged' fits the packaged measurements of QE, Gadget, Seissol and WaLBerla.",
-        epilog="Example: wattsched models fit measurements.csv --platform-snippet")
+        "fit", help="fit application models per application from measurements",
+        description="--model ahmed2017 (default): fit p(f) = a + b f + c f^2 + d f^3 and t(f) = alpha + beta f + "
+        "gamma f^2 (f in GHz) per application from a CSV with columns app,freq_ghz,power_w,time_s; FILE "
+        "'packaged' fits the packaged measurements of QE, Gadget, Seissol and WaLBerla. --model pass: fit the "
+        "power-aware strong scaling model (Sarood et al. 2014) from a CSV with columns "
+        "app,nodes,cpu_power_w,time_s and optionally freq_ghz. Each fit reports its mean relative error.",
+        epilog="Examples: wattsched models fit measurements.csv --platform-snippet; "
+        "wattsched models fit --model pass --power-model 1.65,7.74,13.5 scaling.csv")
     t.add_argument("file", metavar="FILE", help="CSV of measurements, or 'packaged'")
+    t.add_argument("--model", choices=("ahmed2017", "pass"), default="ahmed2017",
+                   help="which model to fit (default ahmed2017)")
+    t.add_argument("--power-model", type=_power_model, metavar="A,B,C",
+                   help="pass: the CPU power model p = A f^3 + B f + C, when the CSV has no freq_ghz column")
     t.add_argument("--json", action="store_true", help="print the fits as JSON")
     t.add_argument("--platform-snippet", action="store_true",
                    help="also print the fits as the response_classes block of a platform file")
