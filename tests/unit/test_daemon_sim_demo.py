@@ -111,8 +111,10 @@ def test_timestamps_exported_at_speed_600_are_wall_clock_times(tmp_path):
     assert sim.read_state().read_at - wall > 400  # while the cluster's own clock is 600 s ahead
     assert reg.get_sample_value("wattsched_dr_event_active") == 1
     deadline = reg.get_sample_value("wattsched_dr_event_deadline_timestamp_seconds")
-    # start + deadline_s = now + 900 simulated seconds = now + 1.5 s on the wall clock
-    assert deadline == pytest.approx(now + 1.5, abs=0.1)
+    # start + deadline_s = now + 900 on the cluster's clock, which reads epoch_s at epoch_s and runs 600x:
+    # about now + 1.5 s on the wall clock (exactly so, counted from the cluster's epoch)
+    assert deadline == pytest.approx(sim.epoch_s + (now + 900 - sim.epoch_s) / 600, abs=1e-3)
+    assert deadline == pytest.approx(now + 1.5, abs=1.0)
     d.store.close()
 
 

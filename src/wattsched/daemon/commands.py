@@ -141,8 +141,8 @@ def _run_daemon(args: argparse.Namespace, config, path) -> int:
     log.info("wattsched daemon: policy %s, backend %s, %s, state %s, every %g s", config.policy,
              config.slurm.backend, "DRY-RUN" if config.dry_run else "gate " + config.gate, config.state_dir,
              config.poll_interval_s)
-    speed = getattr(backend, "speedup", None)
-    if speed is not None:
+    if config.slurm.backend == "sim":
+        speed = backend.speedup
         log.info("simulated cluster at %g simulated seconds per real second (--speed); its clock starts at %s%s",
                  speed, local_time(backend.epoch_s),
                  "" if speed == 1 else ", and the times in its audit and status run ahead of the wall clock")

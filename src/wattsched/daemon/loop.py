@@ -98,9 +98,7 @@ class Daemon:
         self.backend = backend
         self.store = store if store is not None else Store(Path(config.state_dir) / "state.db")
         self.metrics = metrics if metrics is not None else DaemonMetrics()
-        wall = getattr(backend, "wall_time_of", None)
-        if wall is not None:  # the simulated cluster's clock runs ahead of the wall clock
-            self.metrics.wall_time_of = wall
+        self.metrics.wall_time_of = backend.wall_time_of  # the simulated cluster's clock runs ahead of the wall's
         self.notifier = notifier if notifier is not None else Notifier()
         self.cycle_no = int(self.store.get("cycle", 0))
         self._reconciled = False
@@ -182,7 +180,7 @@ class Daemon:
         self.metrics.dry_run.set(1 if config.dry_run else 0)
         self.metrics.info.info({
             "version": __version__, "policy": config.policy, "predictor": config.predictor or "none",
-            "backend": getattr(self.backend, "name", "?"), "gate": config.gate,
+            "backend": self.backend.name, "gate": config.gate,
         })
 
     def _cap_w(self, platform) -> CapSchedule:

@@ -118,6 +118,7 @@ class SimCluster:
     """
 
     name = "sim"
+    speedup: float
 
     def __init__(self, jobs: Sequence[TraceJob], platform: Platform, speedup: float = 600.0,
                  clock: Callable[[], float] = time.monotonic, epoch_s: float | None = None,

@@ -56,7 +56,7 @@ def status_record(daemon, view: View, report: CycleReport, now: float, measured:
     nxt = cap.next_change_after(now)
     return {
         "cycle": daemon.cycle_no, "time": now, "wall_time": time.time(),
-        "backend": getattr(daemon.backend, "name", "?"), "speed": getattr(daemon.backend, "speedup", 1.0),
+        "backend": daemon.backend.name, "speed": daemon.backend.speedup,
         "policy": daemon.config.policy, "dry_run": daemon.config.dry_run,
         "jobs": {"running": len(c.running), "starting": len(c.starting) + len(started), "held": len(ours),
                  "pending_unheld": len(c.adopt) - len(report.held), "held_by_others": len(c.others_held)},

@@ -12,9 +12,18 @@ MARKER = "wattsched:held"
 
 
 class SlurmBackend(Protocol):
-    """The daemon's only way to Slurm. Every method raises ``SlurmCommandError`` on failure."""
+    """The daemon's only way to Slurm. Every method raises ``SlurmCommandError`` on failure.
+
+    Besides the commands, a backend declares its name (``cli``, ``rest``, ``pyslurm``, ``sim``) and its clock:
+    :attr:`speedup` and :meth:`wall_time_of` (a real Slurm's are those of :class:`WallClock`).
+    """
 
     name: str
+    speedup: float
+    """Backend seconds per wall-clock second: 1 for a real Slurm; the simulated cluster's ``--speed``."""
+
+    def wall_time_of(self, t: float) -> float:
+        """The wall-clock time (epoch) at which the backend's clock (that of ``read_at``) reads ``t``."""
 
     def read_state(self) -> ClusterState:
         """Jobs (pending, running, suspended, completing) and nodes."""
@@ -32,6 +41,15 @@ class SlurmBackend(Protocol):
     def power_down(self, node: str) -> None: ...
 
     def power_up(self, node: str) -> None: ...
+
+
+class WallClock:
+    """The clock of a backend on a real Slurm: its times are the wall clock's."""
+
+    speedup = 1.0
+
+    def wall_time_of(self, t: float) -> float:
+        return t
 
 
 def with_marker(comment: str) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from wattsched.daemon.slurm import parse
+from wattsched.daemon.slurm.backend import WallClock
 from wattsched.daemon.slurm.records import ClusterState
 from wattsched.errors import SlurmCommandError
 
@@ -35,7 +36,7 @@ TRANSIENT = (
 """Fragments of Slurm error messages worth a retry: slurmctld down, restarting or busy."""
 
 
-class SlurmCLI:
+class SlurmCLI(WallClock):
     """Runs Slurm commands.
 
     Parameters

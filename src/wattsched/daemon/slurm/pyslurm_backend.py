@@ -41,6 +41,7 @@ from types import ModuleType
 from typing import Any
 
 from wattsched.daemon.slurm import hostlist
+from wattsched.daemon.slurm.backend import WallClock
 from wattsched.daemon.slurm.parse import (
     _add_id,
     _job_state_from_names,
@@ -63,7 +64,7 @@ INSTALL_HINT = (
 )
 
 
-class PyslurmBackend:
+class PyslurmBackend(WallClock):
     """Reads and changes Slurm through pyslurm 25.11.
 
     Parameters

@@ -67,6 +67,7 @@ import msgspec
 
 from wattsched.daemon.nofollow import build_opener, redirect_message
 from wattsched.daemon.slurm import parse
+from wattsched.daemon.slurm.backend import WallClock
 from wattsched.daemon.slurm.cli import TRANSIENT
 from wattsched.daemon.slurm.records import ClusterState
 from wattsched.errors import ConfigError, SlurmCommandError
@@ -144,7 +145,7 @@ def read_token(path: str | os.PathLike) -> str:
     return text
 
 
-class SlurmREST:
+class SlurmREST(WallClock):
     """Talks to slurmrestd.
 
     Parameters
