@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wattsched.errors import ConfigError
+from wattsched.errors import ConfigError, read_config_text
 from wattsched.model.response import PolynomialResponse
 
 FREQ_LEVELS_GHZ: tuple[float, ...] = (1.2, 1.4, 1.6, 1.8, 2.0, 2.2, 2.4, 2.7)
@@ -59,16 +59,7 @@ def read_measurements(path: str | Path) -> dict[str, list[tuple[float, float, fl
     ConfigError
         ``FILE:LINE: KEY: message`` for a missing column or a value that is not a positive number.
     """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        from wattsched.errors import describe
-
-        raise ConfigError(f"{path}: {describe(exc)}") from None
-    return _parse(text, str(path))
+    return _parse(read_config_text(path), str(path))
 
 
 def _parse(text: str, where: str) -> dict[str, list[tuple[float, float, float]]]:

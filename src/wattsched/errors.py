@@ -9,6 +9,8 @@ prefix.
 
 from __future__ import annotations
 
+import os
+
 
 def located(source: str | None, line: int | None = None, key: str | None = None, message: str = "") -> str:
     """One error line: ``FILE:LINE: KEY: message``, leaving out the parts that are unknown.
@@ -182,3 +184,18 @@ def describe(exc: BaseException) -> str | None:
     if isinstance(exc, ValueError):  # a parser's complaint about its input (hostlists, addresses, parameters)
         return located(source, None, None, str(exc) or type(exc).__name__)
     return None
+
+
+def read_config_text(path: str | os.PathLike, label: str | None = None) -> str:
+    """The UTF-8 text of an input file, or :class:`ConfigError` ``FILE: cannot read: why`` / ``FILE: not UTF-8 ...``.
+
+    ``label`` names the file in the message (default: ``path``).
+    """
+    label = str(path) if label is None else label
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise ConfigError(f"{label}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{label}: {describe(exc)}") from None

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wattsched.errors import ConfigError
+from wattsched.errors import ConfigError, read_config_text
 from wattsched.model.scaling import PassModel
 
 PACKAGED_YAML = "sarood2014.yaml"
@@ -86,16 +86,7 @@ def read_pass_measurements(path: str | Path) -> dict[str, list[Point]]:
         ``FILE:LINE: KEY: message`` for a missing column, a missing cell or a
         value that is not a positive number (a node count below 1).
     """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        from wattsched.errors import describe
-
-        raise ConfigError(f"{path}: {describe(exc)}") from None
-    return parse_pass_measurements(text, str(path))
+    return parse_pass_measurements(read_config_text(path), str(path))
 
 
 def parse_pass_measurements(text: str, where: str) -> dict[str, list[Point]]:

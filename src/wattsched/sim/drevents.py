@@ -21,7 +21,7 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wattsched.errors import ConfigError, describe
+from wattsched.errors import ConfigError, read_config_text
 
 if TYPE_CHECKING:
     from wattsched.config import DemandResponseEventConfig
@@ -83,12 +83,7 @@ def _event(entry: dict) -> tuple[DemandResponseEventConfig | None, tuple]:
 
 
 def _load_csv(path: Path, label: str) -> list[DemandResponseEventConfig]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{label}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{label}: {describe(exc)}") from None
+    text = read_config_text(path, label)
     reader = csv.reader(io.StringIO(text))
     header: list[str] | None = None
     out = []
