@@ -41,7 +41,8 @@ def _add_sim_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--config", metavar="FILE", help="simulation config (YAML, see docs/config.md); options override it")
     g.add_argument("--trace", metavar="FILE", help="SWF trace (.swf, .swf.gz) or job table (.csv, .csv.gz, .parquet)")
     g.add_argument("--platform", metavar="FILE|NAME",
-                   help="platform YAML or a packaged name (default, marconi100, eurora)")
+                   help="platform YAML or a packaged name (default, marconi100, eurora, ahmed2017, sarood-testbed, "
+                   "intrepid-overprovisioned)")
     g.add_argument("--procs", type=_positive_int, metavar="N",
                    help="homogeneous machine of N processors instead of --platform")
     g.add_argument("--cores-per-node", type=_positive_int, metavar="C", help="processors per node (default 1)")
@@ -381,6 +382,8 @@ def _moldable_params(args: argparse.Namespace):
             if given:
                 raise OptionError(option, "needs --moldable FRACTION (e.g. --moldable 1)")
         return None
+    if not 0.0 <= args.moldable <= 1.0:
+        raise OptionError("--moldable", f"a share of the jobs in [0, 1], got {args.moldable:g}; e.g. --moldable 1")
     spec: dict = {"fraction": args.moldable, "malleable": args.malleable}
     if args.theta is not None:
         parts = args.theta.split(",")

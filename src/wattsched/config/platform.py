@@ -11,10 +11,22 @@ A platform file looks like::
     response_classes:
       io: {model: cpi, cpi: 8, floor: 0.4}
 
-Every key is described in ``docs/config.md``. Three platforms are packaged in
-``wattsched/data/platforms/``: ``default`` (the Grid'5000 *taurus* power model
-that :class:`~wattsched.model.platform.NodePowerModel` defaults to),
-``marconi100`` and ``eurora``; :func:`load_platform` takes their bare name.
+Every key is described in ``docs/config.md``. The platforms packaged in
+``wattsched/data/platforms/`` (:func:`packaged_platforms`) are ``default`` (the
+Grid'5000 *taurus* power model that :class:`~wattsched.model.platform.NodePowerModel`
+defaults to), ``marconi100``, ``eurora``, ``ahmed2017``, and the overprovisioned
+``sarood-testbed`` and ``intrepid-overprovisioned``; :func:`load_platform` takes
+their bare name.
+
+Overprovisioned platforms
+-------------------------
+``budget_w``, ``cpu_power_levels_w``, ``base_w`` and ``mem_w`` describe a machine
+with more nodes than its power budget feeds at full power (Sarood et al. 2014):
+they become the :class:`~wattsched.model.platform.Platform` attributes of the
+same names, ``None`` on every other platform. The sanity limit on the machine
+size (:data:`DEFAULT_MAX_NODES`, ``max_nodes``) applies to packaged platforms
+too; all of them are within the default, the largest being
+``intrepid-overprovisioned`` (40,960 nodes), so naming one never trips it.
 
 Response classes
 ----------------

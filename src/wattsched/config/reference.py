@@ -112,7 +112,10 @@ _PLATFORM_INTRO = """\
 A platform file describes the cluster: groups of identical nodes and their power
 model. `wattsched` ships `default` (128 nodes with the power model measured on
 Grid'5000's *taurus* nodes), `marconi100` (980 nodes of CINECA's Marconi100) and
-`eurora` (64 nodes of CINECA's Eurora, half with GPUs, half with Xeon Phi);
+`eurora` (64 nodes of CINECA's Eurora, half with GPUs, half with Xeon Phi),
+`ahmed2017` (128 processors with application models), and two overprovisioned
+machines of Sarood et al. 2014, `sarood-testbed` (38 nodes, 3,300 W budget) and
+`intrepid-overprovisioned` (40,960 nodes, 4,751,360 W budget);
 name them in `platform:` or copy them from `src/wattsched/data/platforms/` as a
 starting point.
 

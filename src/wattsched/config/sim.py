@@ -59,7 +59,8 @@ class SimConfig(StrictModel):
         description=(
             "The cluster: a platform YAML file (see *Platform files* below; a value containing `/` or "
             "ending in `.yaml` is a path, relative to the config file) or the name of a packaged "
-            "platform: `default` (Grid'5000 taurus power model, 128 nodes), `marconi100` or `eurora`. "
+            "platform: `default` (Grid'5000 taurus power model, 128 nodes), `marconi100`, `eurora`, `ahmed2017`, or "
+            "the overprovisioned `sarood-testbed` and `intrepid-overprovisioned`. "
             "Give either `platform` or `procs`, not both; with neither, the machine is derived from "
             "the trace's header (`MaxProcs` processors, `cores_per_node` per node). Default: none. "
             "Example: `marconi100`."
