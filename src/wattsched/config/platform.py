@@ -439,13 +439,6 @@ class PlatformConfig(StrictModel):
         ),
     )
 
-    @field_validator("budget_w", "base_w", "mem_w")
-    @classmethod
-    def _finite(cls, v: float | None):
-        if v is not None and not math.isfinite(v):
-            raise ValueError(f"must be a finite number of watts, got {v!r}")
-        return v
-
     @field_validator("cpu_power_levels_w")
     @classmethod
     def _levels(cls, v: tuple[float, ...] | None):
