@@ -368,7 +368,8 @@ def _add_moldable_options(t: argparse.ArgumentParser) -> None:
     g.add_argument("--theta", metavar="LO,HI", help="range of θ with --moldable (default 0.2,0.6)")
     g.add_argument("--malleable", action="store_true", help="with --moldable: the moldable jobs are malleable too")
     g.add_argument("--apps", metavar="A,B,...",
-                   help="with --moldable: PASS applications to draw from (default all: amr,jacobi2d,leanmd,lulesh,wave2d)")
+                   help="with --moldable: PASS applications to draw from (default all: amr, jacobi2d, leanmd, "
+                   "lulesh, wave2d)")
 
 
 def _moldable_params(args: argparse.Namespace):
