@@ -41,7 +41,8 @@ def _add_sim_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--config", metavar="FILE", help="simulation config (YAML, see docs/config.md); options override it")
     g.add_argument("--trace", metavar="FILE", help="SWF trace (.swf, .swf.gz) or job table (.csv, .csv.gz, .parquet)")
     g.add_argument("--platform", metavar="FILE|NAME",
-                   help="platform YAML or a packaged name (default, marconi100, eurora)")
+                   help="platform YAML or a packaged name (default, marconi100, eurora, ahmed2017, sarood-testbed, "
+                   "intrepid-overprovisioned)")
     g.add_argument("--procs", type=_positive_int, metavar="N",
                    help="homogeneous machine of N processors instead of --platform")
     g.add_argument("--cores-per-node", type=_positive_int, metavar="C", help="processors per node (default 1)")
@@ -359,6 +360,50 @@ def cmd_traces_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_moldable_options(t: argparse.ArgumentParser) -> None:
+    g = t.add_argument_group("moldable jobs (Sarood et al. 2014, PARM; see docs/simulator.md)")
+    g.add_argument("--moldable", type=finite_float(), metavar="FRACTION",
+                   help="make this share of the jobs (0-1) moldable: node range ceil(θ·nodes)..nodes, and give every "
+                   "job a PASS application (column app)")
+    g.add_argument("--theta", metavar="LO,HI", help="range of θ with --moldable (default 0.2,0.6)")
+    g.add_argument("--malleable", action="store_true", help="with --moldable: the moldable jobs are malleable too")
+    g.add_argument("--apps", metavar="A,B,...",
+                   help="with --moldable: PASS applications to draw from (default all: amr, jacobi2d, leanmd, "
+                   "lulesh, wave2d)")
+
+
+def _moldable_params(args: argparse.Namespace):
+    """The ``--moldable`` options as :class:`~wattsched.workload.moldable.MoldableParams`, or None without them."""
+    from pydantic import ValidationError
+
+    from wattsched.workload.moldable import MoldableParams
+
+    if args.moldable is None:
+        for option, given in (("--theta", args.theta), ("--malleable", args.malleable), ("--apps", args.apps)):
+            if given:
+                raise OptionError(option, "needs --moldable FRACTION (e.g. --moldable 1)")
+        return None
+    if not 0.0 <= args.moldable <= 1.0:
+        raise OptionError("--moldable", f"a share of the jobs in [0, 1], got {args.moldable:g}; e.g. --moldable 1")
+    spec: dict = {"fraction": args.moldable, "malleable": args.malleable}
+    if args.theta is not None:
+        parts = args.theta.split(",")
+        try:
+            spec["theta"] = tuple(float(x) for x in parts)
+        except ValueError:
+            spec["theta"] = parts
+        if len(parts) != 2:
+            raise OptionError("--theta", f"give two numbers LO,HI, got {args.theta!r}; e.g. --theta 0.2,0.6")
+    if args.apps is not None:
+        spec["apps"] = tuple(a.strip() for a in args.apps.split(","))
+    try:
+        return MoldableParams(**spec)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        option = {"fraction": "--moldable", "theta": "--theta", "apps": "--apps"}.get(str(err["loc"][0]), "--moldable")
+        raise OptionError(option, err["msg"].removeprefix("Value error, ")) from None
+
+
 def cmd_traces_synth(args: argparse.Namespace) -> int:
     from wattsched.workload.synthetic import DurationDist, NodesDist, UsersDist, generate, preset
     from wattsched.workload.tables import write_job_table
@@ -374,11 +419,14 @@ def cmd_traces_synth(args: argparse.Namespace) -> int:
             update={"median_s": args.median_runtime or 900.0})
     if not 0.0 <= args.hot_start <= 1.0:
         raise OptionError("--hot-start", f"a share of the nodes in [0, 1], got {args.hot_start:g}; e.g. 0.7")
+    moldable = _moldable_params(args)
     workload = generate(args.jobs, window_s=args.window, arrival=args.arrival, seed=args.seed,
-                        users=UsersDist(n_users=args.users), hot_start=args.hot_start, units=args.units, **kw)
+                        users=UsersDist(n_users=args.users), hot_start=args.hot_start, units=args.units,
+                        moldable=moldable, **kw)
     n = write_job_table(workload.jobs, args.out)
     hot = f", hot start {args.hot_start:g}" if args.hot_start else ""
     hot += ", job units" if args.units else ""
+    hot += f", moldable {moldable.fraction:g}" if moldable else ""
     print(f"wrote {n} jobs ({args.arrival} arrivals over {args.window:g} s{hot}, seed {args.seed}) to {args.out}")
     if "queues" in kw:
         import json
@@ -394,11 +442,17 @@ def cmd_traces_augment(args: argparse.Namespace) -> int:
     from wattsched.workload.tables import write_job_table
 
     platform = load_platform(args.platform or "default")
+    moldable = _moldable_params(args)
     with _reading(args.file):
         workload = augment_workload(_open_trace(args), platform.reference_power, AugmentParams(), args.seed,
                                     cores_per_node=reference_cores(platform))
+        if moldable is not None:
+            from wattsched.workload.moldable import moldable_workload
+
+            workload = moldable_workload(workload, moldable, args.seed)
     n = write_job_table(workload.jobs, args.out)
-    print(f"wrote {n} jobs with per-node power (seed {args.seed}) to {args.out}")
+    what = "per-node power" + (f", moldable share {moldable.fraction:g} and PASS applications" if moldable else "")
+    print(f"wrote {n} jobs with {what} (seed {args.seed}) to {args.out}")
     return 0
 
 
@@ -608,6 +662,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="number of users (Zipf-like; default 20)")
     t.add_argument("--seed", type=seed, default=0, help="seed (default 0)")
     t.add_argument("-o", "--out", required=True, metavar="FILE", help="job table to write (.csv, .csv.gz, .parquet)")
+    _add_moldable_options(t)
     t.set_defaults(func=cmd_traces_synth)
     t = tsub.add_parser("augment", help="add seeded per-job power to a trace and write a job table",
                         description="Give every job of a trace without power a per-node mean, max and std power "
@@ -619,6 +674,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--skip-bad-lines", action="store_true", help="skip malformed lines instead of stopping")
     t.add_argument("--seed", type=seed, default=0, help="seed (default 0)")
     t.add_argument("--out", required=True, metavar="FILE", help="job table to write (.csv, .csv.gz, .parquet)")
+    _add_moldable_options(t)
     t.set_defaults(func=cmd_traces_augment)
     from wattsched.sweep.cli import register as register_sweep
 

@@ -212,7 +212,8 @@ def test_unknown_keys_are_rejected_with_a_suggestion(tmp_path):
         """,
     )
     msg = error_of(path)
-    expected = r"platform\.yaml:2: colour: unknown key \(valid keys: kind, name, node_groups, response_classes\)"
+    expected = (r"platform\.yaml:2: colour: unknown key \(valid keys: kind, name, node_groups, response_classes, "
+                r"budget_w, cpu_power_levels_w, base_w, mem_w\)")
     assert re.search(expected, msg)
     assert re.search(r":6: node_groups\[0\]\.power\.idel_w: unknown key; did you mean 'idle_w'\?", msg)
 

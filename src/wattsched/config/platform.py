@@ -11,10 +11,22 @@ A platform file looks like::
     response_classes:
       io: {model: cpi, cpi: 8, floor: 0.4}
 
-Every key is described in ``docs/config.md``. Three platforms are packaged in
-``wattsched/data/platforms/``: ``default`` (the Grid'5000 *taurus* power model
-that :class:`~wattsched.model.platform.NodePowerModel` defaults to),
-``marconi100`` and ``eurora``; :func:`load_platform` takes their bare name.
+Every key is described in ``docs/config.md``. The platforms packaged in
+``wattsched/data/platforms/`` (:func:`packaged_platforms`) are ``default`` (the
+Grid'5000 *taurus* power model that :class:`~wattsched.model.platform.NodePowerModel`
+defaults to), ``marconi100``, ``eurora``, ``ahmed2017``, and the overprovisioned
+``sarood-testbed`` and ``intrepid-overprovisioned``; :func:`load_platform` takes
+their bare name.
+
+Overprovisioned platforms
+-------------------------
+``budget_w``, ``cpu_power_levels_w``, ``base_w`` and ``mem_w`` describe a machine
+with more nodes than its power budget feeds at full power (Sarood et al. 2014):
+they become the :class:`~wattsched.model.platform.Platform` attributes of the
+same names, ``None`` on every other platform. The sanity limit on the machine
+size (:data:`DEFAULT_MAX_NODES`, ``max_nodes``) applies to packaged platforms
+too; all of them are within the default, the largest being
+``intrepid-overprovisioned`` (40,960 nodes), so naming one never trips it.
 
 Response classes
 ----------------
@@ -390,6 +402,82 @@ class PlatformConfig(StrictModel):
         ),
     )
 
+    budget_w: float | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "Power budget of the whole machine (`W_max` of Sarood et al. 2014), in watts: what an "
+            "overprovisioned machine, one with more nodes than the budget can feed at full power, may draw. "
+            "Information for power-aware policies (PARM); it sets no cap by itself (give `cap_w` in the "
+            "simulation config for that). Default: none. Example: `3300`."
+        ),
+    )
+    cpu_power_levels_w: tuple[float, ...] | None = Field(
+        default=None,
+        description=(
+            "CPU (package) power caps a job's nodes may get (`P_j` of Sarood et al. 2014), in watts, "
+            "positive and distinct, any order (stored ascending). A node at level `p` counts "
+            "`base_w + mem_w + p` against `budget_w`; needs `base_w` and `mem_w`, and every node group's "
+            "`busy_w` must be at least `base_w + mem_w +` the highest level. Default: none. "
+            "Example: `[30, 32, 34, 39, 45, 55]`."
+        ),
+    )
+    base_w: float | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Base power of a node, in watts: what it draws besides its CPU and memory (Sarood et al. 2014 "
+            "measure 38 W). With `cpu_power_levels_w`. Default: none. Example: `38`."
+        ),
+    )
+    mem_w: float | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Memory power of a node, in watts: its memory's power cap, counted in full (Sarood et al. 2014 "
+            "cap it at 18 W). With `cpu_power_levels_w`. Default: none. Example: `18`."
+        ),
+    )
+
+    @field_validator("cpu_power_levels_w")
+    @classmethod
+    def _levels(cls, v: tuple[float, ...] | None):
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("give at least one level, e.g. [30, 45, 60], or leave the key out")
+        problems = [((i,), f"must be a positive finite number of watts, got {p!r}") for i, p in enumerate(v)
+                    if not (math.isfinite(p) and p > 0)]
+        problems += [((i,), f"{p:g} W is listed twice") for i, p in enumerate(v) if p in v[:i]]
+        if problems:
+            raise field_problems(problems)
+        return tuple(sorted(v))
+
+    @model_validator(mode="after")
+    def _overprovisioned(self):
+        problems = []
+        if self.cpu_power_levels_w is not None:
+            for key in ("base_w", "mem_w"):
+                if getattr(self, key) is None:
+                    problems.append((key, "required with cpu_power_levels_w: a node at CPU level p counts "
+                                          "base_w + mem_w + p watts (Sarood et al. 2014: base_w 38, mem_w 18)"))
+            if problems:
+                raise field_problems(problems)
+            top = self.base_w + self.mem_w + self.cpu_power_levels_w[-1]
+            for gi, group in enumerate(self.node_groups):
+                if group.power.busy_w < top:
+                    problems.append((("node_groups", gi, "power", "busy_w"),
+                                     f"{group.power.busy_w:g} W is below base_w + mem_w + the highest CPU level "
+                                     f"({self.base_w:g} + {self.mem_w:g} + {self.cpu_power_levels_w[-1]:g} = "
+                                     f"{top:g} W): a node at that level would draw more than busy"))
+        elif self.base_w is not None or self.mem_w is not None:
+            key = "base_w" if self.base_w is not None else "mem_w"
+            problems.append((key, "only means something with cpu_power_levels_w (the CPU caps a job may get); "
+                                  "give both or neither"))
+        if problems:
+            raise field_problems(problems)
+        return self
+
     @field_validator("response_classes")
     @classmethod
     def _responses(cls, v: dict[str, dict[str, Any]]):
@@ -453,7 +541,9 @@ class PlatformConfig(StrictModel):
                         mics=group.mics,
                     )
                 )
-        return Platform(nodes, name=self.name, response_classes=self.build_response_classes(), source=source)
+        return Platform(nodes, name=self.name, response_classes=self.build_response_classes(), source=source,
+                        budget_w=self.budget_w, cpu_power_levels_w=self.cpu_power_levels_w, base_w=self.base_w,
+                        mem_w=self.mem_w)
 
     def build_response_classes(self) -> dict[str, ResponseModel]:
         classes = dict(DEFAULT_CLASSES)

@@ -23,6 +23,7 @@ from pydantic_core import PydanticUndefined
 from wattsched.config.base import _flatten_union
 from wattsched.config.caps import CapEntryConfig, DemandResponseEventConfig, EnergyBudgetConfig
 from wattsched.config.sim import SimConfig
+from wattsched.workload.moldable import MoldableParams
 
 __all__ = [
     "daemon_reference", "model_reference", "platform_reference", "sim_reference",
@@ -111,7 +112,10 @@ _PLATFORM_INTRO = """\
 A platform file describes the cluster: groups of identical nodes and their power
 model. `wattsched` ships `default` (128 nodes with the power model measured on
 Grid'5000's *taurus* nodes), `marconi100` (980 nodes of CINECA's Marconi100) and
-`eurora` (64 nodes of CINECA's Eurora, half with GPUs, half with Xeon Phi);
+`eurora` (64 nodes of CINECA's Eurora, half with GPUs, half with Xeon Phi),
+`ahmed2017` (128 processors with application models), and two overprovisioned
+machines of Sarood et al. 2014, `sarood-testbed` (38 nodes, 3,300 W budget) and
+`intrepid-overprovisioned` (40,960 nodes, 4,751,360 W budget);
 name them in `platform:` or copy them from `src/wattsched/data/platforms/` as a
 starting point.
 
@@ -166,6 +170,14 @@ def sim_reference() -> list[str]:
     )
     lines += model_reference(
         EnergyBudgetConfig, "Energy budget entries", "Items of `energy_budgets`."
+    )
+    lines += model_reference(
+        MoldableParams, "Moldable block keys (`moldable`)",
+        "The rule of Sarood et al. 2014, §VII-A, that turns a rigid trace into moldable jobs: with probability "
+        "`fraction` a job that asked `n` nodes gets `min_nodes = max(1, ceil(θ·n))`, `max_nodes = n`, θ uniform "
+        "in `theta`; every job gets an application (`app`). A job whose trace already gives a range or an "
+        "application keeps it; jobs of units stay rigid. Draws depend only on the seed and the job id.",
+        overrides={"theta": {"type": "list of two numbers"}, "apps": {"type": "list of string"}},
     )
     lines += model_reference(
         DemandResponseEventConfig, "Demand-response event entries",

@@ -27,6 +27,7 @@ from wattsched.config.caps import (
 )
 from wattsched.errors import ConfigError
 from wattsched.model.constraints import CapSchedule, DemandResponseEvent, EnergyBudget
+from wattsched.workload.moldable import MoldableParams
 
 __all__ = [
     "SimConfig",
@@ -58,7 +59,8 @@ class SimConfig(StrictModel):
         description=(
             "The cluster: a platform YAML file (see *Platform files* below; a value containing `/` or "
             "ending in `.yaml` is a path, relative to the config file) or the name of a packaged "
-            "platform: `default` (Grid'5000 taurus power model, 128 nodes), `marconi100` or `eurora`. "
+            "platform: `default` (Grid'5000 taurus power model, 128 nodes), `marconi100`, `eurora`, `ahmed2017`, or "
+            "the overprovisioned `sarood-testbed` and `intrepid-overprovisioned`. "
             "Give either `platform` or `procs`, not both; with neither, the machine is derived from "
             "the trace's header (`MaxProcs` processors, `cores_per_node` per node). Default: none. "
             "Example: `marconi100`."
@@ -209,6 +211,17 @@ class SimConfig(StrictModel):
             "Options of the power augmentation, which gives jobs of a trace without power data a "
             "seeded per-user mean power, per-job spread and an application class; passed through "
             "unchanged and checked by the augmentation itself. Default: `{}` (its defaults)."
+        ),
+    )
+    moldable: MoldableParams | None = Field(
+        default=None,
+        description=(
+            "Make the trace's jobs moldable (Sarood et al. 2014, PARM): a job that asked `n` nodes may run on "
+            "`ceil(θ·n)` to `n` nodes, θ uniform per job, and every job gets a PASS application (see "
+            "*Moldable block keys*); seeded, applied after the power augmentation. `{}` turns it on with "
+            "every key at its default. The range changes no schedule of a policy that starts jobs on their "
+            "requested nodes. Default: none (jobs keep the range of their trace, rigid for SWF). "
+            "Example: `{fraction: 1.0, theta: [0.2, 0.6], malleable: true}`."
         ),
     )
     tick_s: float | None = Field(

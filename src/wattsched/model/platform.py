@@ -95,10 +95,25 @@ class Platform:
         :data:`~wattsched.model.response.DEFAULT_CLASSES`.
     source
         The platform file it was read from, if any (for messages).
+    budget_w, cpu_power_levels_w, base_w, mem_w
+        An overprovisioned machine (Sarood et al. 2014): its power budget
+        ``W_max`` in watts, the CPU power caps a job's nodes may get
+        (``P_j``, ascending), and each node's base and memory power, so that a
+        node at CPU level ``p`` counts ``base_w + mem_w + p`` against the
+        budget. All ``None`` (the default) for a conventional platform: no
+        policy but PARM reads them, and the engine does not.
+
+    Examples
+    --------
+    >>> p = Platform.homogeneous_cluster(2)
+    >>> p.budget_w, p.cpu_power_levels_w, p.base_w, p.mem_w
+    (None, None, None, None)
     """
 
     def __init__(self, nodes: list[Node], name: str = "platform",
-                 response_classes: Mapping[str, ResponseModel] | None = None, source: str | None = None):
+                 response_classes: Mapping[str, ResponseModel] | None = None, source: str | None = None, *,
+                 budget_w: float | None = None, cpu_power_levels_w: tuple[float, ...] | None = None,
+                 base_w: float | None = None, mem_w: float | None = None):
         for i, node in enumerate(nodes):
             if node.index != i:
                 raise ValueError(f"node {node.name!r} has index {node.index}, expected {i}")
@@ -132,10 +147,31 @@ class Platform:
         self._max_busy_w = max(n.power.busy_w for n in nodes)
         self.max_gpu_tdp_w = max(n.power.gpu_tdp_w for n in nodes)
         """The highest GPU TDP of any node."""
+        self.budget_w = budget_w
+        """Power budget of the machine (``W_max``) in watts, or ``None``: not an overprovisioned platform."""
+        self.cpu_power_levels_w = None if cpu_power_levels_w is None else tuple(sorted(cpu_power_levels_w))
+        """CPU power caps a job's nodes may get (``P_j``), ascending, in watts, or ``None``."""
+        self.base_w = base_w
+        """Base power of a node (besides CPU and memory) in watts, or ``None``."""
+        self.mem_w = mem_w
+        """Memory power of a node in watts, or ``None``."""
 
     def with_response_classes(self, response_classes: Mapping[str, ResponseModel]) -> Platform:
         """The same nodes with other response models."""
-        return Platform(self.nodes, self.name, response_classes, self.source)
+        return Platform(self.nodes, self.name, response_classes, self.source, budget_w=self.budget_w,
+                        cpu_power_levels_w=self.cpu_power_levels_w, base_w=self.base_w, mem_w=self.mem_w)
+
+    def node_power_at_level_w(self, cpu_w: float) -> float:
+        """What one node at CPU power ``cpu_w`` counts against :attr:`budget_w`: ``base_w + mem_w + cpu_w``.
+
+        >>> Platform.homogeneous_cluster(1, name="x").node_power_at_level_w(30.0)
+        Traceback (most recent call last):
+        ...
+        ValueError: platform 'x' has no base_w and mem_w (not an overprovisioned platform)
+        """
+        if self.base_w is None or self.mem_w is None:
+            raise ValueError(f"platform {self.name!r} has no base_w and mem_w (not an overprovisioned platform)")
+        return self.base_w + self.mem_w + cpu_w
 
     def response_for(self, app_class: str) -> ResponseModel | None:
         """The response model of a job class, or None for a class the platform does not know."""

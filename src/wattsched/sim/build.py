@@ -12,6 +12,7 @@ config is the same run whichever command it is given to:
   machine, checked (:mod:`wattsched.sim.checks`);
 - a trace without power is augmented with the platform's reference node (its power model and cores), the
   config's ``augment`` block and ``seed``; on a platform with application models every job gets one of them;
+- with a ``moldable`` block, jobs get a node range and a PASS application (:mod:`wattsched.workload.moldable`);
 - the cap schedule, energy budgets and demand-response events are those of the config, in watts of this
   machine; the engine options (response scenario, walltime kills, ticks, limits) likewise.
 """
@@ -114,12 +115,21 @@ def prepare_trace(config: SimConfig, platform: Platform, *, notes: list[str] | N
     had_power = source.has_power
     params = augment_params_of(config, platform)
     if had_power or params is None:
-        return PreparedTrace(source, source, had_power, False)
+        return PreparedTrace(source, _moldable(config, source), had_power, False)
     from wattsched.workload.augment import augment_workload, reference_cores
 
     workload = augment_workload(source, platform.reference_power, params, config.seed, in_place=True,
                                 cores_per_node=reference_cores(platform))
-    return PreparedTrace(source, workload, had_power, True)
+    return PreparedTrace(source, _moldable(config, workload), had_power, True)
+
+
+def _moldable(config: SimConfig, workload: Workload) -> Workload:
+    """``workload`` with the config's ``moldable`` rule applied (the same object without one)."""
+    if config.moldable is None:
+        return workload
+    from wattsched.workload.moldable import moldable_workload
+
+    return moldable_workload(workload, config.moldable, config.seed, in_place=True)
 
 
 def augment_params_of(config: SimConfig, platform: Platform):

@@ -59,6 +59,12 @@ the same accelerators). ``procs`` is the units' total cores. Hot-start jobs
 get units too (their units count as the nodes they fill). The draws come from
 their own stream, so the other aspects are the same with or without units.
 
+*Moldable jobs* (``moldable``, Sarood et al. 2014, §VII-A): a
+:class:`~wattsched.workload.moldable.MoldableParams` gives jobs a node range
+``[ceil(θ·nodes), nodes]`` and a PASS application by the rule of
+:mod:`wattsched.workload.moldable`, drawn per job from ``seed`` and the job's id,
+so the other aspects are the same with or without it.
+
 :data:`PRESETS` holds ``borghesi2018``: the instances of the paper on Eurora's
 64 nodes (see :func:`preset`).
 
@@ -81,6 +87,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from wattsched.errors import ConfigError
 from wattsched.model.job import Unit
+from wattsched.workload.moldable import MoldableParams
+from wattsched.workload.moldable import moldable as make_moldable
 from wattsched.workload.records import CleaningReport, TraceJob, Workload
 
 __all__ = ["ARRIVALS", "PRESETS", "ArrivalParams", "DurationDist", "NodesDist", "QueueDist", "UsersDist", "generate",
@@ -332,6 +340,7 @@ def generate(
     hot_start: float = 0.0,
     units: bool = False,
     mem_per_node_mb: int = 16384,
+    moldable: MoldableParams | None = None,
 ) -> Workload:
     """Generate a seeded synthetic workload (see the module documentation).
 
@@ -365,6 +374,10 @@ def generate(
     mem_per_node_mb
         Memory of a node, the most a unit asks (with ``units``; default
         Eurora's 16 GB; at least 1024).
+    moldable
+        Make jobs moldable (node range ``[ceil(θ·nodes), nodes]``) and give
+        each a PASS application (``extra["app"]``), see the module
+        documentation; ``None`` (the default): rigid jobs without application.
 
     Returns
     -------
@@ -471,6 +484,9 @@ def generate(
                 j.units = us
                 j.procs = sum(u.cores for u in us)
     jobs = hot + jobs
+    if moldable is not None:
+        # per job from the seed and its id (wattsched.workload.moldable): the other aspects are unchanged
+        jobs = list(make_moldable(jobs, moldable, seed, in_place=True))
     params = {
         "arrival": arrival, "window_s": repr(float(window_s)), "seed": str(seed), "max_nodes": str(max_nodes),
         "cores_per_node": str(cores_per_node), "arrival_params": arrival_params.model_dump_json(),
@@ -486,6 +502,8 @@ def generate(
     if units:
         params["units"] = "true"
         params["mem_per_node_mb"] = str(mem_per_node_mb)
+    if moldable is not None:
+        params["moldable"] = moldable.model_dump_json()
     return Workload(
         name=f"synthetic-{arrival}-{n_jobs}jobs-{float(window_s):g}s-seed{seed}",
         jobs=iter(jobs),
@@ -498,7 +516,10 @@ def generate(
                   if hot and not units else "")
                + (f", hot start: {len(hot)} jobs running with {sum(j.nodes for j in hot)} units "
                   f"(of {max_nodes} nodes) at 0" if hot and units else "")
-               + (", jobs of units" if units else "")],
+               + (", jobs of units" if units else "")
+               + (f", moldable jobs (fraction {moldable.fraction:g}, θ in [{moldable.theta[0]:g}, "
+                  f"{moldable.theta[1]:g}]{', malleable' if moldable.malleable else ''}) with PASS applications"
+                  if moldable is not None else "")],
         report=CleaningReport(read=len(jobs), kept=len(jobs)),
     )
 

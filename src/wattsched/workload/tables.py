@@ -40,10 +40,13 @@ column                    required  meaning
                                     ``NODE_FAIL``, ``OUT_OF_MEMORY``, ``BOOT_FAIL``,
                                     ``DEADLINE``, ``PREEMPTED`` → 0;
                                     ``CANCELLED`` → 5); default 1
-``gpus_per_node``,        no        integers ``>= 0``, default 0
-``min_nodes``,
-``max_nodes``
-``malleable``             no        ``true``/``false`` (also ``1``/``0``, ``yes``/``no``)
+``gpus_per_node``         no        integer ``>= 0``, default 0
+``min_nodes``,            no        node range of a moldable or malleable job:
+``max_nodes``                       integers with ``min_nodes <= nodes <= max_nodes``;
+                                    empty or 0: the requested ``nodes``
+``malleable``             no        ``true``/``false`` (also ``1``/``0``, ``yes``/``no``):
+                                    the job may be reshaped within its range while it
+                                    runs; default ``false``
 ``mean_w``, ``max_w``,    no        per-node power of the job in watts (``>= 0``);
 ``std_w``                           an empty cell means "no power for this job"
 ``power_series``          no        measured per-node power profile, see below
@@ -60,6 +63,13 @@ column                    required  meaning
                                     equal it), ``procs`` defaults to the units' total
                                     cores and the power columns are per unit. Empty:
                                     whole nodes. Written only when some job has units
+``app``                   no        application of the job, e.g. one of the packaged
+                                    PASS models (``leanmd``, ``wave2d``, ``lulesh``,
+                                    ``amr``, ``jacobi2d``, :mod:`wattsched.scalingmodels`)
+                                    by which its run time on a node count and CPU power
+                                    is modelled; read into ``TraceJob.extra["app"]``
+                                    (:func:`wattsched.workload.moldable.app_of`).
+                                    Written only when some job has one
 ========================  ========  ===================================================
 
 An empty cell (or a Parquet null) in an optional column takes the default.
@@ -151,13 +161,13 @@ COLUMNS: tuple[str, ...] = (
 )
 """Columns :func:`write_job_table` writes, in this order; also every column :func:`read_job_table` reads."""
 
-OPTIONAL_COLUMNS: tuple[str, ...] = ("running_at_start", "units")
+OPTIONAL_COLUMNS: tuple[str, ...] = ("running_at_start", "units", "app")
 """Columns written after :data:`COLUMNS` only when some job has them, in this order.
 
-``running_at_start`` is read into ``TraceJob.extra``, ``units`` into ``TraceJob.units``.
+``running_at_start`` and ``app`` are read into ``TraceJob.extra``, ``units`` into ``TraceJob.units``.
 """
 
-_OPTIONAL_TYPES: dict[str, str] = {"running_at_start": "bool_", "units": "string"}
+_OPTIONAL_TYPES: dict[str, str] = {"running_at_start": "bool_", "units": "string", "app": "string"}
 
 _ALIASES: dict[str, tuple[str, ...]] = {
     "id": ("job_id", "jobid"),
@@ -646,7 +656,7 @@ def _parse_rows(
             conv("user", _str), conv("group", _str), conv("partition", _str), conv("status", _status),
             conv("app_class", _str), conv("min_nodes", _int), conv("max_nodes", _int),
             conv("malleable", _bool), conv("mean_w", _float), conv("max_w", _float), conv("std_w", _float),
-            conv("power_series", _series), conv("running_at_start", _bool),
+            conv("power_series", _series), conv("running_at_start", _bool), conv("app", _str),
         ) if c is not None
     ]
     field_of = {sources[f]: f for f in sources}
@@ -773,7 +783,18 @@ def _parse_rows(
             if lo and hi and lo > hi:
                 col = sources.get("min_nodes", "min_nodes")
                 raise _Invalid(f"min_nodes {lo} is above max_nodes {hi}")
+            if lo > nodes:
+                col = sources.get("min_nodes", "min_nodes")
+                raise _Invalid(f"min_nodes {lo} is above the requested nodes {nodes}; a job's range must hold the "
+                               "nodes it asks (min_nodes <= nodes <= max_nodes)")
+            if hi and hi < nodes:
+                col = sources.get("max_nodes", "max_nodes")
+                raise _Invalid(f"max_nodes {hi} is below the requested nodes {nodes}; a job's range must hold the "
+                               "nodes it asks (min_nodes <= nodes <= max_nodes)")
             extra = {"running_at_start": True} if values.pop("running_at_start", False) else {}
+            app = values.pop("app", None)
+            if app:
+                extra["app"] = app
             jobs.append(TraceJob(job_id, submit, runtime, walltime, procs, nodes, gpus_per_node=gpus, extra=extra,
                                  units=units, **values))
     except _Invalid as exc:
@@ -884,7 +905,8 @@ def job_table_columns(jobs: Iterable[TraceJob]) -> dict[str, Any]:
     """What :func:`write_job_table` writes of ``jobs``: :func:`job_columns`, and the optional columns jobs have.
 
     ``running_at_start`` when a job has it in its ``extra``; ``units`` (text
-    form, ``None`` for a whole-node job) when a job has units.
+    form, ``None`` for a whole-node job) when a job has units; ``app`` (``None``
+    for a job without) when a job has one in its ``extra``.
 
     Lists and NumPy arrays, so that another process can write the table
     (:func:`write_job_columns`): the simulator hands its workload to its
@@ -898,6 +920,9 @@ def job_table_columns(jobs: Iterable[TraceJob]) -> dict[str, Any]:
         hot = [bool(j.extra.get("running_at_start")) for j in jobs]
         if any(hot):
             cols["running_at_start"] = hot
+        apps = [j.extra.get("app") or None for j in jobs]
+        if any(apps):
+            cols["app"] = apps
     units = list(map(attrgetter("units"), jobs))
     if any(units):
         cols["units"] = [format_units(u) if u else None for u in units]
@@ -1007,7 +1032,7 @@ def write_job_table(jobs: Iterable[TraceJob], path: str | os.PathLike[str]) -> i
     that some job has; the format follows the file name as for reading.
     Floats are written in their shortest exact form in CSV, as ``double`` in
     Parquet; ``.csv.gz`` is gzip level 1, reproducible byte for byte.
-    ``TraceJob.extra`` is not written, but for ``running_at_start``; ``TraceJob.units`` is, as the
+    ``TraceJob.extra`` is not written, but for ``running_at_start`` and ``app``; ``TraceJob.units`` is, as the
     ``units`` column, when some job has units. The jobs are gathered into columns
     and written in one pass, in the given order.
 
