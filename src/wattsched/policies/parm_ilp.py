@@ -262,8 +262,10 @@ class ParmSolution:
     only if ``w^α`` passes 10^308), ``gap`` the relative gap
     ``(bound - objective) / bound`` of the integer model, ``hit_time_limit``
     whether the search stopped at its limit. Without a solution (``UNKNOWN``)
-    the choices are the fallback: running jobs on their least-power
-    combination, nothing started (``note`` says so).
+    the choices are a fallback: the hint if it was given and is feasible
+    (completed by the least-power combination of running jobs it does not
+    name), else running jobs on their least-power combination and nothing
+    started (``note`` says which).
     """
 
     status: str
@@ -501,16 +503,25 @@ def solve(inst: ParmInstance) -> ParmSolution:
         m.maximize(cp_model.LinearExpr.weighted_sum(all_x, obj_coef))                  # Eq. 1
 
     hint_jobs = 0
+    hinted: dict[int, int] | None = None
     if inst.hint is not None:
+        hinted = {}
         for jc, row in zip(jobs, xs, strict=True):
             a = inst.hint.get(jc.id)
             at = None if a is None else next(
                 (i for i, c in enumerate(jc.combos) if c.nodes == a.nodes and abs(c.cpu_w - a.cpu_w) < 1e-9), None)
             if at is None and jc.running:
+                hinted[jc.id] = least[jc.id]
                 continue
             for i, x in enumerate(row):
                 m.add_hint(x, i == at)
-            hint_jobs += at is not None
+            if at is not None:
+                hint_jobs += 1
+                hinted[jc.id] = at
+        by_id0 = {jc.id: jc for jc in jobs}
+        if (sum(by_id0[j].combos[i].nodes for j, i in hinted.items()) > inst.total_nodes
+                or sum(_power_units(by_id0[j].combos[i].power_w) for j, i in hinted.items()) > budget):
+            hinted = None  # the hint (completed) breaks Eq. 4 or 5: no fallback to it
 
     solver = cp_model.CpSolver()
     solver.parameters.num_search_workers = inst.workers
@@ -537,12 +548,16 @@ def solve(inst: ParmInstance) -> ParmSolution:
                     f"({n_vars} combinations), gap {gap:.2%}; best solution found kept")
             log.info("parm: %s", note)
     else:
-        picks = dict(least)
         obj_int = bound_int = math.nan
         gap = math.inf
         hit = status == cp_model.UNKNOWN
-        note = (f"solver found no solution ({name}) within {inst.time_limit_s:g} s on {len(jobs)} jobs; "
-                "running jobs kept on their least-power combination, nothing started")
+        if hinted is not None:
+            picks = hinted
+            kept = "the hint kept (its jobs that are still offered; other running jobs on their least power)"
+        else:
+            picks = dict(least)
+            kept = "running jobs kept on their least-power combination, nothing started"
+        note = f"solver found no solution ({name}) within {inst.time_limit_s:g} s on {len(jobs)} jobs; {kept}"
         log.warning("parm: %s", note)
     by_id = {jc.id: jc for jc in jobs}
     choices = {}
