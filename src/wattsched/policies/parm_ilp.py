@@ -98,6 +98,9 @@ Search: ``workers`` search workers (1, the default, is deterministic) with
 (:meth:`ParmSolution.as_hint`) is given as a hint: each job it names gets its
 combination hinted (a combination no longer among the candidates is
 skipped), and pending jobs it does not name are hinted not to start.
+Without one the search starts from a greedy plan: running jobs on their
+least power, then combinations in order of value (``w s``) per share of the
+nodes and power left, then each job upgraded while it fits.
 """
 
 from __future__ import annotations
@@ -107,6 +110,8 @@ import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from wattsched.errors import PolicyError
 from wattsched.model.scaling import PassModel
@@ -262,10 +267,10 @@ class ParmSolution:
     only if ``w^α`` passes 10^308), ``gap`` the relative gap
     ``(bound - objective) / bound`` of the integer model, ``hit_time_limit``
     whether the search stopped at its limit. Without a solution (``UNKNOWN``)
-    the choices are a fallback: the hint if it was given and is feasible
-    (completed by the least-power combination of running jobs it does not
-    name), else running jobs on their least-power combination and nothing
-    started (``note`` says which).
+    the choices are a fallback, the better of the hint (if given and
+    feasible, completed by the least-power combination of running jobs it does
+    not name) and the greedy plan the search starts from (``note`` says
+    which).
     """
 
     status: str
@@ -445,11 +450,11 @@ def combinations(inst: ParmInstance) -> list[JobCombos]:
         log_w = inst.alpha * math.log(rem * t0 + wait) if inst.alpha > 0 else 0.0
         combos = []
         per_node = inst.base_w + inst.mem_w
-        for n in counts:
-            times = m.time(n, levels)
+        times = np.asarray(m.time(np.asarray(counts, dtype=float)[:, None], np.asarray(levels, dtype=float)[None, :]))
+        for n, row in zip(counts, times.tolist(), strict=True):
             t_se = reshape_seconds(j.nodes, n, j.memory_mb, inst.link_mb_s) if running else 0.0
-            for p, t in zip(levels, times, strict=True):
-                s = t0 / float(t) if t_se == 0 else rem * t0 / (rem * float(t) + 2.0 * t_se)
+            for p, t in zip(levels, row, strict=True):
+                s = t0 / t if t_se == 0 else rem * t0 / (rem * t + 2.0 * t_se)
                 combos.append(Combo(n, float(p), s, n * (per_node + p), t_se))
         out.append(JobCombos(j.id, running, log_w, tuple(combos)))
     return out
@@ -457,6 +462,43 @@ def combinations(inst: ParmInstance) -> list[JobCombos]:
 
 def _power_units(w: float) -> int:
     return math.ceil(w * POWER_SCALE - 1e-9)
+
+
+def _greedy(jobs: list[JobCombos], least: dict[int, int], values: list[list[float]], powers: list[list[int]],
+            n_total: int, budget: int) -> dict[int, int]:
+    """A feasible plan by density: running jobs on their least power, then (job, combination) pairs in order of
+    value per share of the nodes and power left, each job at most once; then each chosen job upgraded to its
+    most valuable combination that still fits. The search's starting point when no hint is given."""
+    picks = dict(least)
+    rows = {jc.id: k for k, jc in enumerate(jobs)}
+    nodes = sum(jobs[rows[j]].combos[i].nodes for j, i in picks.items())
+    power = sum(powers[rows[j]][i] for j, i in picks.items())
+    room_n, room_p = max(1, n_total - nodes), max(1, budget - power)
+    order = sorted(((values[k][i] / (c.nodes / room_n + powers[k][i] / room_p), k, i)
+                    for k, jc in enumerate(jobs) if not jc.running for i, c in enumerate(jc.combos)), reverse=True)
+    for _, k, i in order:
+        jc = jobs[k]
+        if jc.id in picks:
+            continue
+        c = jc.combos[i]
+        if nodes + c.nodes <= n_total and power + powers[k][i] <= budget:
+            picks[jc.id] = i
+            nodes += c.nodes
+            power += powers[k][i]
+    for j, i in list(picks.items()):
+        k = rows[j]
+        c0 = jobs[k].combos[i]
+        for i2 in sorted(range(len(jobs[k].combos)), key=lambda x: -values[k][x]):
+            if values[k][i2] <= values[k][i]:
+                break
+            c2 = jobs[k].combos[i2]
+            if (nodes - c0.nodes + c2.nodes <= n_total
+                    and power - powers[k][i] + powers[k][i2] <= budget):
+                nodes += c2.nodes - c0.nodes
+                power += powers[k][i2] - powers[k][i]
+                picks[j] = i2
+                break
+    return picks
 
 
 # ------------------------------------------------------------------------------------------------------------- solve
@@ -485,26 +527,32 @@ def solve(inst: ParmInstance) -> ParmSolution:
     m = cp_model.CpModel()
     xs: list[list] = []
     all_x, node_coef, power_coef, obj_coef = [], [], [], []
-    for jc in jobs:
+    values = [[math.exp(jc.log_weight + math.log(c.speedup) - top) for c in jc.combos] for jc in jobs]
+    powers = [[_power_units(c.power_w) for c in jc.combos] for jc in jobs]
+    for jc, vals, pws in zip(jobs, values, powers, strict=True):
         row = [m.new_bool_var(f"x{jc.id}_{c.nodes}_{c.cpu_w:g}") for c in jc.combos]
         xs.append(row)
         if jc.running:
             m.add_exactly_one(row)              # Eq. 3
         else:
             m.add_at_most_one(row)              # Eq. 2
-        for x, c in zip(row, jc.combos, strict=True):
-            all_x.append(x)
-            node_coef.append(c.nodes)
-            power_coef.append(_power_units(c.power_w))
-            obj_coef.append(max(1, round(OBJ_SCALE * math.exp(jc.log_weight + math.log(c.speedup) - top))))
+        all_x.extend(row)
+        node_coef.extend(c.nodes for c in jc.combos)
+        power_coef.extend(pws)
+        obj_coef.extend(max(1, round(OBJ_SCALE * v)) for v in vals)
     if all_x:
         m.add(cp_model.LinearExpr.weighted_sum(all_x, node_coef) <= inst.total_nodes)   # Eq. 4
         m.add(cp_model.LinearExpr.weighted_sum(all_x, power_coef) <= budget)            # Eq. 5
         m.maximize(cp_model.LinearExpr.weighted_sum(all_x, obj_coef))                  # Eq. 1
 
+    greedy = _greedy(jobs, least, values, powers, inst.total_nodes, budget)
     hint_jobs = 0
     hinted: dict[int, int] | None = None
-    if inst.hint is not None:
+    if inst.hint is None:
+        for jc, row in zip(jobs, xs, strict=True):
+            for i, x in enumerate(row):
+                m.add_hint(x, greedy.get(jc.id) == i)
+    else:
         hinted = {}
         for jc, row in zip(jobs, xs, strict=True):
             a = inst.hint.get(jc.id)
@@ -526,6 +574,14 @@ def solve(inst: ParmInstance) -> ParmSolution:
     solver = cp_model.CpSolver()
     solver.parameters.num_search_workers = inst.workers
     solver.parameters.random_seed = inst.seed
+    # Presolve tuned to this model (two linear constraints over at-most-ones): the overlap search between them
+    # and the at-most-ones took more than a second of deterministic time on 200 jobs x 48 combinations and
+    # found nothing; symmetry, probing and presolve rounds beyond the first did not pay either
+    # (benchmarks/parm_solver.py).
+    solver.parameters.find_big_linear_overlap = False
+    solver.parameters.symmetry_level = 0
+    solver.parameters.cp_model_probing_level = 0
+    solver.parameters.max_presolve_iterations = 1
     if inst.wall_clock:
         solver.parameters.max_time_in_seconds = inst.time_limit_s
     else:
@@ -551,12 +607,15 @@ def solve(inst: ParmInstance) -> ParmSolution:
         obj_int = bound_int = math.nan
         gap = math.inf
         hit = status == cp_model.UNKNOWN
-        if hinted is not None:
+        def value(p: dict[int, int]) -> float:
+            return math.fsum(values[k][p[jc.id]] for k, jc in enumerate(jobs) if jc.id in p)
+
+        if hinted is not None and value(hinted) >= value(greedy):
             picks = hinted
             kept = "the hint kept (its jobs that are still offered; other running jobs on their least power)"
         else:
-            picks = dict(least)
-            kept = "running jobs kept on their least-power combination, nothing started"
+            picks = greedy
+            kept = "the greedy plan kept (by value per share of nodes and power)"
         note = f"solver found no solution ({name}) within {inst.time_limit_s:g} s on {len(jobs)} jobs; {kept}"
         log.warning("parm: %s", note)
     by_id = {jc.id: jc for jc in jobs}
