@@ -409,6 +409,16 @@ def write_html_report(run_dir: str | Path, run: Any = None, summary: dict | None
     Path
         ``run_dir / "report.html"``.
     """
+    return prepare_html_report(run_dir, run, summary, baseline=baseline, verdicts=verdicts)()
+
+
+def prepare_html_report(run_dir: str | Path, run: Any = None, summary: dict | None = None, *,
+                        baseline: dict | None = None, verdicts: dict | None = None) -> Callable[[], Path]:
+    """Everything of :func:`write_html_report` but the plots, made now; the function returned embeds the plots
+    (drawing those missing) and writes the file.
+
+    ``simulate`` makes the page while its plot worker draws, and finishes it once the worker is done.
+    """
     from wattsched.sim.metrics import cleaning_text, comparison_rows, readable, summary_rows
     from wattsched.sim.timeline_html import timeline_section
     from wattsched.sim.verdicts import finished_text, repeats_a_warning
@@ -422,8 +432,6 @@ def write_html_report(run_dir: str | Path, run: Any = None, summary: dict | None
     summary = _restore(summary)
     if verdicts is None:
         verdicts = judge(summary, run.info, run.timeline, run.jobs)
-    if any(not (run_dir / p).exists() for p in PLOTS):
-        write_plots(run, run_dir, summary.get("bsld_threshold_s") or 10.0, summary.get("bsld_definition") or "standard")
     info = run.info
     esc = html.escape
     facts = [
@@ -468,11 +476,8 @@ def write_html_report(run_dir: str | Path, run: Any = None, summary: dict | None
     finished_note = (f"<p class=hint>Waits, turnaround and slowdown are {esc(finished)}; jobs that never finished "
                      "are not in them.</p>")
     fact_rows = "".join(f"<tr><td>{esc(k)}</td><td>{esc(str(v))}</td></tr>" for k, v in facts)
-    images = "".join(f"<figure>{_embed(run_dir / p)}</figure>" for p in PLOTS if (run_dir / p).exists())
-    images += _dr_section(run_dir)
-    images += _node_caps_section(run_dir)
     title = f"wattsched run: {info.get('trace', '')} / {info.get('policy', '')}"
-    page = f"""<!DOCTYPE html>
+    head = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1100px; color: #222; padding: 0 1em; }}
@@ -500,12 +505,20 @@ ul.warnings {{ margin: 0.5em 0 0.2em; padding-left: 1.2em; }} .warn {{ color: #8
 <div><h2>Summary</h2>{finished_note}<table>{rows}</table></div>
 </div>
 <h2>Plots</h2>
-{images}
-</body></html>
 """
-    out = run_dir / "report.html"
-    out.write_text(page, encoding="utf-8")
-    return out
+
+    def finish() -> Path:
+        if any(not (run_dir / p).exists() for p in PLOTS):
+            write_plots(run, run_dir, summary.get("bsld_threshold_s") or 10.0,
+                        summary.get("bsld_definition") or "standard")
+        images = "".join(f"<figure>{_embed(run_dir / p)}</figure>" for p in PLOTS if (run_dir / p).exists())
+        images += _dr_section(run_dir)
+        images += _node_caps_section(run_dir)
+        out = run_dir / "report.html"
+        out.write_text(f"{head}{images}\n</body></html>\n", encoding="utf-8")
+        return out
+
+    return finish
 
 
 def _verdict_section(verdicts: dict) -> str:

@@ -239,7 +239,7 @@ def _run_with(run: Run, out_dir: Path | None, report: bool, plotter) -> RunOutco
         from wattsched.sim.report import (
             PLOTS,
             TABLE_FILES,
-            write_html_report,
+            prepare_html_report,
             write_marker,
             write_plots,
             write_run,
@@ -259,6 +259,9 @@ def _run_with(run: Run, out_dir: Path | None, report: bool, plotter) -> RunOutco
             from wattsched.sim.nodecaps import write_node_cap_outputs
 
             write_node_cap_outputs(out_dir, engine.control_log, result.timeline, [n.name for n in platform.nodes])
+        # the page but its plots is made while the worker draws them
+        finish_report = prepare_html_report(out_dir, result, summary, baseline=base_summary,
+                                            verdicts=verdicts) if report else None
         if plotter is not None:
             problem = plotter.wait()
             if tape is not None and not (out_dir / "workload.csv.gz").exists():
@@ -273,8 +276,8 @@ def _run_with(run: Run, out_dir: Path | None, report: bool, plotter) -> RunOutco
                 # drawn here instead, so that an error of the plotting code itself fails the run as itself
                 print(f"wattsched: warning: {problem}; drawing the plots in this process", file=sys.stderr)
                 write_plots(result, out_dir, bsld_s, bsld_def)
-        if report:
-            write_html_report(out_dir, result, summary, baseline=base_summary, verdicts=verdicts)
+        if finish_report is not None:
+            finish_report()
         write_marker(out_dir, rows)
     return RunOutcome(result, summary, out_dir, engine, base_summary, verdicts)
 
