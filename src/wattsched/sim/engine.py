@@ -63,6 +63,16 @@ _SW_OFF = int(NodeState.SWITCHING_OFF)
 _EPS = 1e-9
 
 
+
+def pass_models_for(platform: Platform) -> dict:
+    """The PASS application models jobs are timed by on ``platform``: the packaged ones (Sarood et al. 2014,
+    Table IV) on a platform with CPU power levels, none elsewhere (4.6 of docs/simulator.md)."""
+    if platform.cpu_power_levels_w is None or platform.base_w is None or platform.mem_w is None:
+        return {}
+    from wattsched.scalingmodels import packaged_pass_models
+
+    return packaged_pass_models()
+
 class Engine:
     """Replay ``workload`` on ``platform`` through ``policy``.
 
@@ -117,7 +127,7 @@ class Engine:
         self._seq = 0
         self.epoch = 0
         self.ledger = ledger = Ledger(platform, responses=opts.response_classes, scenario=self.response,
-                                      end_table=tags.wants_end_table)
+                                      end_table=tags.wants_end_table, pass_models=pass_models_for(platform))
         # the ledger's containers, for readers of the engine (they are never rebound)
         self.state, self.free, self.pending, self.running = ledger.state, ledger.free, ledger.pending, ledger.running
         self.node_cap_w, self.node_freq_hz, self.qindex = ledger.node_cap_w, ledger.node_freq_hz, ledger.qindex
