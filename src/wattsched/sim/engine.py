@@ -69,9 +69,15 @@ def pass_models_for(platform: Platform) -> dict:
     Table IV) on a platform with CPU power levels, none elsewhere (4.6 of docs/simulator.md)."""
     if platform.cpu_power_levels_w is None or platform.base_w is None or platform.mem_w is None:
         return {}
-    from wattsched.scalingmodels import packaged_pass_models
+    global _PACKAGED_PASS
+    if _PACKAGED_PASS is None:
+        from wattsched.scalingmodels import packaged_pass_models
 
-    return packaged_pass_models()
+        _PACKAGED_PASS = packaged_pass_models()  # read once per process (a run of many slices reuses them)
+    return _PACKAGED_PASS
+
+
+_PACKAGED_PASS: dict | None = None
 
 class Engine:
     """Replay ``workload`` on ``platform`` through ``policy``.
