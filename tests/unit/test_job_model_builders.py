@@ -17,7 +17,7 @@ def test_builders_take_every_field_in_order(cls, build):
 
 def test_built_jobs_equal_constructed_ones_and_stay_frozen():
     values = (7, 1.5, 60.0, 2, "u", "g", "a", "p", "q", 16, 8, 1, 1024, 1, 4, True, False, 3.0, "cpu", ("x",),
-              (Unit(4, 1, 0, 2048), Unit(2)), True)
+              (Unit(4, 1, 0, 2048), Unit(2)), True, "lulesh")
     job = job_from_fields(*values)
     assert type(job) is Job
     assert job == Job(*values) and hash(job) == hash(Job(*values))

@@ -322,12 +322,12 @@ def to_job(j: SlurmJob, app_class: str = "", units: tuple[Unit, ...] = (), disti
     walltime = limit if limit and math.isfinite(limit) else UNLIMITED_WALLTIME_S
     # Every field in Job's order (job_from_fields: a third of the dataclass __init__'s cost, per queued job):
     # id, submit, walltime, nodes, user, group, account, partition, qos, procs, cores and GPUs per node,
-    # memory per node, min and max nodes, malleable, exclusive, priority, class, features, units, distinct.
+    # memory per node, min and max nodes, malleable, exclusive, priority, class, features, units, distinct, app.
     cpus = j.cpus
     return job_from_fields(
         j.job_id, j.submit_time or 0.0, walltime, nodes, j.user, "", j.account, j.partition, j.qos, cpus,
         max(1, cpus // max(j.node_count, 1)), j.gpus_per_node, 0, 0, 0, False, True, 0.0, app_class,
-        (), units, distinct and bool(units),
+        (), units, distinct and bool(units), "",
     )
 
 

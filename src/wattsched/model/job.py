@@ -89,6 +89,11 @@ class Job:
         per node, so the daemon reads a job that shares nodes by node as one
         unit per node with this set; a job of tasks that Slurm may place
         anywhere (``-n`` alone) has one unit per task and this unset.
+    app
+        The job's application (a trace record's ``extra["app"]``, e.g. a
+        packaged PASS model such as ``leanmd``), ``""`` for none. On a platform
+        with CPU power levels the simulator times a job of a PASS application
+        by its node count and CPU cap (4.6 of docs/simulator.md).
     """
 
     id: int
@@ -113,6 +118,7 @@ class Job:
     features: tuple[str, ...] = field(default=())
     units: tuple[Unit, ...] = field(default=())
     distinct_nodes: bool = False
+    app: str = ""
 
     @property
     def area(self) -> float:
@@ -190,7 +196,7 @@ def power_estimate(mean_w: float, max_w: float, std_w: float) -> PowerEstimate:
 
 def job_from_fields(id, submit_s, walltime_s, nodes, user, group, account, partition, qos, procs, cores_per_node,
                     gpus_per_node, mem_per_node_mb, min_nodes, max_nodes, malleable, exclusive, priority, app_class,
-                    features, units, distinct_nodes) -> Job:
+                    features, units, distinct_nodes, app) -> Job:
     """``Job(*values)`` with every field given, in field order, no default filled in: the simulator's per-job path.
 
     The fields are set on a :func:`slot_layout` of :class:`Job`, whose class is
@@ -221,6 +227,7 @@ def job_from_fields(id, submit_s, walltime_s, nodes, user, group, account, parti
     obj.features = features
     obj.units = units
     obj.distinct_nodes = distinct_nodes
+    obj.app = app
     obj.__class__ = Job
     return obj
 

@@ -13,10 +13,10 @@ cpdef Py_ssize_t _insertion_point(list free, Py_ssize_t node) except -1
 
 @cython.final
 cdef class Run:
-    cdef public object job, truth, response, estimate, view, nodes, job_cap_w, job_freq_hz, unit_dyn_w
+    cdef public object job, truth, response, estimate, view, nodes, job_cap_w, job_freq_hz, unit_dyn_w, pass_model
     cdef public bint dynamic, job_settings
     cdef public double idle_share_w, floor_w, energy_j, last_s, node_power_w, power_w, speed, start_s, work_done_s, work_left_s
-    cdef public double est_mean_w, est_max_w, est_std_w
+    cdef public double est_mean_w, est_max_w, est_std_w, pass_ref_s
     cdef public Py_ssize_t version, step_index
 
 
@@ -38,6 +38,8 @@ cdef class Ledger:
     cdef public dict node_cap_w, node_freq_hz, node_cap_set, node_freq_set, node_free, node_runs
     cdef public dict pending, estimates, default_estimates, running, runs, accounts
     cdef public object platform, qindex, end_table, responses, scenario, estimate
+    cdef public dict pass_models
+    cdef public double pass_node_w
 
     cpdef advance(self, double t)
 
@@ -80,3 +82,6 @@ cdef class Ledger:
 
     @cython.locals(total=cython.double, mult=cython.double)
     cpdef rate(self, Run run)
+
+    @cython.locals(total=cython.double, lowest=cython.double, p=cython.double, base=cython.double)
+    cpdef _rate_pass(self, Run run)

@@ -95,6 +95,8 @@ class Run:
         "last_s",
         "node_power_w",
         "nodes",
+        "pass_model",
+        "pass_ref_s",
         "power_w",
         "response",
         "speed",
@@ -121,6 +123,8 @@ class Run:
         self.job_freq_hz: float | None = None
         self.idle_share_w = 0.0
         self.unit_dyn_w: list[float] | None = None  # a job of units: each unit's dynamic power now
+        self.pass_model = None  # a job timed by PASS: its application's model (see Ledger.rate)
+        self.pass_ref_s = 0.0  # and its run time on its requested nodes at p_h, in the model's seconds
 
 
 class JobAccount:
@@ -152,6 +156,10 @@ class Ledger:
     estimate
         Estimate of a job started without a prediction (default: the
         snapshot's, the node maximum).
+    pass_models
+        PASS application models by name (:class:`~wattsched.model.scaling.PassModel`), used on a platform
+        with ``cpu_power_levels_w``, ``base_w`` and ``mem_w`` only: a whole-node job whose ``app`` is one of
+        them is timed and powered by PASS (:meth:`rate`). Default: none.
 
     Attributes
     ----------
@@ -187,7 +195,8 @@ class Ledger:
 
     def __init__(self, platform: Platform, *, responses: Mapping[str, ResponseModel] | None = None,
                  scenario: ResponseScenario | None = None, end_table: bool = False,
-                 estimate: Callable[[Job], PowerEstimate] | None = None):
+                 estimate: Callable[[Job], PowerEstimate] | None = None,
+                 pass_models: Mapping[str, object] | None = None):
         n = len(platform.nodes)
         self.platform = platform
         self.now = 0.0
@@ -227,6 +236,10 @@ class Ledger:
         self.end_table = EndTable(platform.min_idle_w) if end_table else None
         self.running_est = [0.0, 0.0, 0.0]
         self.rerated: list[Run] = []
+        # PASS needs the platform's CPU levels and node base and memory power: elsewhere no job is timed by it
+        self.pass_models = (dict(pass_models) if pass_models and platform.cpu_power_levels_w is not None
+                            and platform.base_w is not None and platform.mem_w is not None else {})
+        self.pass_node_w = (platform.base_w + platform.mem_w) if self.pass_models else 0.0
         if estimate is None:
             self.estimate = self.snapshot().estimate
 
@@ -450,6 +463,11 @@ class Ledger:
         if job.units:
             self._start_units(run)
             return run
+        if job.app and self.pass_models:
+            model = self.pass_models.get(job.app)
+            if model is not None:
+                run.pass_model = model
+                run.pass_ref_s = model.time(job.nodes, model.p_h)
         state, free = self.state, self.free
         k = len(nodes)
         if free[-k:] == list(nodes):
@@ -607,7 +625,9 @@ class Ledger:
                 self.take(n)
                 self.state[n] = _BUSY
                 self.occupy(1, self.idle_w[n], 0.0)
-        run.work_left_s *= len(old_nodes) / len(new_nodes)
+        if run.pass_model is None:
+            run.work_left_s *= len(old_nodes) / len(new_nodes)
+        # else the new node count changes the job's PASS speed (rate), not its work
         run.work_left_s += overhead_s
         ends = self.ends
         i = bisect.bisect_left(ends, (run.view.expected_end_s, len(old_nodes), jid))
@@ -871,6 +891,9 @@ class Ledger:
         if run.unit_dyn_w is not None:
             self._rate_units(run)
             return
+        if run.pass_model is not None:
+            self._rate_pass(run)
+            return
         if self.homogeneous and not (self.node_cap_w or self.node_freq_hz) and run.truth.power_series is None:
             p = run.truth.mean_w
             if p is None:
@@ -893,6 +916,45 @@ class Ledger:
         run.speed = 1.0 / mult
         run.power_w = total
         run.node_power_w = total / len(run.nodes) if run.nodes else 0.0
+
+    def _pass_cpu_w(self, run: Run, node: int) -> float:
+        """CPU power of PASS ``run`` on ``node``: its cap less base and memory power, the CPU power at the frequency
+        limit, ``p_h`` without either; never above ``p_h`` (no faster beyond it) nor below the CPU's base ``c``."""
+        model = run.pass_model
+        p = model.p_h
+        cap = self.node_cap_w.get(node)
+        if cap is not None and cap - self.pass_node_w < p:
+            p = cap - self.pass_node_w
+        freq = self.node_freq_hz.get(node)
+        if freq is not None:
+            fmax = self.platform.nodes[node].power.max_freq_hz
+            if fmax and freq < fmax:
+                p = min(p, model.power(freq / fmax * model.f_h))
+        return max(p, model.c)
+
+    def _rate_pass(self, run: Run) -> None:
+        """Speed and power of a job timed by PASS (Sarood et al. 2014, §V).
+
+        Its work is its trace run time, on its requested nodes at full CPU power; on ``n`` nodes at CPU power ``p``
+        it runs at speed ``T(requested, p_h) / T(n, p)``, ``p`` the lowest CPU power over its nodes (the slowest
+        node sets the pace). Each node draws ``base_w + mem_w`` plus its CPU power (:meth:`_pass_cpu_w`).
+        """
+        model = run.pass_model
+        nodes = run.nodes
+        base = self.pass_node_w
+        total = 0.0
+        lowest = model.p_h
+        if self.node_cap_w or self.node_freq_hz:
+            for node in nodes:
+                p = self._pass_cpu_w(run, node)
+                if p < lowest:
+                    lowest = p
+                total += base + p
+        else:
+            total = (base + lowest) * len(nodes)
+        run.speed = run.pass_ref_s / model.time(len(nodes), lowest)
+        run.power_w = total
+        run.node_power_w = total / len(nodes) if nodes else 0.0
 
     # ------------------------------------------------------------------ job units (shared nodes)
     def _unit_nominal_w(self, run: Run, i: int, node: int) -> float:

@@ -63,6 +63,22 @@ _SW_OFF = int(NodeState.SWITCHING_OFF)
 _EPS = 1e-9
 
 
+
+def pass_models_for(platform: Platform) -> dict:
+    """The PASS application models jobs are timed by on ``platform``: the packaged ones (Sarood et al. 2014,
+    Table IV) on a platform with CPU power levels, none elsewhere (4.6 of docs/simulator.md)."""
+    if platform.cpu_power_levels_w is None or platform.base_w is None or platform.mem_w is None:
+        return {}
+    global _PACKAGED_PASS
+    if _PACKAGED_PASS is None:
+        from wattsched.scalingmodels import packaged_pass_models
+
+        _PACKAGED_PASS = packaged_pass_models()  # read once per process (a run of many slices reuses them)
+    return _PACKAGED_PASS
+
+
+_PACKAGED_PASS: dict | None = None
+
 class Engine:
     """Replay ``workload`` on ``platform`` through ``policy``.
 
@@ -117,7 +133,7 @@ class Engine:
         self._seq = 0
         self.epoch = 0
         self.ledger = ledger = Ledger(platform, responses=opts.response_classes, scenario=self.response,
-                                      end_table=tags.wants_end_table)
+                                      end_table=tags.wants_end_table, pass_models=pass_models_for(platform))
         # the ledger's containers, for readers of the engine (they are never rebound)
         self.state, self.free, self.pending, self.running = ledger.state, ledger.free, ledger.pending, ledger.running
         self.node_cap_w, self.node_freq_hz, self.qindex = ledger.node_cap_w, ledger.node_freq_hz, ledger.qindex

@@ -29,7 +29,7 @@ def make_job(tj: TraceJob) -> Job:
     return job_from_fields(
         tj.id, tj.submit_s, tj.walltime_s, tj.nodes, tj.user, tj.group, "", tj.partition, "", tj.procs,
         1, tj.gpus_per_node, 0, tj.min_nodes, tj.max_nodes, tj.malleable, True, 0.0, tj.app_class, (),
-        tj.units, False,
+        tj.units, False, tj.extra.get("app", "") if tj.extra else "",
     )
 
 
@@ -108,6 +108,8 @@ class Intake:
             truth[job.id] = nxt
             if job.units:
                 self._check_units(job)
+            elif job.app:
+                self._check_app(job)
             ledger.submit(job)
             if nxt.extra and nxt.extra.get("running_at_start"):
                 hot.append(job.id)
@@ -144,6 +146,13 @@ class Intake:
         problem = self.ledger.unhosted(job)
         if problem is not None:
             raise TraceError(self.name, None, problem, field="units")
+
+    def _check_app(self, job: Job) -> None:
+        """A job of an application on a platform that times jobs by PASS: refused if the application has no model."""
+        models = self.ledger.pass_models
+        if models and job.app not in models:
+            raise TraceError(self.name, None, f"job {job.id}: application {job.app!r} has no PASS model on platform "
+                             f"{self.platform.name!r} (known: {', '.join(sorted(models))})", field="app")
 
     def true_estimate(self, job_id: int) -> PowerEstimate:
         """Real per-node power of a job: what the oracle sees and what the predictor learns."""
