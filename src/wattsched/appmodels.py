@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -62,36 +63,64 @@ def read_measurements(path: str | Path) -> dict[str, list[tuple[float, float, fl
     return _parse(read_config_text(path), str(path))
 
 
-def _parse(text: str, where: str) -> dict[str, list[tuple[float, float, float]]]:
+def measurement_rows(text: str, where: str, need: tuple[str, ...], optional: tuple[str, ...] = (),
+                     ) -> Iterator[tuple[int, dict[str, str]]]:
+    """The data rows of a measurements CSV (blank and ``#`` lines skipped) as ``(line, {column: cell})``, with
+    the columns ``need`` and those of ``optional`` the header has; ``where`` names the file in errors.
+
+    Raises
+    ------
+    ConfigError
+        ``FILE: no rows``, ``FILE:LINE: KEY: missing column`` (a column of ``need`` not in the header) or
+        ``FILE:LINE: KEY: missing value`` (an empty or absent cell).
+
+    >>> list(measurement_rows("# x\\napp,t\\na, 5\\n", "m.csv", ("app", "t")))
+    [(3, {'app': 'a', 't': '5'})]
+    """
     lines = [(i, line) for i, line in enumerate(text.splitlines(), 1)
              if line.strip() and not line.lstrip().startswith("#")]
+    wanted = ", ".join(need) + (f"; {', '.join(optional)} optional" if optional else "")
     if not lines:
-        raise ConfigError(f"{where}: no rows")
+        raise ConfigError(f"{where}: no rows (need the columns {wanted})")
     header_no, header = lines[0]
     columns = [c.strip() for c in next(csv.reader([header]))]
-    need = ("app", "freq_ghz", "power_w", "time_s")
     missing = [c for c in need if c not in columns]
     if missing:
-        raise ConfigError(f"{where}:{header_no}: {missing[0]}: missing column (need {', '.join(need)})")
-    idx = {c: columns.index(c) for c in need}
-    out: dict[str, list[tuple[float, float, float]]] = {}
+        raise ConfigError(f"{where}:{header_no}: {missing[0]}: missing column (need {wanted})")
+    idx = {c: columns.index(c) for c in (*need, *(c for c in optional if c in columns))}
     for no, line in lines[1:]:
         cells = [c.strip() for c in next(csv.reader([line]))]
-        if len(cells) < len(columns):
-            raise ConfigError(f"{where}:{no}: {columns[len(cells)]}: missing value")
-        values = []
-        for key in need[1:]:
-            try:
-                v = float(cells[idx[key]])
-            except ValueError:
-                raise ConfigError(f"{where}:{no}: {key}: not a number: {cells[idx[key]]!r}") from None
-            if not (math.isfinite(v) and v > 0):
-                raise ConfigError(f"{where}:{no}: {key}: must be a positive number, got {cells[idx[key]]}")
-            values.append(v)
-        app = cells[idx["app"]]
-        if not app:
-            raise ConfigError(f"{where}:{no}: app: empty application name")
-        out.setdefault(app, []).append((values[0], values[1], values[2]))
+        row = {}
+        for key, i in idx.items():
+            if i >= len(cells) or cells[i] == "":
+                raise ConfigError(f"{where}:{no}: {key}: missing value")
+            row[key] = cells[i]
+        yield no, row
+
+
+def measured_number(where: str, no: int, key: str, cell: str, at_least: float | None = None) -> float:
+    """The number in ``cell`` (line ``no``, column ``key`` of ``where``): finite, and positive or ``>= at_least``.
+
+    >>> measured_number("m.csv", 2, "nodes", "0", at_least=1)
+    Traceback (most recent call last):
+    ...
+    wattsched.errors.ConfigError: m.csv:2: nodes: must be a number >= 1, got 0
+    """
+    try:
+        v = float(cell)
+    except ValueError:
+        raise ConfigError(f"{where}:{no}: {key}: not a number: {cell!r}") from None
+    if not (math.isfinite(v) and (v > 0 if at_least is None else v >= at_least)):
+        need = "a positive number" if at_least is None else f"a number >= {at_least:g}"
+        raise ConfigError(f"{where}:{no}: {key}: must be {need}, got {cell}")
+    return v
+
+
+def _parse(text: str, where: str) -> dict[str, list[tuple[float, float, float]]]:
+    out: dict[str, list[tuple[float, float, float]]] = {}
+    for no, row in measurement_rows(text, where, ("app", "freq_ghz", "power_w", "time_s")):
+        f, p, t = (measured_number(where, no, key, row[key]) for key in ("freq_ghz", "power_w", "time_s"))
+        out.setdefault(row["app"], []).append((f, p, t))
     return out
 
 

@@ -32,14 +32,16 @@ The time parameters are fitted by nonlinear least squares on log run times
 
 from __future__ import annotations
 
-import csv
-import math
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 
+from wattsched.appmodels import measured_number, measurement_rows
 from wattsched.errors import ConfigError, read_config_text
 from wattsched.model.scaling import PassModel
 
@@ -56,8 +58,11 @@ class Point:
     freq_ghz: float | None = None
 
 
-def packaged_pass_models() -> dict[str, PassModel]:
+@functools.cache
+def packaged_pass_models() -> Mapping[str, PassModel]:
     """The five applications of Table IV: ``leanmd``, ``wave2d``, ``lulesh``, ``amr``, ``jacobi2d``.
+
+    Read once per process (the moldable block, the engine and every run of a sweep share it), read-only.
 
     >>> m = packaged_pass_models()["leanmd"]
     >>> round(m.max_speedup, 4), round(m.time(20, 52))
@@ -73,7 +78,7 @@ def packaged_pass_models() -> dict[str, PassModel]:
         if problems:  # a broken packaged file is a bug of wattsched, not of the user's input
             raise ValueError(f"<packaged>/{PACKAGED_YAML}: {app}: {problems[0]}")
         out[app] = model
-    return out
+    return MappingProxyType(out)
 
 
 # ---------------------------------------------------------------- reading measurements
@@ -100,38 +105,11 @@ def parse_pass_measurements(text: str, where: str) -> dict[str, list[Point]]:
     ...
     wattsched.errors.ConfigError: m.csv:2: nodes: must be a number >= 1, got 0.5
     """
-    lines = [(i, line) for i, line in enumerate(text.splitlines(), 1)
-             if line.strip() and not line.lstrip().startswith("#")]
-    if not lines:
-        raise ConfigError(f"{where}: no rows (need the columns {', '.join(COLUMNS)}[, freq_ghz])")
-    header_no, header = lines[0]
-    columns = [c.strip() for c in next(csv.reader([header]))]
-    missing = [c for c in COLUMNS if c not in columns]
-    if missing:
-        raise ConfigError(f"{where}:{header_no}: {missing[0]}: missing column "
-                          f"(need {', '.join(COLUMNS)}; freq_ghz optional)")
-    numeric = [*COLUMNS[1:], *(["freq_ghz"] if "freq_ghz" in columns else [])]
-    idx = {c: columns.index(c) for c in (*COLUMNS, *numeric)}
     out: dict[str, list[Point]] = {}
-    for no, line in lines[1:]:
-        cells = [c.strip() for c in next(csv.reader([line]))]
-        for key in ("app", *numeric):
-            if idx[key] >= len(cells) or cells[idx[key]] == "":
-                raise ConfigError(f"{where}:{no}: {key}: missing value")
-        values = {}
-        for key in numeric:
-            cell = cells[idx[key]]
-            try:
-                v = float(cell)
-            except ValueError:
-                raise ConfigError(f"{where}:{no}: {key}: not a number: {cell!r}") from None
-            low_ok = v >= 1 if key == "nodes" else v > 0
-            if not (math.isfinite(v) and low_ok):
-                need = "a number >= 1" if key == "nodes" else "a positive number"
-                raise ConfigError(f"{where}:{no}: {key}: must be {need}, got {cell}")
-            values[key] = v
-        out.setdefault(cells[idx["app"]], []).append(Point(values["nodes"], values["cpu_power_w"],
-                                                           values["time_s"], values.get("freq_ghz")))
+    for no, row in measurement_rows(text, where, COLUMNS, ("freq_ghz",)):
+        v = {key: measured_number(where, no, key, cell, at_least=1 if key == "nodes" else None)
+             for key, cell in row.items() if key != "app"}
+        out.setdefault(row["app"], []).append(Point(v["nodes"], v["cpu_power_w"], v["time_s"], v.get("freq_ghz")))
     if not out:
         raise ConfigError(f"{where}: no data rows after the header")
     return out

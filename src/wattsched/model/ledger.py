@@ -237,8 +237,7 @@ class Ledger:
         self.running_est = [0.0, 0.0, 0.0]
         self.rerated: list[Run] = []
         # PASS needs the platform's CPU levels and node base and memory power: elsewhere no job is timed by it
-        self.pass_models = (dict(pass_models) if pass_models and platform.cpu_power_levels_w is not None
-                            and platform.base_w is not None and platform.mem_w is not None else {})
+        self.pass_models = dict(pass_models) if pass_models and platform.overprovisioned else {}
         self.pass_node_w = (platform.base_w + platform.mem_w) if self.pass_models else 0.0
         if estimate is None:
             self.estimate = self.snapshot().estimate

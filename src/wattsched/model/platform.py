@@ -161,6 +161,16 @@ class Platform:
         return Platform(self.nodes, self.name, response_classes, self.source, budget_w=self.budget_w,
                         cpu_power_levels_w=self.cpu_power_levels_w, base_w=self.base_w, mem_w=self.mem_w)
 
+    @property
+    def overprovisioned(self) -> bool:
+        """Whether the platform gives jobs CPU power levels, counted with each node's base and memory power
+        (Sarood et al. 2014): the platforms on which jobs of PASS applications are timed by node count and cap.
+
+        >>> Platform.homogeneous_cluster(2).overprovisioned
+        False
+        """
+        return self.cpu_power_levels_w is not None and self.base_w is not None and self.mem_w is not None
+
     def node_power_at_level_w(self, cpu_w: float) -> float:
         """What one node at CPU power ``cpu_w`` counts against :attr:`budget_w`: ``base_w + mem_w + cpu_w``.
 

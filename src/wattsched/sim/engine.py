@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time as _time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from heapq import heappop, heappush
 from typing import Any, assert_never
 
@@ -63,21 +63,15 @@ _SW_OFF = int(NodeState.SWITCHING_OFF)
 _EPS = 1e-9
 
 
-
-def pass_models_for(platform: Platform) -> dict:
+def pass_models_for(platform: Platform) -> Mapping:
     """The PASS application models jobs are timed by on ``platform``: the packaged ones (Sarood et al. 2014,
-    Table IV) on a platform with CPU power levels, none elsewhere (4.6 of docs/simulator.md)."""
-    if platform.cpu_power_levels_w is None or platform.base_w is None or platform.mem_w is None:
+    Table IV) on an overprovisioned platform, none elsewhere (4.6 of docs/simulator.md)."""
+    if not platform.overprovisioned:
         return {}
-    global _PACKAGED_PASS
-    if _PACKAGED_PASS is None:
-        from wattsched.scalingmodels import packaged_pass_models
+    from wattsched.scalingmodels import packaged_pass_models
 
-        _PACKAGED_PASS = packaged_pass_models()  # read once per process (a run of many slices reuses them)
-    return _PACKAGED_PASS
+    return packaged_pass_models()
 
-
-_PACKAGED_PASS: dict | None = None
 
 class Engine:
     """Replay ``workload`` on ``platform`` through ``policy``.

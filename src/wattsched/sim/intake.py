@@ -20,7 +20,7 @@ from wattsched.model.platform import Platform
 from wattsched.model.snapshot import Snapshot
 from wattsched.predictors.base import completed_job_builder, predictor_tags
 from wattsched.sim.options import EngineOptions
-from wattsched.workload.records import TraceJob, Workload, true_power
+from wattsched.workload.records import TraceJob, Workload, app_of, true_power
 
 
 def make_job(tj: TraceJob) -> Job:
@@ -29,7 +29,7 @@ def make_job(tj: TraceJob) -> Job:
     return job_from_fields(
         tj.id, tj.submit_s, tj.walltime_s, tj.nodes, tj.user, tj.group, "", tj.partition, "", tj.procs,
         1, tj.gpus_per_node, 0, tj.min_nodes, tj.max_nodes, tj.malleable, True, 0.0, tj.app_class, (),
-        tj.units, False, tj.extra.get("app", "") if tj.extra else "",
+        tj.units, False, app_of(tj),
     )
 
 

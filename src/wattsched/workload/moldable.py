@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from wattsched.errors import ConfigError
 from wattsched.workload.augment import job_uniforms, stable_hash
-from wattsched.workload.records import TraceJob, Workload
+from wattsched.workload.records import TraceJob, Workload, app_of
 
 __all__ = ["MoldableParams", "app_of", "moldable", "moldable_workload", "pass_apps"]
 
@@ -64,15 +64,6 @@ def pass_apps() -> tuple[str, ...]:
     from wattsched.scalingmodels import packaged_pass_models
 
     return tuple(sorted(packaged_pass_models()))
-
-
-def app_of(job: TraceJob) -> str:
-    """The job's PASS application (``extra["app"]``, its job table's ``app`` column), ``""`` if it has none.
-
-    >>> app_of(TraceJob(1, 0.0, 60.0, 60.0, 4, 4, extra={"app": "lulesh"}))
-    'lulesh'
-    """
-    return job.extra.get("app", "") if job.extra else ""
 
 
 class MoldableParams(BaseModel):

@@ -79,6 +79,15 @@ class TraceJob:
         self.units = units
 
 
+def app_of(job: TraceJob) -> str:
+    """The job's PASS application (``extra["app"]``, its job table's ``app`` column), ``""`` if it has none.
+
+    >>> app_of(TraceJob(1, 0.0, 60.0, 60.0, 4, 4, extra={"app": "lulesh"}))
+    'lulesh'
+    """
+    return job.extra.get("app", "") if job.extra else ""
+
+
 def true_power(tj: TraceJob, platform) -> PowerEstimate:
     """Real per-node power of a job (mean, max, std), as a node's meter shows it over the run.
 

@@ -140,7 +140,7 @@ from typing import TYPE_CHECKING, Any
 from wattsched.errors import MissingDependencyError, OutputError, TraceError
 from wattsched.model.job import Unit
 from wattsched.model.units import format_units, parse_units
-from wattsched.workload.records import TraceJob, Workload
+from wattsched.workload.records import TraceJob, Workload, app_of
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor, Future
@@ -920,7 +920,7 @@ def job_table_columns(jobs: Iterable[TraceJob]) -> dict[str, Any]:
         hot = [bool(j.extra.get("running_at_start")) for j in jobs]
         if any(hot):
             cols["running_at_start"] = hot
-        apps = [j.extra.get("app") or None for j in jobs]
+        apps = [app_of(j) or None for j in jobs]
         if any(apps):
             cols["app"] = apps
     units = list(map(attrgetter("units"), jobs))
