@@ -936,7 +936,7 @@ def test_text_job_details():
         "ReqNodeList=c[01-02] TimeLimit=5:00 Requeue=0 BatchFlag=0 Restarts=3 Features=(null)"
     )[0]
     assert job == SlurmJob(
-        job_id=9, state="PENDING", flags=frozenset({"REQUEUED"}), user="4242", node_count=2, cpus=8,
+        job_id=9, state="PENDING", flags=frozenset({"REQUEUED"}), user="4242", node_count=2, max_nodes=4, cpus=8,
         required_nodes=("c01", "c02"), time_limit_s=300.0, requeue=False, batch=False, restart_count=3,
     )  # fmt: skip
 

@@ -3,9 +3,10 @@
 Every action is written to the state store as an *intent*, with its audit row, before it reaches Slurm or a
 node, and completed with its outcome after, so a daemon killed in between checks on restart what Slurm and
 the nodes actually did instead of acting twice (:meth:`PlanActions.act`). Starts are releases pinned to the
-chosen nodes (``ReqNodeList``), checked in the next cycles (:meth:`PlanActions.check_starts`); node caps and
-frequencies go through the reconciler (:class:`~wattsched.daemon.reconciler.NodeReconciler`); the reason each
-waiting job is held is recorded when it changes (:meth:`PlanActions.record_reasons`).
+chosen nodes (``ReqNodeList``, and the chosen node count for a moldable job), checked in the next cycles
+(:meth:`PlanActions.check_starts`); a ``Reshape`` shrinks a running malleable job (:meth:`PlanActions.shrink`);
+node caps and frequencies go through the reconciler (:class:`~wattsched.daemon.reconciler.NodeReconciler`);
+the reason each waiting job is held is recorded when it changes (:meth:`PlanActions.record_reasons`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ log = logging.getLogger("wattsched.daemon")
 
 
 class PlanActions:
-    """Applies plans: Slurm actions (hold, release pinned, requeue or cancel, power down and up) and node settings."""
+    """Applies plans: Slurm actions (hold, release pinned, shrink, requeue or cancel, power down and up) and node
+    settings."""
 
     def __init__(self, store: Store, metrics: DaemonMetrics, backend: SlurmBackend, nodes: NodeReconciler):
         self.store = store
@@ -181,10 +183,7 @@ class PlanActions:
                     if self.nodes.act("freq", node, value, "decided by the policy", now).ok:
                         report.node_actions.append(f"set_freq {node.name} {describe_setting('freq', value)}")
                 case Reshape():
-                    audit.append(AuditEntry(now, self.cycle_no, "reshape", str(action.job_id),
-                                            "malleable jobs are simulator only: Slurm cannot move a running job",
-                                            cfg.dry_run, "refused"))
-                    self.metrics.decisions.labels("reshape", "refused").inc()
+                    self.shrink(action, view, audit, report, now)
                 case _:
                     assert_never(action)
 
@@ -212,14 +211,52 @@ class PlanActions:
         reason = f"on {compress(hosts)}" + "".join(
             f", {describe_setting(k, v)}" for k, v in (("cap", action.cap_w), ("freq", action.freq_hz))
             if v is not None)
-        if self.act("start", action.job_id, reason, audit, now,
-                     lambda j=job, n=hosts: self.backend.release(j.job_id, n, without_marker(j.admin_comment)),
-                     {"nodes": nodes}):
+        policy_job = view.snapshot.pending.get(action.job_id)
+        count = None
+        if policy_job is not None and policy_job.max_nodes and not policy_job.units:
+            # a moldable job (--nodes=MIN-MAX): its node count set to the one chosen, in the same update as its
+            # nodes, so that Slurm runs it on exactly those
+            count = len(hosts)
+            reason += f" ({count} of {policy_job.min_nodes}-{policy_job.max_nodes} nodes)"
+
+        def release(j=job, n=hosts, k=count):
+            if k is None:
+                self.backend.release(j.job_id, n, without_marker(j.admin_comment))
+            else:
+                self.backend.release(j.job_id, n, without_marker(j.admin_comment), node_count=k)
+
+        if self.act("start", action.job_id, reason, audit, now, release, {"nodes": nodes}):
             self.store.add_start(action.job_id, nodes, now)
             self.store.drop_holds([action.job_id])
             report.started.append(action.job_id)
         elif self.config.dry_run:
             report.started.append(action.job_id)
+
+    def shrink(self, action: Reshape, view: View, audit, report, now) -> None:
+        """Shrink a running malleable job to the plan's nodes (the guard has checked they are a subset of its own
+        that keeps its first node); nothing to do when Slurm already shows the job on exactly those nodes (a
+        shrink applied before a restart, say)."""
+        jid = action.job_id
+        job = view.slurm_jobs.get(jid)
+        nodes = [view.node_names[i] for i in action.nodes]
+        if job is None or job.state != "RUNNING":
+            audit.append(AuditEntry(now, self.cycle_no, "shrink", str(jid),
+                                    "not running in Slurm (released, not started yet, or ended)",
+                                    self.config.dry_run, "refused"))
+            self.metrics.decisions.labels("shrink", "refused").inc()
+            return
+        if set(job.nodes) == set(nodes):
+            audit.append(AuditEntry(now, self.cycle_no, "shrink", str(jid), f"already on {compress(nodes)}",
+                                    self.config.dry_run, "unchanged"))
+            self.metrics.decisions.labels("shrink", "unchanged").inc()
+            return
+        dropped = [n for n in job.nodes if n not in set(nodes)]
+        reason = f"to {compress(nodes)} from {compress(list(job.nodes))}"
+        if self.act("shrink", jid, reason, audit, now, lambda n=nodes: self.backend.shrink(jid, n),
+                    {"nodes": nodes}):
+            report.node_actions.append(f"shrink {jid} {compress(nodes)}")
+            for n in dropped:
+                self.nodes.changed_at[n] = now
 
     def record_reasons(self, plan, view: View) -> None:
         started = {a.job_id for a in plan.actions if type(a) is Start}
@@ -272,6 +309,14 @@ class PlanActions:
                 else:
                     outcome = "applied"
                     self.store.add_start(job.job_id, intent.args.get("nodes", []), intent.time)
+            elif intent.action == "shrink":
+                # applied when Slurm shows the job on the nodes it was to keep: the plan that asked is not
+                # applied again (a new plan decides afresh, and its shrink to the same nodes is "unchanged")
+                want = set(intent.args.get("nodes", []))
+                if job is None or job.state != "RUNNING":
+                    outcome = "unknown"
+                else:
+                    outcome = "applied" if set(job.nodes) == want else "not-applied"
             elif intent.action == "hold":
                 if job is not None and job.held:
                     outcome = "applied"

@@ -265,6 +265,7 @@ class Daemon:
             classified=c,
             node_cap_w=caps,
             node_freq_hz=freqs,
+            reshape=self.backend.reshape,
         )
         self._measured = measured
         changed = self.nodes.changed_at

@@ -118,6 +118,7 @@ class SimCluster:
     """
 
     name = "sim"
+    reshape = "none"
     speedup: float
 
     def __init__(self, jobs: Sequence[TraceJob], platform: Platform, speedup: float = 600.0,
@@ -328,13 +329,21 @@ class SimCluster:
         if job.state == "PENDING":
             job.held = True
 
-    def release(self, job_id: int, nodes: Sequence[str], admin_comment: str) -> None:
+    def release(self, job_id: int, nodes: Sequence[str], admin_comment: str, node_count: int | None = None) -> None:
         job = self._job(job_id)
         if job.state != "PENDING":
             raise SlurmCommandError(["sim", "release", str(job_id)], 1, "", "Job is no longer pending execution")
+        if node_count is not None and node_count != max(job.trace.nodes, 1):
+            raise SlurmCommandError(["sim", "release", str(job_id)], 1, "",
+                                    f"the simulated cluster runs a job on its trace's {job.trace.nodes} nodes, "
+                                    f"not {node_count}")
         job.required, job.admin_comment, job.held = tuple(nodes), admin_comment, False
         self.releases.append((self.engine.now, job_id, tuple(nodes)))
         self._start_released()
+
+    def shrink(self, job_id: int, nodes: Sequence[str]) -> None:
+        raise SlurmCommandError(["sim", "shrink", str(job_id)], 1, "",
+                                "the simulated cluster does not shrink running jobs (its jobs are the trace's)")
 
     def requeue(self, job_id: int) -> None:
         job = self._job(job_id)

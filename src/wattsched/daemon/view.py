@@ -252,6 +252,42 @@ def job_class(j: SlurmJob, default: str = "") -> str:
     return m.group(1) if m else default
 
 
+MALLEABLE = "wattsched:malleable"
+"""Token in a job's Slurm comment (``sbatch --comment=wattsched:malleable``) that lets a policy shrink the job
+while it runs (a ``Reshape``): the job's application sources the resize script Slurm writes, or reads its new
+node list itself."""
+
+
+def is_malleable(j: SlurmJob) -> bool:
+    """Whether the job's comment declares it malleable (:data:`MALLEABLE`).
+
+    >>> is_malleable(SlurmJob(1, "RUNNING", comment="wattsched:malleable wattsched:class=cpu"))
+    True
+    >>> is_malleable(SlurmJob(2, "RUNNING", comment="wattsched:malleable=no"))
+    False
+    """
+    return MALLEABLE in j.comment.split()
+
+
+def node_range(j: SlurmJob, nodes: int) -> tuple[int, int]:
+    """``(min_nodes, max_nodes)`` of the policy's job of ``j`` on ``nodes`` nodes; ``(0, 0)``: exactly ``nodes``.
+
+    A pending job submitted with ``--nodes=MIN-MAX`` accepts any count of its range (``nodes`` is MIN, Slurm's
+    default). Slurm forgets the range once the job runs and cannot give a running job more nodes, so a running
+    malleable job (:func:`is_malleable`) may go down to one node and no higher than it has.
+
+    >>> node_range(SlurmJob(1, "PENDING", node_count=1, max_nodes=3), 1)
+    (1, 3)
+    >>> node_range(SlurmJob(2, "RUNNING", node_count=3, comment="wattsched:malleable"), 3)
+    (1, 3)
+    >>> node_range(SlurmJob(3, "RUNNING", node_count=3), 3)
+    (0, 0)
+    """
+    if j.state == PENDING:
+        return (nodes, j.max_nodes) if j.max_nodes > nodes else (0, 0)
+    return (1, nodes) if is_malleable(j) and nodes > 1 else (0, 0)
+
+
 @dataclass(frozen=True, slots=True)
 class ClassRule:
     """The site's rule for the application class a job gets (``job_class_from_comment``).
@@ -316,8 +352,10 @@ class ClassRule:
 
 def to_job(j: SlurmJob, app_class: str = "", units: tuple[Unit, ...] = (), distinct: bool = False) -> Job:
     """The policy's view of a Slurm job of class ``app_class`` (:meth:`ClassRule.of`): whole nodes, or ``units``
-    (see :func:`request_units`)."""
+    (see :func:`request_units`). A job of whole nodes carries its node range (:func:`node_range`) and whether it
+    is malleable (:func:`is_malleable`); a job of units has neither."""
     nodes = len(units) if units else max(j.node_count, 1)
+    lo, hi = (0, 0) if units else node_range(j, nodes)
     limit = j.time_limit_s
     walltime = limit if limit and math.isfinite(limit) else UNLIMITED_WALLTIME_S
     # Every field in Job's order (job_from_fields: a third of the dataclass __init__'s cost, per queued job):
@@ -326,7 +364,8 @@ def to_job(j: SlurmJob, app_class: str = "", units: tuple[Unit, ...] = (), disti
     cpus = j.cpus
     return job_from_fields(
         j.job_id, j.submit_time or 0.0, walltime, nodes, j.user, "", j.account, j.partition, j.qos, cpus,
-        max(1, cpus // max(j.node_count, 1)), j.gpus_per_node, 0, 0, 0, False, True, 0.0, app_class,
+        max(1, cpus // max(j.node_count, 1)), j.gpus_per_node, 0, lo, hi, not units and is_malleable(j), True, 0.0,
+        app_class,
         (), units, distinct and bool(units), "",
     )
 
@@ -428,6 +467,7 @@ def build_view(
     classified: Classified | None = None,
     node_cap_w: Mapping[int, float] | None = None,
     node_freq_hz: Mapping[int, float] | None = None,
+    reshape: str = "none",
 ) -> View:
     """The snapshot a policy decides on.
 
@@ -449,6 +489,10 @@ def build_view(
     ``wants_end_table``): a policy then takes the same code path live as in
     replay. A caller that changes the snapshot's jobs or estimates afterwards
     passes ``indexes=False`` and builds them once it is done.
+
+    ``reshape`` is what the backend can do to a running job (``SlurmBackend.reshape``): with ``shrink`` the
+    snapshot lets a policy shrink a malleable job to a subset of its nodes that keeps its first one (Slurm's
+    batch host); with ``none`` the guard refuses every ``Reshape``.
     """
     c = classified if classified is not None else classify(state, partitions, holds, starts, take_user_holds)
     rule = default_class if isinstance(default_class, ClassRule) else ClassRule(default_class)
@@ -532,7 +576,9 @@ def build_view(
         platform_power_w=ledger.power_w,
         jobs_power_w=sum(r.power_w for r in ledger.runs.values()),
         epoch=epoch,
-        can_reshape=False,  # Slurm cannot move a running job
+        # what the backend can do to a running job (SlurmBackend.reshape): shrink it, or nothing
+        can_reshape=reshape == "shrink",
+        reshape_shrink_only=True,
     )
     # The queue and the indexes over it: built once from the whole queue, as the simulator's are kept.
     snapshot.pending = pending

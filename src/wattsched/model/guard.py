@@ -148,8 +148,33 @@ def plan_problems(snapshot: Snapshot, plan: Plan) -> list[str]:
             case _:
                 assert_never(action)
 
+    if snapshot.reshape_shrink_only:
+        _check_shrink_only(snapshot, plan, problems)
     _check_power_estimate(snapshot, plan, problems)
     return problems
+
+
+def _check_shrink_only(snapshot: Snapshot, plan: Plan, problems: list[str]) -> None:
+    """Where the source can only shrink a running job (``snapshot.reshape_shrink_only``, a live Slurm), each
+    ``Reshape`` must keep a non-empty subset of the job's nodes that includes its first node (Slurm's batch
+    host, which a shrink cannot remove)."""
+    names = snapshot.platform.nodes
+    for action in plan.actions:
+        if type(action) is not Reshape:
+            continue
+        run = snapshot.running.get(action.job_id)
+        if run is None or run.job.units:
+            continue  # worded by plan_problems
+        jid = action.job_id
+        own = set(run.nodes)
+        added = [n for n in action.nodes if n not in own]
+        if added:
+            what = ", ".join(names[n].name if 0 <= n < len(names) else str(n) for n in added[:5])
+            problems.append(f"Reshape of job {jid} adds {what}: this cluster can only shrink a running job "
+                            f"(Slurm cannot give it nodes it does not hold)")
+        elif run.nodes and action.nodes and run.nodes[0] not in action.nodes:
+            problems.append(f"Reshape of job {jid} drops its first node {names[run.nodes[0]].name}, the batch host "
+                            "Slurm keeps when it shrinks a job")
 
 
 def _check_units(snapshot: Snapshot, action: Start, job, state, taken: set[int], released: set[int],

@@ -113,9 +113,14 @@ class Snapshot:
         Returns a power estimate for a pending job (a predictor, or the
         platform's nominal busy power when no predictor is configured).
     can_reshape
-        Whether the source can move a running job to other nodes (the
-        simulator can; Slurm cannot, so the daemon sets it False and the guard
-        refuses a ``Reshape``).
+        Whether the source can reshape a running job at all (the simulator
+        can; the daemon says so where its Slurm backend can shrink a job,
+        and the guard refuses a ``Reshape`` otherwise).
+    reshape_shrink_only
+        The source can only shrink a running job, to a subset of its nodes
+        that keeps its first node (a live Slurm: ``scontrol update
+        NodeList=`` of a running job, which must keep the job's batch host);
+        the guard refuses any other ``Reshape``.
     forecast
         Platform power over the next hours as the snapshot stands (no plan
         applied yet), from :func:`wattsched.model.forecast.forecast`; filled
@@ -149,6 +154,7 @@ class Snapshot:
     ends: list[tuple[float, int, int]] | None = None
     forecast: Forecast | None = None
     can_reshape: bool = True
+    reshape_shrink_only: bool = False
     node_free: Mapping[int, tuple[int, int, int, int]] = field(default_factory=dict)
 
     @property

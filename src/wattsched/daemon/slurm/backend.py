@@ -19,6 +19,9 @@ class SlurmBackend(Protocol):
     """
 
     name: str
+    reshape: str
+    """What the backend can do to a running job's nodes: ``shrink`` (:meth:`shrink` works) or ``none`` (it
+    raises). The view declares it to the guard (``Snapshot.can_reshape``, ``reshape_shrink_only``)."""
     speedup: float
     """Backend seconds per wall-clock second: 1 for a real Slurm; the simulated cluster's ``--speed``."""
 
@@ -31,8 +34,21 @@ class SlurmBackend(Protocol):
     def hold(self, job_id: int, admin_comment: str) -> None:
         """Hold a pending job and set its AdminComment (which carries :data:`MARKER`)."""
 
-    def release(self, job_id: int, nodes: Sequence[str], admin_comment: str) -> None:
-        """Pin a held job to ``nodes`` (ReqNodeList), set its AdminComment, and release it."""
+    def release(self, job_id: int, nodes: Sequence[str], admin_comment: str, node_count: int | None = None) -> None:
+        """Pin a held job to ``nodes`` (ReqNodeList), set its AdminComment, and release it.
+
+        With ``node_count``, the job's node count is set to exactly that in the same update (a moldable job's
+        ``--nodes=MIN-MAX`` becomes ``NumNodes=k-k``: with its range left open, Slurm adds nodes to a
+        ReqNodeList shorter than the range's top).
+        """
+
+    def shrink(self, job_id: int, nodes: Sequence[str]) -> None:
+        """Shrink a running job to ``nodes``, a subset of its nodes that keeps its batch host (its first node).
+
+        Slurm frees the other nodes at once; the job's application learns its new size from the resize
+        scripts (``slurm_job_<id>_resize.sh``/``.csh``) where the backend can write them. A backend that
+        cannot shrink a job (``reshape == "none"``) raises ``SlurmCommandError`` naming why.
+        """
 
     def requeue(self, job_id: int) -> None: ...
 

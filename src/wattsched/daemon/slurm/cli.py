@@ -11,15 +11,16 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from wattsched.daemon.slurm import parse
+from wattsched.daemon.slurm import parse, resize
 from wattsched.daemon.slurm.backend import WallClock
 from wattsched.daemon.slurm.records import ClusterState
-from wattsched.errors import SlurmCommandError
+from wattsched.errors import SlurmCommandError, WattschedError
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ class SlurmCLI(WallClock):
     """
 
     name = "cli"
+    reshape = "shrink"
 
     def __init__(
         self,
@@ -82,7 +84,8 @@ class SlurmCLI(WallClock):
             cmd[0] = str(self.bin_dir / cmd[0])
         return cmd
 
-    def run(self, args: Sequence[str], *, retry: bool = True, raw: bool = False) -> Any:
+    def run(self, args: Sequence[str], *, retry: bool = True, raw: bool = False, cwd: str | None = None,
+            env: dict[str, str] | None = None) -> Any:
         """Run one Slurm command and return its stdout; raise :class:`SlurmCommandError` on failure.
 
         ``raw=True`` returns stdout as the bytes the command wrote (what the JSON
@@ -94,7 +97,8 @@ class SlurmCLI(WallClock):
         for attempt in range(1, attempts + 1):
             self.commands_run += 1
             try:
-                proc = subprocess.run(cmd, env=self.env, capture_output=True, timeout=self.timeout_s, check=False)
+                proc = subprocess.run(cmd, env=self.env if env is None else env, cwd=cwd, capture_output=True,
+                                      timeout=self.timeout_s, check=False)
             except subprocess.TimeoutExpired as exc:
                 err = SlurmCommandError(
                     cmd, -1, _text(exc.stdout), f"timed out after {self.timeout_s:g} s. " + _text(exc.stderr)
@@ -167,11 +171,32 @@ class SlurmCLI(WallClock):
         self.run(["scontrol", "update", f"jobid={job_id}", f"AdminComment={admin_comment}"])
         self.run(["scontrol", "hold", str(job_id)])
 
-    def release(self, job_id: int, nodes: Sequence[str], admin_comment: str) -> None:
-        self.run(
-            ["scontrol", "update", f"jobid={job_id}", f"ReqNodeList={','.join(nodes)}", f"AdminComment={admin_comment}"]
-        )
+    def release(self, job_id: int, nodes: Sequence[str], admin_comment: str, node_count: int | None = None) -> None:
+        # NumNodes=k-k, not NumNodes=k: the latter sets only the bottom of a moldable job's range, and Slurm
+        # 22.05 then runs a job of ReqNodeList=a on a and another node (NumNodes=1 of --nodes=1-3 ran on 2)
+        count = [] if node_count is None else [f"NumNodes={node_count}-{node_count}"]
+        self.run(["scontrol", "update", f"jobid={job_id}", *count, f"ReqNodeList={','.join(nodes)}",
+                  f"AdminComment={admin_comment}"])
         self.run(["scontrol", "release", str(job_id)])
+
+    def shrink(self, job_id: int, nodes: Sequence[str]) -> None:
+        # NodeList= of a running job keeps exactly those nodes (NumNodes=k would keep the first k). scontrol
+        # writes slurm_job_<id>_resize.sh/.csh in its working directory when SLURM_JOBID names the job, as in
+        # the job's own shell: here a private directory, from which resize.place copies them into the job's
+        # working directory (as the job's owner, never through a link).
+        with tempfile.TemporaryDirectory(prefix="wattsched-resize-") as tmp:
+            env = {**self.env, "SLURM_JOBID": str(job_id), "SLURM_JOB_ID": str(job_id)}
+            self.run(["scontrol", "update", f"jobid={job_id}", f"NodeList={','.join(nodes)}"], cwd=tmp, env=env)
+            scripts = resize.collect(Path(tmp), job_id)
+        if not scripts:
+            log.warning("job %s shrunk to %s; scontrol wrote no resize scripts", job_id, ",".join(nodes))
+            return
+        try:
+            work_dir, uid, gid = parse.job_work_dir(self.run(["squeue", "--json", f"--jobs={job_id}"]), job_id)
+        except WattschedError as exc:
+            log.warning("job %s shrunk to %s; its resize scripts were not written: %s", job_id, ",".join(nodes), exc)
+            return
+        resize.place(scripts, work_dir, uid, gid, job_id)
 
     def requeue(self, job_id: int) -> None:
         self.run(["scontrol", "requeue", str(job_id)])

@@ -269,8 +269,8 @@ def parse_nodes_json(text: str | bytes, source: str = "sinfo --json") -> tuple[l
 
 _JOB_KEYS = (
     "job_id", "job_state", "user_name", "account", "partition", "qos", "name", "state_reason", "priority",
-    "submit_time", "start_time", "end_time", "eligible_time", "time_limit", "node_count", "cpus", "nodes",
-    "required_nodes", "excluded_nodes", "comment", "admin_comment", "requeue", "batch_flag", "restart_cnt",
+    "submit_time", "start_time", "end_time", "eligible_time", "time_limit", "node_count", "max_nodes", "cpus",
+    "nodes", "required_nodes", "excluded_nodes", "comment", "admin_comment", "requeue", "batch_flag", "restart_cnt",
     "tres_per_node", "gres", "features", "exclusive", "tasks", "tasks_per_node", "cpus_per_task",
     "memory_per_node", "memory_per_cpu", "job_resources",
 )  # fmt: skip
@@ -759,9 +759,17 @@ def _job_fast(rec: Any, i: int, source: str) -> SlurmJob:
         cpus_per_task = max(1, cpus // tasks) if state == PENDING and tasks else 1
     reason = _str(rec.state_reason)
     node_count = _num(rec.node_count)
+    node_count = 1 if node_count is None else node_count
+    max_nodes = (_num(rec.max_nodes) or 0) if state == PENDING else 0
+    if max_nodes and max_nodes < node_count:
+        raise _Slow  # the general path words the error
+    if max_nodes == node_count:
+        max_nodes = 0  # 2-2 (sbatch -N 2) is no range
     holds = state in (RUNNING, SUSPENDED, COMPLETING)
     # Values read only in some cases: as json.loads refuses an over-long integer anywhere, so must this.
     if _has_long_int(rec.gres) or _has_long_int(rec.exclusive) or (not holds and _has_long_int(rec.job_resources)):
+        raise _Slow
+    if state != PENDING and _has_long_int(rec.max_nodes):
         raise _Slow
     return SlurmJob(
         job_id=job_id,
@@ -779,7 +787,8 @@ def _job_fast(rec: Any, i: int, source: str) -> SlurmJob:
         end_time=float(_num(rec.end_time) or 0) or None,
         eligible_time=float(_num(rec.eligible_time) or 0) or None,
         time_limit_s=None if limit is None else limit * 60.0,
-        node_count=1 if node_count is None else node_count,
+        node_count=node_count,
+        max_nodes=max_nodes,
         cpus=cpus,
         nodes=_hosts(rec.nodes),
         required_nodes=_hosts(rec.required_nodes),
@@ -1104,6 +1113,8 @@ def _job_from_json(raw: dict[str, Any], f: _Fields) -> SlurmJob:
     limit = f.number("time_limit")
     priority = f.number("priority")
     gpus = _gpus_per_node(f.string("tres_per_node") or f.string("gres"))
+    node_count = f.integer("node_count", 1)
+    max_nodes = _max_nodes(f.integer("max_nodes", 0), node_count, state, f.error) if state == PENDING else 0
     return SlurmJob(
         job_id=int(job_id),
         state=state,
@@ -1120,7 +1131,8 @@ def _job_from_json(raw: dict[str, Any], f: _Fields) -> SlurmJob:
         end_time=f.time("end_time"),
         eligible_time=f.time("eligible_time"),
         time_limit_s=None if limit is None else float(limit) * 60.0,
-        node_count=f.integer("node_count", 1),
+        node_count=node_count,
+        max_nodes=max_nodes,
         cpus=f.integer("cpus", 0),
         nodes=f.nodes("nodes"),
         required_nodes=f.nodes("required_nodes"),
@@ -1140,6 +1152,17 @@ def _job_from_json(raw: dict[str, Any], f: _Fields) -> SlurmJob:
         mem_per_cpu_mb=f.integer("memory_per_cpu", 0),
         allocation=_allocation_json(raw, f) if _holds_nodes(state, flags) else (),
     )
+
+
+def _max_nodes(max_nodes: int, node_count: int, state: str, error: Callable[[str, str], Exception],
+               key: str = "max_nodes") -> int:
+    """The top of a pending job's node range (``--nodes=MIN-MAX``), 0 for none; Slurm forgets the range of a job
+    once it has nodes, so only a pending job has one. A top below the bottom is an unreadable record."""
+    if state != PENDING or not max_nodes:
+        return 0
+    if max_nodes < node_count:
+        raise error(key, f"node range {node_count}-{max_nodes} ends below its start")
+    return max_nodes if max_nodes > node_count else 0  # 2-2 (sbatch -N 2) is no range
 
 
 def _holds_nodes(state: str, flags: frozenset[str]) -> bool:
@@ -1453,7 +1476,7 @@ _FREE_TEXT_KEYS = frozenset(
 _KNOWN_KEY_NAMES = """
     JobId ArrayJobId ArrayTaskId ArrayTaskThrottle HetJobId HetJobOffset HetJobIdSet JobName UserId GroupId
     MCS_label Priority Nice Account QOS WCKey JobState Reason Dependency Requeue Restarts BatchFlag Reboot
-    ExitCode DerivedExitCode RunTime TimeLimit TimeMin SubmitTime EligibleTime AccrueTime StartTime EndTime
+    ExitCode DerivedExitCode RunTime TimeLimit TimeMin SubmitTime EligibleTime AccrueTime ResizeTime StartTime EndTime
     Deadline SuspendTime SecsPreSuspend LastSchedEval Scheduler Partition AllocNode:Sid ReqNodeList
     ExcNodeList NodeList SchedNodeList BatchHost NumNodes NumCPUs NumTasks CPUs/Task ReqB:S:C:T TRES
     Socks/Node NtasksPerN:B:S:C CoreSpec MinCPUsNode MinMemoryNode MinMemoryCPU MinTmpDiskNode Features
@@ -1462,7 +1485,7 @@ _KNOWN_KEY_NAMES = """
     CpusPerTres MemPerTres TresBind TresFreq TresPerJob TresPerNode TresPerSocket TresPerTask NtasksPerTRES
     MailUser MailType Reservation Container ContainerID CpuFreqMin CpuFreqMax CpuFreqGov Switches Wait4Switch
     BurstBuffer BurstBufferState KillOInInvalidDependent SegmentSize CronJob CrontabSpec Extra FailedNode
-    ResizeTime PreemptEligibleTime PreemptTime Tres NodeName Arch CoresPerSocket CPUAlloc CPUEfctv CPUTot
+    PreemptEligibleTime PreemptTime Tres NodeName Arch CoresPerSocket CPUAlloc CPUEfctv CPUTot
     CPULoad AvailableFeatures ActiveFeatures Gres GresDrain GresUsed NodeAddr NodeHostName Port Version OS
     RealMemory AllocMem FreeMem Sockets Boards State ThreadsPerCore TmpDisk Weight Owner Partitions BootTime
     SlurmdStartTime LastBusyTime ResumeAfterTime CfgTRES AllocTRES CapWatts CurrentWatts AveWatts LowestJoules
@@ -1718,7 +1741,7 @@ def _split_record(line: str, lineno: int, source: str, ordered: bool = False) ->
         raise SlurmOutputError(f"{source}:{lineno}", None, "too many 'Key=' texts inside free-text fields to "
                                                            "tell them from the keys")
     if not readings:
-        key, problem = problems[0]
+        key, problem = problems[0] if problems else (None, "keys not in the order scontrol prints them")
         raise SlurmOutputError(f"{source}:{lineno}", key, problem)
     tops = [r for r in readings if not any(r[0] < other[0] for other in readings)]
     first = _read_part(tops[0][1])
@@ -1797,6 +1820,16 @@ class _TextRecord:
             raise self.error(key, f"{value[:40]} is out of range")
         return int(head)
 
+    def integer_top(self, key: str) -> int:
+        """The top of a ``min-max`` value (``NumNodes=1-3``: 3), 0 for a single number or none."""
+        value = self.string(key)
+        if not re.fullmatch(r"\d+-\d+", value):
+            return 0
+        top = value.split("-", 1)[1]
+        if len(top) > MAX_DIGITS or int(top) > MAX_NUMBER:
+            raise self.error(key, f"{value[:40]} is out of range")
+        return int(top)
+
     def flag(self, key: str, default: bool) -> bool:
         value = self.integer(key, None)
         return default if value is None else bool(value)
@@ -1831,6 +1864,9 @@ def _job_from_text(r: _TextRecord) -> SlurmJob:
         raise r.error("JobState", f"unknown job state {state!r:.60}")
     user = r.string("UserId")
     user = re.sub(r"\(\d+\)$", "", user)  # "alice(1001)" -> "alice"
+    node_count = r.integer("NumNodes", 1) or 0
+    # NumNodes=1-3: a pending moldable job's range (sbatch --nodes=1-3); the JSON's node_count and max_nodes
+    max_nodes = _max_nodes(r.integer_top("NumNodes"), node_count, state, r.error, "NumNodes")
     return SlurmJob(
         job_id=int(job_id or 0),  # required() above guarantees a value
         state=state,
@@ -1850,7 +1886,8 @@ def _job_from_text(r: _TextRecord) -> SlurmJob:
         end_time=r.time("EndTime"),
         eligible_time=r.time("EligibleTime"),
         time_limit_s=r.converted("TimeLimit", parse_time_limit),
-        node_count=r.integer("NumNodes", 1) or 0,
+        node_count=node_count,
+        max_nodes=max_nodes,
         cpus=r.integer("NumCPUs", 0) or 0,
         nodes=r.converted("NodeList", hostlist.expand),
         required_nodes=r.converted("ReqNodeList", hostlist.expand),
@@ -2059,3 +2096,29 @@ def parse_slurm_version(text: str) -> tuple[int, int, int]:
         raise SlurmOutputError("slurm --version", None, f"no version like 22.05.8 in {text.strip()[:80]!r}")
     major, minor, micro = (int(g) for g in match.groups())
     return major, minor, micro
+
+
+def job_work_dir(text: str | bytes, job_id: int, source: str = "squeue --json --jobs") -> tuple[str, int, int]:
+    """``(working directory, uid, gid)`` of job ``job_id`` in ``squeue --json --jobs=<id>`` output.
+
+    Where the daemon puts the resize scripts of a job it shrank (:mod:`wattsched.daemon.slurm.resize`).
+
+    >>> job_work_dir('{"jobs": [{"job_id": 7, "current_working_directory": "/home/a", "user_id": 1001, '
+    ...              '"group_id": 100}]}', 7)
+    ('/home/a', 1001, 100)
+    """
+    doc = _load_json(_text_of(text), source)
+    for i, raw in enumerate(doc.get("jobs") or ()):
+        if not isinstance(raw, dict):
+            continue
+        f = _Fields(raw, f"jobs[{i}]", source)
+        if f.integer("job_id", 0) != job_id:
+            continue
+        work_dir = f.string("current_working_directory")
+        if not work_dir.startswith("/"):
+            raise f.error("current_working_directory", f"not an absolute path: {work_dir[:200]!r}")
+        uid, gid = f.number("user_id"), f.number("group_id")
+        if uid is None or gid is None:
+            raise f.error("user_id" if uid is None else "group_id", "missing")
+        return work_dir, int(uid), int(gid)
+    raise SlurmOutputError(source, None, f"job {job_id} is not listed")

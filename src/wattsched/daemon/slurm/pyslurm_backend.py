@@ -84,6 +84,7 @@ class PyslurmBackend(WallClock):
     """
 
     name = "pyslurm"
+    reshape = "none"
 
     def __init__(self, conf: str | os.PathLike | None = None, module: ModuleType | None = None):
         if module is None:
@@ -143,10 +144,12 @@ class PyslurmBackend(WallClock):
             self._call("Job.modify", (job_id, f"admin_comment={admin_comment}"), lambda: job.modify(changes))
         self._call("Job.hold", (job_id,), job.hold)
 
-    def release(self, job_id: int, nodes: Sequence[str], admin_comment: str) -> None:
+    def release(self, job_id: int, nodes: Sequence[str], admin_comment: str, node_count: int | None = None) -> None:
         job = self._job(job_id)
         comment = admin_comment or RELEASED
         fields: dict[str, Any] = {"admin_comment": comment}
+        if node_count is not None:  # "k-k": exactly k, as the CLI backend's NumNodes=k-k
+            fields["nodes"] = f"{node_count}-{node_count}"
         if nodes:
             fields["required_nodes"] = ",".join(nodes)
         else:
@@ -155,6 +158,12 @@ class PyslurmBackend(WallClock):
         args = [job_id, *(f"{k}={v}" for k, v in fields.items())]
         self._call("Job.modify", args, lambda: job.modify(changes))
         self._call("Job.release", (job_id,), job.release)
+
+    def shrink(self, job_id: int, nodes: Sequence[str]) -> None:
+        raise SlurmCommandError(
+            ["pyslurm.Job.modify", str(job_id), f"required_nodes={','.join(nodes)}"], -1, "",
+            "the pyslurm backend does not shrink running jobs (untested against a live Slurm, and pyslurm writes "
+            "no resize scripts); use slurm.backend: cli for malleable jobs")
 
     def _warn_kept_pin(self, job_id: int) -> None:
         try:

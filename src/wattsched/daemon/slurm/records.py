@@ -62,6 +62,12 @@ class SlurmJob:
     (``--mem``) or ``mem_per_cpu_mb`` (``--mem-per-cpu``, or the partition's
     ``DefMemPerCPU``), 0 when not given.
 
+    ``max_nodes``: the most nodes a pending moldable job accepts (``sbatch
+    --nodes=MIN-MAX``: ``node_count`` is MIN, Slurm's default, and
+    ``max_nodes`` MAX); 0 when Slurm gives no range (a job submitted without
+    ``-N`` or with one count, and every running job: Slurm forgets the range
+    once it allocates).
+
     ``allocation``: what the job holds on each node, one
     :class:`NodeAllocation` per node in Slurm's order, for a job that holds
     nodes (running, suspended or completing) and ``()`` otherwise. The JSON
@@ -86,6 +92,7 @@ class SlurmJob:
     end_time: float | None = None
     time_limit_s: float | None = None
     node_count: int = 1
+    max_nodes: int = 0
     cpus: int = 0
     nodes: tuple[str, ...] = ()
     required_nodes: tuple[str, ...] = ()

@@ -362,12 +362,28 @@ class SlurmREST(WallClock):
         self._update_job(job_id, {"admin_comment": admin_comment})
         self._update_job(job_id, {"hold": True})
 
-    def release(self, job_id: int, nodes: Sequence[str], admin_comment: str) -> None:
+    @property
+    def reshape(self) -> str:
+        """``shrink`` from v0.0.39 (``required_nodes`` of a running job), ``none`` before."""
+        return "shrink" if self._minor() >= 39 else "none"
+
+    def release(self, job_id: int, nodes: Sequence[str], admin_comment: str, node_count: int | None = None) -> None:
         if self._minor() < 39:
             raise self._unsupported("POST", f"/slurm/v{self.version()}/job/{int(job_id)}",
                                     "pin a job to nodes (required_nodes is a disabled key)", "v0.0.39, Slurm 23.02")
-        self._update_job(job_id, {"required_nodes": list(nodes), "admin_comment": admin_comment})
+        body: dict[str, Any] = {"required_nodes": list(nodes), "admin_comment": admin_comment}
+        if node_count is not None:  # exactly k: a moldable job's open range would let Slurm add nodes
+            body["minimum_nodes"] = body["maximum_nodes"] = node_count
+        self._update_job(job_id, body)
         self._update_job(job_id, {"hold": False})
+
+    def shrink(self, job_id: int, nodes: Sequence[str]) -> None:
+        # slurmctld reads the required nodes of a running job as the nodes it keeps (_update_job(),
+        # src/slurmctld/job_mgr.c), as it reads scontrol's NodeList=. slurmrestd writes no resize scripts.
+        if self._minor() < 39:
+            raise self._unsupported("POST", f"/slurm/v{self.version()}/job/{int(job_id)}",
+                                    "shrink a running job (required_nodes is a disabled key)", "v0.0.39, Slurm 23.02")
+        self._update_job(job_id, {"required_nodes": list(nodes)})
 
     def requeue(self, job_id: int) -> None:
         path = f"/slurm/v{self.version()}/job/{int(job_id)}/requeue"
