@@ -72,3 +72,27 @@ def test_plan_power_estimate_is_checked_against_the_cap_in_force():
     assert any("exceeds the cap 1000 W" in p for p in plan_problems(s, Plan([], power_estimate_w=1001.0)))
     s.now_s = 25.0  # window over: uncapped
     assert plan_problems(s, Plan([], power_estimate_w=5000.0)) == []
+
+
+def test_a_shrink_only_cluster_refuses_a_reshape_that_adds_a_node():
+    big = Job(8, 0.0, 100.0, 3, malleable=True, min_nodes=1, max_nodes=3)
+    s = snapshot(P, [], [(big, 0.0, (0, 1))], now=10.0, reshape_shrink_only=True)
+    found = plan_problems(s, Plan([Reshape(8, (0, 1, 2))]))
+    assert found == ["Reshape of job 8 adds node0002: this cluster can only shrink a running job (Slurm cannot "
+                     "give it nodes it does not hold)"]
+    # where the source can move jobs (the simulator), the same plan is fine
+    assert plan_problems(snapshot(P, [], [(big, 0.0, (0, 1))], now=10.0), Plan([Reshape(8, (0, 1, 2))])) == []
+
+
+def test_a_shrink_only_cluster_allows_a_shrink_that_keeps_the_first_node():
+    big = Job(8, 0.0, 100.0, 3, malleable=True, min_nodes=1, max_nodes=3)
+    s = snapshot(P, [J2], [(big, 0.0, (0, 1, 2))], now=10.0, reshape_shrink_only=True)
+    assert plan_problems(s, Plan([Reshape(8, (0, 2))])) == []
+    assert plan_problems(s, Plan([Reshape(8, (1, 2))])) == [
+        "Reshape of job 8 drops its first node node0000, the batch host Slurm keeps when it shrinks a job"]
+
+
+def test_a_cluster_that_cannot_reshape_refuses_a_shrink():
+    big = Job(8, 0.0, 100.0, 3, malleable=True, min_nodes=1, max_nodes=3)
+    s = snapshot(P, [], [(big, 0.0, (0, 1, 2))], now=10.0, can_reshape=False, reshape_shrink_only=True)
+    assert "Reshape of job 8: this cluster cannot move a running job" in plan_problems(s, Plan([Reshape(8, (0,))]))

@@ -182,10 +182,11 @@ class SlurmCLI(WallClock):
     def shrink(self, job_id: int, nodes: Sequence[str]) -> None:
         # NodeList= of a running job keeps exactly those nodes (NumNodes=k would keep the first k). scontrol
         # writes slurm_job_<id>_resize.sh/.csh in its working directory when SLURM_JOBID names the job, as in
-        # the job's own shell: here a private directory, from which resize.place copies them into the job's
-        # working directory (as the job's owner, never through a link).
+        # the job's own shell, with a line for each of the variables it finds set (resize.VARIABLES): here in a
+        # private directory, from which resize.place copies them into the job's working directory (as the
+        # job's owner, never through a link).
         with tempfile.TemporaryDirectory(prefix="wattsched-resize-") as tmp:
-            env = {**self.env, "SLURM_JOBID": str(job_id), "SLURM_JOB_ID": str(job_id)}
+            env = {**self.env, **dict.fromkeys(resize.VARIABLES, ""), "SLURM_JOBID": str(job_id)}
             self.run(["scontrol", "update", f"jobid={job_id}", f"NodeList={','.join(nodes)}"], cwd=tmp, env=env)
             scripts = resize.collect(Path(tmp), job_id)
         if not scripts:

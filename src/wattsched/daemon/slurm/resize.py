@@ -6,7 +6,7 @@ the job's shell to source (https://slurm.schedmd.com/faq.html#job_size). The dae
 directory and copies the scripts into the job's working directory itself: it runs as root or SlurmUser, and a
 directory its user owns may hold a link named like a script, which a plain open would follow. Here an existing
 entry is unlinked (a link, not what it points to) and the file created anew, exclusively and without following
-links, owned by the job's user.
+links, owned by the job's user and, as scontrol makes them, readable and executable by that user alone.
 """
 
 from __future__ import annotations
@@ -18,7 +18,12 @@ from pathlib import Path
 
 log = logging.getLogger("wattsched.daemon")
 
-__all__ = ["collect", "names", "place"]
+__all__ = ["VARIABLES", "collect", "names", "place"]
+
+VARIABLES = ("SLURM_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NNODES", "SLURM_JOB_NUM_NODES",
+             "SLURM_JOB_CPUS_PER_NODE", "SLURM_TASKS_PER_NODE")
+"""The variables scontrol writes into the resize scripts, each only if it finds it set in its own environment
+(``_update_job_size()``, src/scontrol/update_job.c): the daemon sets them all for it."""
 
 
 def names(job_id: int) -> tuple[str, str]:
@@ -54,7 +59,7 @@ def place(scripts: dict[str, bytes], work_dir: str, uid: int, gid: int, job_id: 
             try:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(name, dir_fd=dfd)
-                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dfd)
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o700, dir_fd=dfd)
                 with os.fdopen(fd, "wb") as f:
                     if os.geteuid() == 0:
                         os.fchown(f.fileno(), uid, gid)
