@@ -176,7 +176,7 @@ def test_a_shrink_is_applied_once_and_not_again_after_a_crash(tmp_path):
                     clock=Clock(), epoch_s=float(int(time.time())))
     d = daemon(sim, tmp_path)
     d.cycle()  # easy starts the job on three nodes
-    [(jid, nodes)] = [(j, s.nodes) for j, s in sim.jobs.items() if s.state == "RUNNING"]
+    [nodes] = [s.nodes for s in sim.jobs.values() if s.state == "RUNNING"]
     assert len(nodes) == 3
     d.policy = KeepFirstNode()
     sim.crash_after_shrink = True
