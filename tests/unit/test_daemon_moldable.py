@@ -56,6 +56,21 @@ def test_text_gives_the_same_ranges_and_reads_a_resized_job(name):
     assert ranges(decoded.records) == EXPECTED and decoded.skipped == ()
 
 
+CAPTURE_2411 = CAPTURE.parent / "v0.0.42-moldable-live"
+PENDING_2411 = {8: ("PENDING", 1, 2), 9: ("PENDING", 2, 0), 10: ("PENDING", 1, 0), 11: ("PENDING", 2, 0)}
+
+
+def test_slurm_24_11_json_and_text_give_the_same_ranges():
+    decoded = decode_squeue_json((CAPTURE_2411 / "squeue.json").read_bytes())
+    assert {k: v for k, v in ranges(decoded.records).items() if v[0] == "PENDING"} == PENDING_2411
+    assert decoded.skipped == ()
+    for name in ("scontrol_jobs.txt", "scontrol_jobs_detail.txt"):
+        # 24.11 prints ReqTRES= AllocTRES= (and ResizeTime= for the shrunk job 5): every record is read
+        decoded = decode_scontrol_jobs_text((CAPTURE_2411 / name).read_text())
+        assert decoded.skipped == () and len(decoded.records) == 10
+        assert {k: v for k, v in ranges(decoded.records).items() if v[0] == "PENDING"} == PENDING_2411
+
+
 def test_a_range_that_ends_below_its_start_is_a_skipped_record():
     doc = json.loads((CAPTURE / "squeue.json").read_text())
     bad = next(j for j in doc["jobs"] if j["job_id"] == 4)

@@ -427,3 +427,31 @@ def test_a_redirect_is_not_followed_with_the_token(server, token_file):
         httpd.shutdown()
         httpd.server_close()
         elsewhere.close()
+
+
+def test_a_moldable_release_and_a_shrink_send_what_slurm_24_11_took_live(server, token_file):
+    # checked against slurmrestd 24.11.5 (v0.0.42) in deploy/docker: the release ran a --nodes=1-2 job on c1
+    # alone (without the node count, Slurm added c2); the shrink left a 2-node job on c1
+    server.route("GET", "/slurm/v0.0.42/ping", (200, OK_42))
+    server.route("POST", "/slurm/v0.0.42/job/7", (200, OK_42))
+    server.route("POST", "/slurm/v0.0.42/job/8", (200, OK_42))
+    backend = SlurmREST(server.url, token_file)
+    assert backend.reshape == "shrink"
+    backend.release(7, ["c1"], "", node_count=1)
+    backend.shrink(8, ["c1"])
+    sent = [(r["path"], json.loads(r["body"])) for r in server.requests if not r["path"].endswith("/ping")]
+    assert sent == [
+        ("/slurm/v0.0.42/job/7", {"required_nodes": ["c1"], "admin_comment": "", "minimum_nodes": 1,
+                                  "maximum_nodes": 1}),
+        ("/slurm/v0.0.42/job/7", {"hold": False}),
+        ("/slurm/v0.0.42/job/8", {"required_nodes": ["c1"]}),
+    ]
+
+
+def test_v0_0_38_cannot_shrink_and_says_so(server, token_file):
+    v38(server)
+    backend = SlurmREST(server.url, token_file, api_version="0.0.38")
+    assert backend.reshape == "none"
+    with pytest.raises(SlurmRESTError, match=r"cannot shrink a running job \(required_nodes is a disabled key\)"):
+        backend.shrink(3, ["c1"])
+    assert [r for r in server.requests if r["method"] == "POST"] == []

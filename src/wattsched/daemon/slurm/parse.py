@@ -1476,10 +1476,10 @@ _FREE_TEXT_KEYS = frozenset(
 _KNOWN_KEY_NAMES = """
     JobId ArrayJobId ArrayTaskId ArrayTaskThrottle HetJobId HetJobOffset HetJobIdSet JobName UserId GroupId
     MCS_label Priority Nice Account QOS WCKey JobState Reason Dependency Requeue Restarts BatchFlag Reboot
-    ExitCode DerivedExitCode RunTime TimeLimit TimeMin SubmitTime EligibleTime AccrueTime ResizeTime StartTime EndTime
-    Deadline SuspendTime SecsPreSuspend LastSchedEval Scheduler Partition AllocNode:Sid ReqNodeList
-    ExcNodeList NodeList SchedNodeList BatchHost NumNodes NumCPUs NumTasks CPUs/Task ReqB:S:C:T TRES
-    Socks/Node NtasksPerN:B:S:C CoreSpec MinCPUsNode MinMemoryNode MinMemoryCPU MinTmpDiskNode Features
+    ExitCode DerivedExitCode RunTime TimeLimit TimeMin SubmitTime EligibleTime AccrueTime ResizeTime StartTime
+    EndTime Deadline SuspendTime SecsPreSuspend LastSchedEval Scheduler Partition AllocNode:Sid ReqNodeList
+    ExcNodeList NodeList SchedNodeList BatchHost NumNodes NumCPUs NumTasks CPUs/Task ReqB:S:C:T TRES ReqTRES
+    AllocTRES Socks/Node NtasksPerN:B:S:C CoreSpec MinCPUsNode MinMemoryNode MinMemoryCPU MinTmpDiskNode Features
     Prefer ClusterFeatures BatchFeatures DelayBoot OverSubscribe Contiguous Licenses LicensesAlloc Network
     Command WorkDir AdminComment SystemComment Comment StdErr StdIn StdOut StdErrP StdInP StdOutP Power
     CpusPerTres MemPerTres TresBind TresFreq TresPerJob TresPerNode TresPerSocket TresPerTask NtasksPerTRES
@@ -1488,13 +1488,14 @@ _KNOWN_KEY_NAMES = """
     PreemptEligibleTime PreemptTime Tres NodeName Arch CoresPerSocket CPUAlloc CPUEfctv CPUTot
     CPULoad AvailableFeatures ActiveFeatures Gres GresDrain GresUsed NodeAddr NodeHostName Port Version OS
     RealMemory AllocMem FreeMem Sockets Boards State ThreadsPerCore TmpDisk Weight Owner Partitions BootTime
-    SlurmdStartTime LastBusyTime ResumeAfterTime CfgTRES AllocTRES CapWatts CurrentWatts AveWatts LowestJoules
+    SlurmdStartTime LastBusyTime ResumeAfterTime CfgTRES CapWatts CurrentWatts AveWatts LowestJoules
     ConsumedJoules ExtSensorsJoules ExtSensorsWatts ExtSensorsTemp InstanceId InstanceType CoreSpecCount
     CPUSpecList MemSpecLimit NextState GresDrained CpuBind MCS LastBusy ReservationName Topology
 """
 _KNOWN_KEYS = frozenset(_KNOWN_KEY_NAMES.split())
 # The job keys above are in the order scontrol prints them (slurm_sprint_job_info(), src/api/job_info.c in
-# 22.05, src/scontrol/info_job.c from 25.05; the live 22.05 outputs under tests/fixtures follow it).
+# 22.05, src/scontrol/info_job.c from 25.05; the live 22.05 and 24.11 outputs under tests/fixtures follow it):
+# ResizeTime after AccrueTime for a job that was resized, ReqTRES and AllocTRES (24.11) in place of TRES.
 _KEY_RANK = {k: i for i, k in enumerate(_KNOWN_KEY_NAMES.split())}
 
 # ``scontrol -d show job`` follows ``CoreSpec=`` with ``JOB_GRES=`` and one group ``Nodes=wsn[2-3] CPU_IDs=0-1
