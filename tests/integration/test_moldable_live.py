@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from wattsched.daemon.slurm.hostlist import expand
+
 from .conftest import cap_w, cycle_no, rows, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -99,9 +101,15 @@ def test_a_plan_that_grows_a_running_job_is_refused_live(cluster, mold_daemon, t
     cluster.fresh_heartbeat()
     jid = submit(cluster, "-N", "2", "--comment=wattsched:malleable")
     d = mold_daemon({"grow_by": 1})
-    rejected = wait_for(lambda: rows(db, "SELECT reason FROM audit WHERE action='plan' AND outcome='rejected'"),
-                        60, "the guard to refuse the growing plan")
-    assert f"Reshape of job {jid} adds wst3: this cluster can only shrink a running job" in rejected[0][0]
+    wait_for(lambda: show_job(cluster, jid)["JobState"] == "RUNNING", 60, "the job to run")
+    held = show_job(cluster, jid)["NodeList"]
+    sql = "SELECT reason FROM audit WHERE action='plan' AND outcome='rejected' ORDER BY id"
+    before = len(rows(db, sql))
+    rejected = wait_for(lambda: rows(db, sql)[before + 1:], 30, "the guard to refuse the growing plan")
+    # the policy adds the lowest node the job does not hold (which depends on where it was started)
+    added = re.search(rf"Reshape of job {jid} adds (wst\d): this cluster can only shrink a running job \(Slurm "
+                      r"cannot give it nodes it does not hold\)", rejected[-1][0])
+    assert added and added.group(1) not in expand(held), rejected
     assert "plan rejected by the guard" in d.text()
     job = show_job(cluster, jid)
-    assert job["NumNodes"] == "2" and job["NodeList"] == "wst[1-2]", job
+    assert job["JobState"] == "RUNNING" and job["NumNodes"] == "2" and job["NodeList"] == held, job
