@@ -365,7 +365,9 @@ class SimConfig(StrictModel):
         if self.cap_schedule is not None:
             return cap_schedule_from_entries(self.cap_schedule, platform, key_locator(self, "cap_schedule")())
         if self.cap_w is None:
-            return CapSchedule([])
+            budget = getattr(platform, "budget_w", None)
+            # an overprovisioned machine's budget is its cap (Sarood et al. 2014): what every policy is held to
+            return CapSchedule([]) if budget is None else CapSchedule.constant(budget)
         return CapSchedule.constant(_cap_in_watts(self.cap_w, platform, key_locator(self, "cap_w")()))
 
     def build_energy_budgets(self) -> list[EnergyBudget]:

@@ -16,7 +16,7 @@ cdef class Run:
     cdef public object job, truth, response, estimate, view, nodes, job_cap_w, job_freq_hz, unit_dyn_w, pass_model
     cdef public bint dynamic, job_settings
     cdef public double idle_share_w, floor_w, energy_j, last_s, node_power_w, power_w, speed, start_s, work_done_s, work_left_s
-    cdef public double est_mean_w, est_max_w, est_std_w, pass_ref_s
+    cdef public double est_mean_w, est_max_w, est_std_w, pass_ref_s, limit_work_s
     cdef public Py_ssize_t version, step_index
 
 

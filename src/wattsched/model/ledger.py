@@ -93,6 +93,7 @@ class Run:
         "job_freq_hz",
         "job_settings",
         "last_s",
+        "limit_work_s",
         "node_power_w",
         "nodes",
         "pass_model",
@@ -125,6 +126,7 @@ class Run:
         self.unit_dyn_w: list[float] | None = None  # a job of units: each unit's dynamic power now
         self.pass_model = None  # a job timed by PASS: its application's model (see Ledger.rate)
         self.pass_ref_s = 0.0  # and its run time on its requested nodes at p_h, in the model's seconds
+        self.limit_work_s = 0.0  # a PASS job's time limit in work (its walltime, plus reshape overheads)
 
 
 class JobAccount:
@@ -467,6 +469,7 @@ class Ledger:
             if model is not None:
                 run.pass_model = model
                 run.pass_ref_s = model.time(job.nodes, model.p_h)
+                run.limit_work_s = job.walltime_s
         state, free = self.state, self.free
         k = len(nodes)
         if free[-k:] == list(nodes):
@@ -608,7 +611,7 @@ class Ledger:
 
     def reshape(self, run: Run, nodes: tuple[int, ...], overhead_s: float = 0.0) -> None:
         """Malleable ``run`` moves to ``nodes`` now, its remaining work spread over them (linear speedup) plus
-        ``overhead_s`` (its end is the caller's to reschedule)."""
+        ``overhead_s`` wall seconds at its new speed (its end is the caller's to reschedule)."""
         self.settle(run)
         old_nodes, new_nodes = run.nodes, nodes
         old_set, new_set = set(old_nodes), set(new_nodes)
@@ -627,7 +630,6 @@ class Ledger:
         if run.pass_model is None:
             run.work_left_s *= len(old_nodes) / len(new_nodes)
         # else the new node count changes the job's PASS speed (rate), not its work
-        run.work_left_s += overhead_s
         ends = self.ends
         i = bisect.bisect_left(ends, (run.view.expected_end_s, len(old_nodes), jid))
         del ends[i]
@@ -640,6 +642,10 @@ class Ledger:
             self.end_table.insert(j, (entry[0], k, est.mean_w * k, est.max_w * k, (est.std_w * k) ** 2))
         run.nodes = tuple(new_nodes)
         self.rate(run)
+        if overhead_s > 0:  # wall seconds at the speed it runs at now, as work
+            extra = overhead_s * run.speed
+            run.work_left_s += extra
+            run.limit_work_s += extra  # the overhead is the reshape's, not the job's: its limit moves with it
         self.set_power(_BUSY, run.power_w - old_power)
         self._replace_view(run)
 

@@ -17,7 +17,7 @@ cdef class Recorder:
     cdef public Rows job_rows, timeline
 
     @cython.locals(acc=JobAccount)
-    cpdef job(self, object job, object state, double start, double end, double energy_j, double work_s)
+    cpdef job(self, object job, object state, double start, double end, double energy_j, double work_s, Py_ssize_t nodes=*)
 
     @cython.locals(ledger=Ledger)
     cpdef row(self, double t, double cap_w)

@@ -48,18 +48,22 @@ class Recorder:
         :data:`CONTROL_LOG_MAX` entries.
         """
 
-    def job(self, job: Job, state: JobState, start: float, end: float, energy_j: float, work_s: float) -> None:
-        """``job`` left in ``state`` (its last attempt from ``start`` to ``end``); its account leaves the ledger."""
+    def job(self, job: Job, state: JobState, start: float, end: float, energy_j: float, work_s: float,
+            nodes: int = -1) -> None:
+        """``job`` left in ``state`` (its last attempt from ``start`` to ``end``, on ``nodes`` nodes at its end:
+        a moldable job's chosen count, a reshaped one's last; -1: its request); its account leaves the ledger."""
+        if nodes < 0:
+            nodes = job.nodes
         acc = self.ledger.accounts.pop(job.id, None)
         self.job_ids.append(job.id)
         self.job_users.append(job.user)
         self.job_states.append(state._value_)
         submit = job.submit_s
         if acc is None:
-            self.job_rows.add((submit, start, end, start - submit, end - start, job.walltime_s, job.nodes, energy_j,
+            self.job_rows.add((submit, start, end, start - submit, end - start, job.walltime_s, nodes, energy_j,
                                0.0, 0.0, 0, work_s))
         else:
-            self.job_rows.add((submit, start, end, start - submit, end - start, job.walltime_s, job.nodes,
+            self.job_rows.add((submit, start, end, start - submit, end - start, job.walltime_s, nodes,
                                energy_j + acc.energy_j, acc.wasted_j, acc.wasted_node_s, acc.evictions, work_s))
 
     def row(self, t: float, cap_w: float) -> None:
@@ -89,7 +93,7 @@ class Recorder:
         for jid in list(runs):
             run = runs[jid]
             ledger.settle(run)
-            self.job(run.job, JobState.RUNNING, run.start_s, math.nan, run.energy_j, run.work_done_s)
+            self.job(run.job, JobState.RUNNING, run.start_s, math.nan, run.energy_j, run.work_done_s, len(run.nodes))
         pending = ledger.pending
         for jid in list(pending):
             self.job(pending[jid], JobState.PENDING, math.nan, math.nan, 0.0, math.nan)
