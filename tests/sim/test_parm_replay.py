@@ -66,3 +66,31 @@ def test_simulate_parm_on_the_testbed_from_the_command_line(jobs_csv, tmp_path):
     assert caps and caps <= {TESTBED.base_w + TESTBED.mem_w + p for p in TESTBED.cpu_power_levels_w}
     html = (out / "report.html").read_text()
     assert "node_caps.png" in html or "Node caps" in html
+
+
+def test_an_overprovisioned_platforms_budget_is_the_runs_cap_unless_the_config_gives_one(jobs_csv, tmp_path):
+    res = cli("simulate", "--trace", jobs_csv, "--platform", "sarood-testbed", "--policy", "easy", "--out",
+              tmp_path / "easy", "-q")
+    assert res.returncode == 0, res.stderr
+    assert "ignores the power cap of this run (the platform's budget_w)" in res.stderr
+    verdict = read_summary(tmp_path / "easy")["verdicts"]["cap"]
+    assert verdict["held"] is False  # easy runs every node at full power: 38 x 116 W > 3,300 W
+    given = cli("simulate", "--trace", jobs_csv, "--platform", "sarood-testbed", "--policy", "easy", "--cap",
+                "5000", "--out", tmp_path / "capped", "-q")
+    assert given.returncode == 0, given.stderr
+    assert read_summary(tmp_path / "capped")["verdicts"]["cap"]["held"] is True
+
+
+def test_simulate_makes_the_jobs_moldable_with_the_moldable_options(tmp_path):
+    plain = tmp_path / "plain.csv"
+    assert cli("traces", "synth", "--jobs", 30, "--window", 600, "--max-nodes", 38, "--median-runtime", 300,
+               "-o", plain).returncode == 0
+    out = tmp_path / "run"
+    res = cli("simulate", "--trace", plain, "--platform", "sarood-testbed", "--policy", "parm", "--moldable", 1,
+              "--theta", "0.5,0.5", "--malleable", "--out", out, "-q")
+    assert res.returncode == 0, res.stderr
+    notes = " ".join(read_summary(out)["info"]["notes"])
+    assert "moldable jobs" in notes and "malleable" in notes
+    bad = cli("simulate", "--trace", plain, "--platform", "sarood-testbed", "--theta", "0.5,0.5", "--out",
+              tmp_path / "bad")
+    assert bad.returncode == 2 and "--theta: needs --moldable FRACTION" in bad.stderr
