@@ -161,9 +161,9 @@ def main() -> int:
         logging.getLogger("wattsched.policies").setLevel(logging.INFO)
         if hasattr(daemon.policy.params, "horizon_jobs"):
             p = daemon.policy.params
-            print(f"{args.policy}: rolling horizon K = {p.horizon_jobs} jobs in the CP model, solver limit "
-                  f"{p.time_limit_s:g} s doubling up to {p.max_time_limit_s:g} s "
-                  f"({'wall-clock' if p.wall_clock else 'deterministic'} time)")
+            doubling = (f" doubling up to {p.max_time_limit_s:g} s" if hasattr(p, "max_time_limit_s") else "")
+            print(f"{args.policy}: rolling horizon K = {p.horizon_jobs} jobs in the model, solver limit "
+                  f"{p.time_limit_s:g} s{doubling} ({'wall-clock' if p.wall_clock else 'deterministic'} time)")
         times, cpu_times, reports, notes = [], [], [], []
         for _ in range(args.cycles):
             policy_log.messages.clear()
