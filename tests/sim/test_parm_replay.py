@@ -94,3 +94,31 @@ def test_simulate_makes_the_jobs_moldable_with_the_moldable_options(tmp_path):
     bad = cli("simulate", "--trace", plain, "--platform", "sarood-testbed", "--theta", "0.5,0.5", "--out",
               tmp_path / "bad")
     assert bad.returncode == 2 and "--theta: needs --moldable FRACTION" in bad.stderr
+
+
+def test_the_naive_strategy_runs_every_node_at_one_cpu_level_on_as_many_nodes_as_the_budget_feeds(tmp_path):
+    naive = load_platform("intrepid-overprovisioned").naive(30.0)
+    assert len(naive) == 55_248 and naive.cpu_power_levels_w == (30.0,)  # 4,751,360 W // 86 W, §VII-D
+    assert len(load_platform("intrepid-overprovisioned").naive(60.0)) == 40_960
+    jobs = tmp_path / "jobs.csv"
+    assert cli("traces", "synth", "--jobs", 40, "--window", 600, "--max-nodes", 38, "--median-runtime", 300,
+               "--moldable", 1, "--seed", 5, "-o", jobs).returncode == 0
+    out = tmp_path / "naive"
+    res = cli("simulate", "--trace", jobs, "--platform", "sarood-testbed", "--naive-cpu-w", 45, "--policy", "easy",
+              "--out", out, "-q")
+    assert res.returncode == 0, res.stderr
+    assert "machine: 32 nodes" in res.stdout and "naive strategy: every node at CPU 45 W" in res.stdout
+    summary = read_summary(out)
+    assert summary["verdicts"]["cap"]["held"] is True  # 32 x (38 + 18 + 45) W = 3,232 W <= 3,300 W
+    # each job ran at min(p_h, 45 W): slower than at full CPU power for an application whose p_h is above 45 W
+    full = cli("simulate", "--trace", jobs, "--platform", "sarood-testbed", "--policy", "easy", "--out",
+               tmp_path / "full", "-q")
+    assert full.returncode == 0
+
+    def mean_runtime(run):
+        s = read_summary(run)["summary"]
+        return s["mean_turnaround_s"] - s["mean_wait_s"]
+
+    assert mean_runtime(out) > 1.05 * mean_runtime(tmp_path / "full")
+    bad = cli("simulate", "--trace", jobs, "--naive-cpu-w", 30, "--procs", 64, "--out", tmp_path / "bad")
+    assert bad.returncode == 2 and "--naive-cpu-w: platform '64-procs' is not overprovisioned" in bad.stderr

@@ -39,7 +39,7 @@ cdef class Ledger:
     cdef public dict pending, estimates, default_estimates, running, runs, accounts
     cdef public object platform, qindex, end_table, responses, scenario, estimate
     cdef public dict pass_models
-    cdef public double pass_node_w
+    cdef public double pass_node_w, pass_top_w
 
     cpdef advance(self, double t)
 

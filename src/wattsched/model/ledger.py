@@ -25,6 +25,7 @@ is meant to fill the same one from Slurm and telemetry (DESIGN.md §1).
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Callable, Mapping
 
 from wattsched.model.end_table import EndTable
@@ -241,6 +242,8 @@ class Ledger:
         # PASS needs the platform's CPU levels and node base and memory power: elsewhere no job is timed by it
         self.pass_models = dict(pass_models) if pass_models and platform.overprovisioned else {}
         self.pass_node_w = (platform.base_w + platform.mem_w) if self.pass_models else 0.0
+        # a CPU draws at most the platform's highest level (the naive strategy's one level caps every node)
+        self.pass_top_w = max(platform.cpu_power_levels_w) if self.pass_models else math.inf
         if estimate is None:
             self.estimate = self.snapshot().estimate
 
@@ -926,7 +929,7 @@ class Ledger:
         """CPU power of PASS ``run`` on ``node``: its cap less base and memory power, the CPU power at the frequency
         limit, ``p_h`` without either; never above ``p_h`` (no faster beyond it) nor below the CPU's base ``c``."""
         model = run.pass_model
-        p = model.p_h
+        p = model.p_h if model.p_h < self.pass_top_w else self.pass_top_w
         cap = self.node_cap_w.get(node)
         if cap is not None and cap - self.pass_node_w < p:
             p = cap - self.pass_node_w
@@ -948,7 +951,7 @@ class Ledger:
         nodes = run.nodes
         base = self.pass_node_w
         total = 0.0
-        lowest = model.p_h
+        lowest = model.p_h if model.p_h < self.pass_top_w else self.pass_top_w
         if self.node_cap_w or self.node_freq_hz:
             for node in nodes:
                 p = self._pass_cpu_w(run, node)
