@@ -161,3 +161,19 @@ def test_a_job_of_no_pass_application_runs_on_its_request_at_the_highest_level()
     plan = make_policy("parm").decide(snap, ParmState())
     ((nodes, caps),) = caps_and_starts(plan).values()
     assert len(nodes) == 6 and caps == {NODE_W + max(TESTBED.cpu_power_levels_w)}
+
+
+def test_the_live_platform_carries_a_platform_files_budget_and_levels_so_parm_plans_caps_live():
+    from wattsched.config.platform import load_platform_config
+    from wattsched.daemon.slurm.records import SlurmNode
+    from wattsched.daemon.view import PowerModels, build_platform
+
+    models = PowerModels.from_platform_config(load_platform_config("sarood-testbed")[0])
+    nodes = [SlurmNode(f"pc{i}", "IDLE", cpus=6) for i in range(4)]
+    live = build_platform(nodes, models)
+    assert live.overprovisioned and live.budget_w == 3300.0 and live.cpu_power_levels_w == (30, 32, 34, 39, 45, 55)
+    plain = build_platform(nodes, PowerModels.uniform(TESTBED.nodes[0].power))
+    assert not plain.overprovisioned
+    snap = snapshot(live, [mold(1, 4, 2)], now=1.0)
+    plan = make_policy("parm").decide(snap, ParmState())
+    assert {type(a) for a in plan.actions} == {SetNodeCap, Start}
