@@ -571,7 +571,7 @@ def solve(inst: ParmInstance) -> ParmSolution:
     values = [[math.exp(jc.log_weight + math.log(c.speedup) - top) for c in jc.combos] for jc in jobs]
     powers = [[_power_units(c.power_w) for c in jc.combos] for jc in jobs]
     for jc, vals, pws in zip(jobs, values, powers, strict=True):
-        row = [m.new_bool_var(f"x{jc.id}_{c.nodes}_{c.cpu_w:g}") for c in jc.combos]
+        row = [m.new_bool_var("") for _ in jc.combos]
         xs.append(row)
         if jc.running:
             m.add_exactly_one(row)              # Eq. 3
@@ -633,8 +633,16 @@ def solve(inst: ParmInstance) -> ParmSolution:
     previous = {j.id: j.nodes for j in inst.running}
     n_vars = len(all_x)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        picks = {jc.id: i for jc, row in zip(jobs, xs, strict=True)
-                 for i, x in enumerate(row) if solver.boolean_value(x)}
+        # the variables are the model's first ones, in the order of all_x: read the solution vector once
+        values_now = np.fromiter(solver.response_proto.solution, dtype=np.int64, count=n_vars)
+        picks = {}
+        at = 0
+        for jc in jobs:
+            k = len(jc.combos)
+            hit = np.flatnonzero(values_now[at:at + k])
+            if hit.size:
+                picks[jc.id] = int(hit[0])
+            at += k
         obj_int = solver.objective_value
         bound_int = solver.best_objective_bound
         gap = (bound_int - obj_int) / bound_int if bound_int > 0 else 0.0
