@@ -65,7 +65,12 @@ def test_simulate_parm_on_the_testbed_from_the_command_line(jobs_csv, tmp_path):
         caps = {float(r["cap_w"]) for r in csv.DictReader(fh)}
     assert caps and caps <= {TESTBED.base_w + TESTBED.mem_w + p for p in TESTBED.cpu_power_levels_w}
     html = (out / "report.html").read_text()
-    assert "node_caps.png" in html or "Node caps" in html
+    assert "<h2>Node caps</h2>" in html and "<h2>Node counts</h2>" in html
+    with open(out / "node_counts.csv", newline="") as fh:
+        counts = list(csv.DictReader(fh))
+    ranged = {j.id for j in read_job_table(jobs_csv).jobs if j.min_nodes < j.max_nodes}
+    assert {int(r["id"]) for r in counts} == ranged
+    assert all(int(r["min_nodes"]) <= int(r["nodes"]) <= int(r["max_nodes"]) for r in counts)
 
 
 def test_an_overprovisioned_platforms_budget_is_the_runs_cap_unless_the_config_gives_one(jobs_csv, tmp_path):

@@ -13,7 +13,7 @@ cdef int _BUSY, _OFF
 cdef class Recorder:
     cdef dict __dict__
     cdef public Ledger ledger
-    cdef public list job_ids, job_users, job_states, rejections, control_log
+    cdef public list job_ids, job_users, job_states, rejections, control_log, sizes
     cdef public Rows job_rows, timeline
 
     @cython.locals(acc=JobAccount)

@@ -41,6 +41,9 @@ class Recorder:
         self.timeline = Rows(len(TIMELINE_COLUMNS))  # a row per event
         self.rejections: list[str] = []
         self.control_log: list[tuple[float, str, int, float, int]] = []
+        self.sizes: list[tuple[int, float, float, int, int, int, int]] = []
+        """``(id, start_s, end_s, nodes used, min_nodes, max_nodes, nodes requested)`` of every moldable job that
+        ran (its node range is not one count), in the order they left: what a scheduler chose in each range."""
         """Evictions and node frequency/cap changes applied: ``(t_s, kind, node, value, job_id)`` (-1: none).
 
         ``kind`` is ``evict``, ``cancel``, ``freq`` or ``cap``; ``value`` is the frequency (Hz) or cap (W) set,
@@ -54,6 +57,8 @@ class Recorder:
         a moldable job's chosen count, a reshaped one's last; -1: its request); its account leaves the ledger."""
         if nodes < 0:
             nodes = job.nodes
+        elif job.max_nodes != job.min_nodes and start == start:  # a moldable job that ran (start not NaN)
+            self.sizes.append((job.id, start, end, nodes, job.min_nodes, job.max_nodes, job.nodes))
         acc = self.ledger.accounts.pop(job.id, None)
         self.job_ids.append(job.id)
         self.job_users.append(job.user)
