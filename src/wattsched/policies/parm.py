@@ -122,6 +122,7 @@ class ParmPolicy(BasePolicy):
         super().__init__(params)
         self._models = None
         self._scaled: dict[tuple[str, float, int], PassModel] = {}
+        self._idle = None
 
     def tags(self) -> PolicyTags:
         return dataclasses.replace(super().tags(), constraints=frozenset({"cap"}))
@@ -150,6 +151,14 @@ class ParmPolicy(BasePolicy):
             self._scaled[key] = scaled
         return scaled, True
 
+    def _idle_w(self, plat) -> float:
+        """The largest idle power of a node of ``plat`` (worked out once per platform: it may have 40,960 nodes)."""
+        seen = self._idle
+        if seen is None or seen[0] is not plat:
+            value = plat.nodes[0].power.idle_w if plat.homogeneous else max(n.power.idle_w for n in plat.nodes)
+            seen = self._idle = (plat, value)
+        return seen[1]
+
     # ------------------------------------------------------------------ decide
     def decide(self, snapshot: Snapshot, state: ParmState | None = None) -> Plan:
         p = self.params
@@ -171,7 +180,7 @@ class ParmPolicy(BasePolicy):
             base = mem = 0.0
             cap = snapshot.cap_w
             budget = cap if math.isfinite(cap) else total * levels[0] * 2.0 + 1.0
-        idle_w = max(n.power.idle_w for n in plat.nodes) if p.count_idle else 0.0
+        idle_w = self._idle_w(plat) if p.count_idle else 0.0
         idle_w = min(idle_w, base + mem + levels[0])
         budget -= (len(plat.nodes) - total) * idle_w  # nodes off, down or drained: at most idle, counted so
         top = levels[-1]
