@@ -130,6 +130,9 @@ def main() -> int:
     ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="policy parameter (value read as JSON, else as a string), repeatable")
     ap.add_argument("--cap-w", default=None, help="platform cap (watts or a percentage)")
+    ap.add_argument("--platform", default=None, metavar="NAME|FILE",
+                    help="platform file of the nodes' power models (e.g. intrepid-overprovisioned, whose budget "
+                    "and CPU levels parm plans with)")
     ap.add_argument("--target-s", type=float, default=None,
                     help="target for the median cycle (s); the first cycle, which reads every job for the first "
                     "time, is reported as the cold start")
@@ -152,6 +155,8 @@ def main() -> int:
         extra = {"params": params} if params else {}
         if args.cap_w is not None:
             extra["cap_w"] = args.cap_w
+        if args.platform is not None:
+            extra["platform"] = args.platform
         config = DaemonConfig(policy=args.policy, state_dir=Path(tmp), partitions=["batch"], metrics={"port": 0},
                               **extra)
         backend = CannedSlurm(squeue, sinfo)
@@ -161,9 +166,9 @@ def main() -> int:
         logging.getLogger("wattsched.policies").setLevel(logging.INFO)
         if hasattr(daemon.policy.params, "horizon_jobs"):
             p = daemon.policy.params
-            print(f"{args.policy}: rolling horizon K = {p.horizon_jobs} jobs in the CP model, solver limit "
-                  f"{p.time_limit_s:g} s doubling up to {p.max_time_limit_s:g} s "
-                  f"({'wall-clock' if p.wall_clock else 'deterministic'} time)")
+            doubling = (f" doubling up to {p.max_time_limit_s:g} s" if hasattr(p, "max_time_limit_s") else "")
+            print(f"{args.policy}: rolling horizon K = {p.horizon_jobs} jobs in the model, solver limit "
+                  f"{p.time_limit_s:g} s{doubling} ({'wall-clock' if p.wall_clock else 'deterministic'} time)")
         times, cpu_times, reports, notes = [], [], [], []
         for _ in range(args.cycles):
             policy_log.messages.clear()

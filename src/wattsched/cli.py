@@ -119,6 +119,11 @@ def _sim_config(args: argparse.Namespace):
         "max_nodes": args.max_nodes,
         "max_ticks": args.max_ticks,
     }
+    if getattr(args, "naive_cpu_w", None) is not None:
+        cli["naive_cpu_w"] = args.naive_cpu_w
+    moldable = _moldable_params(args) if hasattr(args, "moldable") else None
+    if moldable is not None:
+        cli["moldable"] = moldable.model_dump(exclude_none=True)
     if args.predictor_param:
         cli["predictor_params"] = dict(args.predictor_param)
     if args.param:
@@ -596,6 +601,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Example: wattsched simulate --trace KTH-SP2-1996-2.1-cln.swf --policy easy --cap 60% --out runs/kth",
     )
     _add_sim_options(p)
+    _add_moldable_options(p)
+    p.add_argument("--naive-cpu-w", type=finite_float(), metavar="W",
+                   help="the naive strategy of an overprovisioned --platform (Sarood et al. 2014): every node at "
+                   "CPU level W, as many nodes as the budget feeds (run it with --policy easy)")
     p.set_defaults(func=cmd_simulate, exit_at_once=True)
 
     p = sub.add_parser("demo", help="simulate the bundled trace through a capped window and write a report",

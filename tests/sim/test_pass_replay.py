@@ -11,7 +11,7 @@ import pytest
 from builders import cli, kth_excerpt
 from wattsched.config.platform import load_platform
 from wattsched.errors import TraceError
-from wattsched.model.plan import Plan, Start
+from wattsched.model.plan import Plan, Reshape, Start
 from wattsched.policies.base import BasePolicy
 from wattsched.scalingmodels import packaged_pass_models
 from wattsched.sim.engine import Engine, EngineOptions
@@ -59,12 +59,44 @@ def test_a_plan_that_starts_a_job_on_fewer_capped_nodes_has_its_effect():
     jobs = [leanmd(1), leanmd(2)]
     out = rows(Engine(testbed, jobs, Narrow({2: 95.0}), options=EngineOptions(strict=True)).run())
     one, two = out[1], out[2]
-    assert one["nodes"] == 20  # jobs.csv gives the requested count
+    assert one["nodes"] == 10 and two["nodes"] == 10  # jobs.csv gives the count each ran on
     assert one["end_s"] - one["start_s"] == pytest.approx(7064.4068, abs=1e-3)
     assert one["energy_j"] == pytest.approx(10 * 108.0 * 7064.4068, rel=1e-7)
     assert two["end_s"] - two["start_s"] == pytest.approx(8947.3510, abs=1e-3)
     assert two["energy_j"] == pytest.approx(10 * 95.0 * 8947.3510, rel=1e-7)
     assert one["state"] == two["state"] == "COMPLETED"
+
+
+class ShrinkOnce(BasePolicy):
+    """Starts job 1 on its 20 nodes, then at its first call after ``at`` shrinks it to 10, charging ``cost``."""
+
+    name = "shrink-once"
+
+    def __init__(self, at: float, cost: float):
+        super().__init__()
+        self.at, self.cost, self.done = at, cost, False
+
+    def decide(self, snapshot, state=None):
+        if 1 in snapshot.pending:
+            return Plan([Start(1, tuple(snapshot.free_nodes[-20:]))])
+        run = snapshot.running.get(1)
+        if run is not None and not self.done and snapshot.now_s >= self.at:
+            self.done = True
+            return Plan([Reshape(1, run.nodes[:10], self.cost)])
+        return Plan()
+
+
+def test_a_reshape_charges_its_overhead_and_moves_the_time_limit_with_it():
+    # job 1 (leanmd, 20 nodes, 3,600 s at p_h) is shrunk to 10 nodes at t = 1,800 s (job 2's arrival), charged
+    # 100 s: the other half of its work at 10 nodes takes 1,800 s x 7,064.4068 / 3,600 (test_ledger_pass), plus
+    # the 100 s; its time limit (3,600 s of work) is not reached on the way
+    testbed = load_platform("sarood-testbed")
+    one = TraceJob(1, 0.0, 3600.0, 3600.0, 20, 20, min_nodes=10, max_nodes=20, malleable=True,
+                   extra={"app": "leanmd"})
+    two = TraceJob(2, 1800.0, 10.0, 10.0, 1, 1, extra={"app": "leanmd"})
+    out = rows(Engine(testbed, [one, two], ShrinkOnce(1800.0, 100.0), options=EngineOptions(strict=True)).run())
+    assert out[1]["state"] == "COMPLETED" and out[1]["nodes"] == 10
+    assert out[1]["end_s"] == pytest.approx(1800.0 + 1800.0 * 7064.4068 / 3600.0 + 100.0, rel=1e-6)
 
 
 def test_an_application_without_a_model_is_refused_naming_the_job():

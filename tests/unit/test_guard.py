@@ -59,6 +59,17 @@ def test_reshape_onto_own_and_free_nodes_is_fine():
     assert problems(Reshape(9, (3, 0))) == []
 
 
+def test_a_shrinks_nodes_go_to_a_later_start_of_the_plan_and_not_to_an_earlier_one():
+    wide = Job(8, 0.0, 100.0, 3, malleable=True, min_nodes=1, max_nodes=3)
+    s = snapshot(P, [J2], [(wide, 0.0, (1, 2, 3))], now=10.0)
+    assert plan_problems(s, Plan([Reshape(8, (1,)), Start(2, (3,))])) == []
+    before = plan_problems(s, Plan([Start(2, (3,)), Reshape(8, (1,))]))
+    assert any("node0003, which is busy" in p for p in before), before
+    # a node the shrink keeps is still the job's
+    kept = plan_problems(s, Plan([Reshape(8, (1,)), Start(2, (1,))]))
+    assert any("double-booked" in p for p in kept), kept
+
+
 def test_off_node_is_not_free():
     s = snap()
     s.node_state[0] = int(NodeState.OFF)

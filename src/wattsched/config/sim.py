@@ -213,6 +213,17 @@ class SimConfig(StrictModel):
             "unchanged and checked by the augmentation itself. Default: `{}` (its defaults)."
         ),
     )
+    naive_cpu_w: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "Replace an overprovisioned platform by its naive strategy (Sarood et al. 2014, §VII-D): every node "
+            "at this one CPU power level (W), and as many nodes as the budget feeds at it, "
+            "`floor(budget_w / (base_w + mem_w + naive_cpu_w))` (55,248 for `intrepid-overprovisioned` at "
+            "30 W). Run it with `easy` for the paper's naive baseline. Default: none. Example: `30`."
+        ),
+    )
     moldable: MoldableParams | None = Field(
         default=None,
         description=(
@@ -365,7 +376,9 @@ class SimConfig(StrictModel):
         if self.cap_schedule is not None:
             return cap_schedule_from_entries(self.cap_schedule, platform, key_locator(self, "cap_schedule")())
         if self.cap_w is None:
-            return CapSchedule([])
+            budget = getattr(platform, "budget_w", None)
+            # an overprovisioned machine's budget is its cap (Sarood et al. 2014): what every policy is held to
+            return CapSchedule([]) if budget is None else CapSchedule.constant(budget)
         return CapSchedule.constant(_cap_in_watts(self.cap_w, platform, key_locator(self, "cap_w")()))
 
     def build_energy_budgets(self) -> list[EnergyBudget]:

@@ -149,11 +149,13 @@ class PowerModels:
     [300, 900, 300]
     """
 
-    def __init__(self, groups: Sequence[PowerGroup], response_classes=None):
+    def __init__(self, groups: Sequence[PowerGroup], response_classes=None, overprovisioning: dict | None = None):
         if not groups:
             raise ValueError("at least one power group is needed")
         self.groups = list(groups)
         self.response_classes = response_classes
+        self.overprovisioning = dict(overprovisioning or {})
+        """A platform file's ``budget_w``, ``cpu_power_levels_w``, ``base_w``, ``mem_w`` (PARM's machine), if set."""
 
     @classmethod
     def uniform(cls, power: NodePowerModel) -> PowerModels:
@@ -162,8 +164,11 @@ class PowerModels:
     @classmethod
     def from_platform_config(cls, config) -> PowerModels:
         """From a :class:`~wattsched.config.platform.PlatformConfig`."""
+        over = {k: getattr(config, k) for k in ("budget_w", "cpu_power_levels_w", "base_w", "mem_w")
+                if getattr(config, k) is not None}
         return cls([PowerGroup(g.name, g.name if g.prefix is None else g.prefix, frozenset(g.node_names()),
-                               g.power.to_model()) for g in config.node_groups], config.build_response_classes())
+                               g.power.to_model()) for g in config.node_groups], config.build_response_classes(),
+                   over)
 
     def for_node(self, name: str, features: Sequence[str] = ()) -> NodePowerModel:
         for g in self.groups:
@@ -205,6 +210,7 @@ def build_platform(nodes: list[SlurmNode], power: NodePowerModel | PowerModels, 
         ],
         name=name,
         response_classes=models.response_classes,
+        **models.overprovisioning,
     )
 
 

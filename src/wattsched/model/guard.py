@@ -105,6 +105,10 @@ def plan_problems(snapshot: Snapshot, plan: Plan) -> list[str]:
                         if 0 <= n < n_nodes:
                             _check_node_values(nodes[n], action.cap_w, action.freq_hz, f"{what} of job {jid}: ",
                                                problems)
+                else:  # the nodes a shrink gives up are free for the actions after it
+                    given_up = own.difference(action.nodes)
+                    released.update(given_up)
+                    taken.difference_update(given_up)
             case Evict():
                 jid = action.job_id
                 if jid in touched:

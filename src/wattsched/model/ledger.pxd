@@ -16,7 +16,7 @@ cdef class Run:
     cdef public object job, truth, response, estimate, view, nodes, job_cap_w, job_freq_hz, unit_dyn_w, pass_model
     cdef public bint dynamic, job_settings
     cdef public double idle_share_w, floor_w, energy_j, last_s, node_power_w, power_w, speed, start_s, work_done_s, work_left_s
-    cdef public double est_mean_w, est_max_w, est_std_w, pass_ref_s
+    cdef public double est_mean_w, est_max_w, est_std_w, pass_ref_s, limit_work_s
     cdef public Py_ssize_t version, step_index
 
 
@@ -39,7 +39,7 @@ cdef class Ledger:
     cdef public dict pending, estimates, default_estimates, running, runs, accounts
     cdef public object platform, qindex, end_table, responses, scenario, estimate
     cdef public dict pass_models
-    cdef public double pass_node_w
+    cdef public double pass_node_w, pass_top_w
 
     cpdef advance(self, double t)
 

@@ -25,6 +25,7 @@ is meant to fill the same one from Slurm and telemetry (DESIGN.md §1).
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Callable, Mapping
 
 from wattsched.model.end_table import EndTable
@@ -93,6 +94,7 @@ class Run:
         "job_freq_hz",
         "job_settings",
         "last_s",
+        "limit_work_s",
         "node_power_w",
         "nodes",
         "pass_model",
@@ -125,6 +127,7 @@ class Run:
         self.unit_dyn_w: list[float] | None = None  # a job of units: each unit's dynamic power now
         self.pass_model = None  # a job timed by PASS: its application's model (see Ledger.rate)
         self.pass_ref_s = 0.0  # and its run time on its requested nodes at p_h, in the model's seconds
+        self.limit_work_s = 0.0  # a PASS job's time limit in work (its walltime, plus reshape overheads)
 
 
 class JobAccount:
@@ -239,6 +242,8 @@ class Ledger:
         # PASS needs the platform's CPU levels and node base and memory power: elsewhere no job is timed by it
         self.pass_models = dict(pass_models) if pass_models and platform.overprovisioned else {}
         self.pass_node_w = (platform.base_w + platform.mem_w) if self.pass_models else 0.0
+        # a CPU draws at most the platform's highest level (the naive strategy's one level caps every node)
+        self.pass_top_w = max(platform.cpu_power_levels_w) if self.pass_models else math.inf
         if estimate is None:
             self.estimate = self.snapshot().estimate
 
@@ -467,6 +472,7 @@ class Ledger:
             if model is not None:
                 run.pass_model = model
                 run.pass_ref_s = model.time(job.nodes, model.p_h)
+                run.limit_work_s = job.walltime_s
         state, free = self.state, self.free
         k = len(nodes)
         if free[-k:] == list(nodes):
@@ -608,7 +614,7 @@ class Ledger:
 
     def reshape(self, run: Run, nodes: tuple[int, ...], overhead_s: float = 0.0) -> None:
         """Malleable ``run`` moves to ``nodes`` now, its remaining work spread over them (linear speedup) plus
-        ``overhead_s`` (its end is the caller's to reschedule)."""
+        ``overhead_s`` wall seconds at its new speed (its end is the caller's to reschedule)."""
         self.settle(run)
         old_nodes, new_nodes = run.nodes, nodes
         old_set, new_set = set(old_nodes), set(new_nodes)
@@ -627,7 +633,6 @@ class Ledger:
         if run.pass_model is None:
             run.work_left_s *= len(old_nodes) / len(new_nodes)
         # else the new node count changes the job's PASS speed (rate), not its work
-        run.work_left_s += overhead_s
         ends = self.ends
         i = bisect.bisect_left(ends, (run.view.expected_end_s, len(old_nodes), jid))
         del ends[i]
@@ -640,6 +645,10 @@ class Ledger:
             self.end_table.insert(j, (entry[0], k, est.mean_w * k, est.max_w * k, (est.std_w * k) ** 2))
         run.nodes = tuple(new_nodes)
         self.rate(run)
+        if overhead_s > 0:  # wall seconds at the speed it runs at now, as work
+            extra = overhead_s * run.speed
+            run.work_left_s += extra
+            run.limit_work_s += extra  # the overhead is the reshape's, not the job's: its limit moves with it
         self.set_power(_BUSY, run.power_w - old_power)
         self._replace_view(run)
 
@@ -920,7 +929,7 @@ class Ledger:
         """CPU power of PASS ``run`` on ``node``: its cap less base and memory power, the CPU power at the frequency
         limit, ``p_h`` without either; never above ``p_h`` (no faster beyond it) nor below the CPU's base ``c``."""
         model = run.pass_model
-        p = model.p_h
+        p = model.p_h if model.p_h < self.pass_top_w else self.pass_top_w
         cap = self.node_cap_w.get(node)
         if cap is not None and cap - self.pass_node_w < p:
             p = cap - self.pass_node_w
@@ -942,7 +951,7 @@ class Ledger:
         nodes = run.nodes
         base = self.pass_node_w
         total = 0.0
-        lowest = model.p_h
+        lowest = model.p_h if model.p_h < self.pass_top_w else self.pass_top_w
         if self.node_cap_w or self.node_freq_hz:
             for node in nodes:
                 p = self._pass_cpu_w(run, node)

@@ -53,10 +53,15 @@ class PowerUp:
 
 @dataclass(frozen=True, slots=True)
 class Reshape:
-    """Move malleable running job ``job_id`` onto ``nodes`` (simulator only)."""
+    """Move malleable running job ``job_id`` onto ``nodes``.
+
+    ``overhead_s`` is the time the reshape costs the job (booting new nodes, moving its data), which the
+    replay adds to its remaining run time; live the application spends it.
+    """
 
     job_id: int
     nodes: tuple[int, ...]
+    overhead_s: float = 0.0
 
 
 _StartLayout = slot_layout(Start)

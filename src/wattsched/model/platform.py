@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -160,6 +162,35 @@ class Platform:
         """The same nodes with other response models."""
         return Platform(self.nodes, self.name, response_classes, self.source, budget_w=self.budget_w,
                         cpu_power_levels_w=self.cpu_power_levels_w, base_w=self.base_w, mem_w=self.mem_w)
+
+    def naive(self, cpu_w: float) -> Platform:
+        """The naive overprovisioned machine of Sarood et al. 2014 (§VII-D): every node at one CPU level ``cpu_w``,
+        as many nodes as the budget feeds at it, ``floor(budget_w / (base_w + mem_w + cpu_w))``, each a copy of
+        the first node with busy power ``base_w + mem_w + cpu_w``; its only level is ``cpu_w``.
+
+        >>> p = Platform.homogeneous_cluster(2)
+        >>> q = Platform(p.nodes, "m", budget_w=4751360.0, cpu_power_levels_w=(30.0, 60.0), base_w=38.0, mem_w=18.0)
+        >>> n = q.naive(30.0)
+        >>> len(n), n.cpu_power_levels_w, n.nodes[0].power.busy_w, n.name
+        (55248, (30.0,), 86.0, 'm-naive-30W')
+        """
+        if not self.overprovisioned:
+            raise ValueError(f"platform {self.name!r} is not overprovisioned (no budget_w, cpu_power_levels_w, "
+                             "base_w and mem_w): the naive strategy divides a budget among nodes")
+        if not (math.isfinite(cpu_w) and cpu_w > 0):
+            raise ValueError(f"the CPU level must be a positive number of watts, got {cpu_w!r}")
+        node_w = self.base_w + self.mem_w + cpu_w
+        count = int(self.budget_w // node_w)
+        if count < 1:
+            raise ValueError(f"a budget of {self.budget_w:g} W feeds no node at {node_w:g} W")
+        tpl = self.nodes[0]
+        power = dataclasses.replace(tpl.power, busy_w=node_w, busy_min_w=min(tpl.power.busy_min_w, node_w),
+                                    cap_min_w=min(tpl.power.cap_min_w, node_w), cap_max_w=node_w)
+        prefix = tpl.name.rstrip("0123456789") or "node"
+        width = max(4, len(str(count - 1)))
+        nodes = [dataclasses.replace(tpl, index=i, name=f"{prefix}{i:0{width}d}", power=power) for i in range(count)]
+        return Platform(nodes, f"{self.name}-naive-{cpu_w:g}W", self.response_classes, self.source,
+                        budget_w=self.budget_w, cpu_power_levels_w=(cpu_w,), base_w=self.base_w, mem_w=self.mem_w)
 
     @property
     def overprovisioned(self) -> bool:

@@ -51,7 +51,7 @@ Evaluation needs numpy only; fitting (``wattsched.scalingmodels``) uses scipy.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -144,6 +144,8 @@ class PassModel:
     A: float
     sigma: float
     T1: float
+    _freqs: tuple = field(default=(), init=False, repr=False, compare=False)
+    """``(f_l, f_h)``, worked out at the first use (the simulator asks them at every rate of every job)."""
 
     def problems(self) -> list[str]:
         """What makes the parameters unusable (empty when they are fine).
@@ -178,15 +180,24 @@ class PassModel:
         return out
 
     # ------------------------------------------------------------ frequency and power
+    def _derived(self) -> tuple:
+        freqs = self._freqs
+        if not freqs:
+            fl = cpu_frequency(self.p_l, self.a, self.b, self.c)
+            fh = cpu_frequency(self.p_h, self.a, self.b, self.c)
+            freqs = (fl, fh)
+            object.__setattr__(self, "_freqs", freqs)
+        return freqs
+
     @property
     def f_l(self) -> float:
         """Frequency at ``p_l`` (GHz)."""
-        return cpu_frequency(self.p_l, self.a, self.b, self.c)
+        return self._derived()[0]
 
     @property
     def f_h(self) -> float:
         """Frequency at ``p_h`` (GHz)."""
-        return cpu_frequency(self.p_h, self.a, self.b, self.c)
+        return self._derived()[1]
 
     def power(self, f):
         """CPU power at frequency ``f`` (Eq. 18), vectorised."""
@@ -211,7 +222,7 @@ class PassModel:
         """``K = W_cpu / (T_h f_h) = β f_l / ((1 - β)(f_h - f_l))``: Eq. 15 divided by ``T_h f_h``."""
         if self.beta == 0:
             return 0.0
-        fl, fh = self.f_l, self.f_h
+        fl, fh = self._derived()
         return self.beta * fl / ((1.0 - self.beta) * (fh - fl))
 
     @property

@@ -36,6 +36,7 @@ _BUILTIN: dict[str, str] = {
     "dvfs": "wattsched.policies.dvfs:DvfsPolicy",
     "dynshare": "wattsched.policies.rapl:DynSharePolicy",
     "dec+rapl": "wattsched.policies.cp:DecRaplPolicy",
+    "parm": "wattsched.policies.parm:ParmPolicy",
 }
 
 ENTRY_POINT_GROUP = "wattsched.policies"

@@ -105,6 +105,8 @@ nodes and power left, then each job upgraded while it fits.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib.util
 import logging
 import math
@@ -194,8 +196,20 @@ class ParmInstance:
 
     ``total_nodes`` is ``N``, ``budget_w`` is ``W_max``, ``levels_w`` the CPU
     power levels ``P`` (W), ``base_w`` and ``mem_w`` the per-node base and
-    memory power (38 W and 18 W in §VI), ``alpha`` Eq. 8's exponent. See the
-    module docstring for the rest.
+    memory power (38 W and 18 W in §VI), ``alpha`` Eq. 8's exponent.
+
+    ``idle_w`` is what a node no job is given draws, ``0`` in the paper's
+    Eq. 5, which counts allocated nodes only. With ``idle_w > 0`` every one
+    of the ``N`` nodes is counted at ``idle_w`` and a node given to a job at
+    ``base_w + mem_w + p - idle_w`` more, so the whole machine, idle nodes
+    included, stays within ``W_max`` (Eq. 5 becomes
+    ``Σ n (W_base + W_mem + p - idle_w) x <= W_max - N idle_w``).
+
+    ``short_budget`` says what happens when ``W_max`` is below the least
+    power the running jobs need (a cap lowered under them): ``"error"``
+    raises :class:`~wattsched.errors.PolicyError`; ``"least"`` runs every
+    running job on its least-power combination, starts nothing, and says so
+    in :attr:`ParmSolution.note`. See the module docstring for the rest.
     """
 
     now_s: float
@@ -217,6 +231,8 @@ class ParmInstance:
     prune_dominated: bool = True
     f_se_s: float = 500.0
     link_mb_s: float = 425.0
+    idle_w: float = 0.0
+    short_budget: str = "error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,10 +392,18 @@ def _check(inst: ParmInstance) -> None:
         raise PolicyError(f"total_nodes (N) must be >= 1, got {inst.total_nodes}")
     if not (math.isfinite(inst.budget_w) and inst.budget_w > 0):
         raise PolicyError(f"budget_w (W_max) must be a positive number of watts, got {inst.budget_w!r}")
-    for name in ("base_w", "mem_w", "alpha"):
+    for name in ("base_w", "mem_w", "alpha", "idle_w"):
         v = getattr(inst, name)
         if not (math.isfinite(v) and v >= 0):
             raise PolicyError(f"{name} must be a finite number >= 0, got {v!r}")
+    if inst.idle_w > inst.base_w + inst.mem_w + min(inst.levels_w):
+        raise PolicyError(f"idle_w={inst.idle_w:g} W is above the least a node given to a job draws, base_w + mem_w + "
+                          f"the lowest level = {inst.base_w + inst.mem_w + min(inst.levels_w):g} W")
+    if inst.total_nodes * inst.idle_w >= inst.budget_w and inst.short_budget == "error":
+        raise PolicyError(f"budget_w={inst.budget_w:g} W is not above the {inst.total_nodes} nodes' idle power "
+                          f"({inst.total_nodes * inst.idle_w:g} W at idle_w={inst.idle_w:g} W)")
+    if inst.short_budget not in ("error", "least"):
+        raise PolicyError(f"short_budget must be 'error' or 'least', got {inst.short_budget!r}")
     if not inst.time_limit_s > 0:
         raise PolicyError(f"time_limit_s must be > 0, got {inst.time_limit_s!r}")
     if inst.max_node_counts < 1 or inst.workers < 1:
@@ -449,14 +473,23 @@ def combinations(inst: ParmInstance) -> list[JobCombos]:
         wait = max(0.0, inst.now_s - j.submit_s)
         log_w = inst.alpha * math.log(rem * t0 + wait) if inst.alpha > 0 else 0.0
         combos = []
-        per_node = inst.base_w + inst.mem_w
-        times = np.asarray(m.time(np.asarray(counts, dtype=float)[:, None], np.asarray(levels, dtype=float)[None, :]))
+        per_node = inst.base_w + inst.mem_w - inst.idle_w
+        times = _unit_times(dataclasses.replace(m, T1=1.0), tuple(counts), tuple(levels)) * m.T1
         for n, row in zip(counts, times.tolist(), strict=True):
             t_se = reshape_seconds(j.nodes, n, j.memory_mb, inst.link_mb_s) if running else 0.0
             for p, t in zip(levels, row, strict=True):
                 s = t0 / t if t_se == 0 else rem * t0 / (rem * t + 2.0 * t_se)
                 combos.append(Combo(n, float(p), s, n * (per_node + p), t_se))
         out.append(JobCombos(j.id, running, log_w, tuple(combos)))
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _unit_times(m: PassModel, counts: tuple[int, ...], levels: tuple[float, ...]) -> np.ndarray:
+    """Run times of a model with ``T1 = 1`` on ``counts`` x ``levels`` (PASS times scale with ``T1``: every
+    branch of Downey's model is ``T1`` times a function of ``n``), kept for the next decision."""
+    out = np.asarray(m.time(np.asarray(counts, dtype=float)[:, None], np.asarray(levels, dtype=float)[None, :]))
+    out.setflags(write=False)
     return out
 
 
@@ -509,7 +542,7 @@ def solve(inst: ParmInstance) -> ParmSolution:
     from ortools.sat.python import cp_model
 
     jobs = combinations(inst)
-    budget = math.floor(inst.budget_w * POWER_SCALE + 1e-9)
+    budget = math.floor((inst.budget_w - inst.total_nodes * inst.idle_w) * POWER_SCALE + 1e-9)
     least = {jc.id: min(range(len(jc.combos)), key=lambda i: (jc.combos[i].power_w, jc.combos[i].nodes))
              for jc in jobs if jc.running}
     run_jobs = [jc for jc in jobs if jc.running]
@@ -517,10 +550,18 @@ def solve(inst: ParmInstance) -> ParmSolution:
     need_power = sum(_power_units(jc.combos[least[jc.id]].power_w) for jc in run_jobs)
     if need_nodes > inst.total_nodes:
         raise PolicyError(f"the running jobs need at least {need_nodes} nodes, more than N={inst.total_nodes}")
-    if need_power > budget:
+    short = ""
+    if need_power > budget and inst.short_budget == "least":
+        short = (f"budget_w={inst.budget_w:g} W is below the least power the running jobs need "
+                 f"({need_power / POWER_SCALE + inst.total_nodes * inst.idle_w:g} W): they run on their "
+                 "least power and nothing starts")
+        budget = need_power
+        log.info("parm: %s", short)
+    elif need_power > budget:
+        least_w = need_power / POWER_SCALE + inst.total_nodes * inst.idle_w
         raise PolicyError(
-            f"budget_w={inst.budget_w:g} W is below the least power the running jobs need, "
-            f"{need_power / POWER_SCALE:g} W (their node counts times base_w + mem_w + their lowest CPU level); "
+            f"budget_w={inst.budget_w:g} W is below the least power the running jobs need, {least_w:g} W (their "
+            "node counts times base_w + mem_w + their lowest CPU level, and idle_w for every other node); "
             "raise budget_w or lower base_w, mem_w or the levels")
 
     top = max((jc.log_weight + math.log(c.speedup) for jc in jobs for c in jc.combos), default=0.0)
@@ -530,7 +571,7 @@ def solve(inst: ParmInstance) -> ParmSolution:
     values = [[math.exp(jc.log_weight + math.log(c.speedup) - top) for c in jc.combos] for jc in jobs]
     powers = [[_power_units(c.power_w) for c in jc.combos] for jc in jobs]
     for jc, vals, pws in zip(jobs, values, powers, strict=True):
-        row = [m.new_bool_var(f"x{jc.id}_{c.nodes}_{c.cpu_w:g}") for c in jc.combos]
+        row = [m.new_bool_var("") for _ in jc.combos]
         xs.append(row)
         if jc.running:
             m.add_exactly_one(row)              # Eq. 3
@@ -592,8 +633,16 @@ def solve(inst: ParmInstance) -> ParmSolution:
     previous = {j.id: j.nodes for j in inst.running}
     n_vars = len(all_x)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        picks = {jc.id: i for jc, row in zip(jobs, xs, strict=True)
-                 for i, x in enumerate(row) if solver.boolean_value(x)}
+        # the variables are the model's first ones, in the order of all_x: read the solution vector once
+        values_now = np.fromiter(solver.response_proto.solution, dtype=np.int64, count=n_vars)
+        picks = {}
+        at = 0
+        for jc in jobs:
+            k = len(jc.combos)
+            hit = np.flatnonzero(values_now[at:at + k])
+            if hit.size:
+                picks[jc.id] = int(hit[0])
+            at += k
         obj_int = solver.objective_value
         bound_int = solver.best_objective_bound
         gap = (bound_int - obj_int) / bound_int if bound_int > 0 else 0.0
@@ -629,5 +678,7 @@ def solve(inst: ParmInstance) -> ParmSolution:
         best_bound = bound_int * scale
     except OverflowError:
         best_bound = math.inf
+    if short:
+        note = f"{short}; {note}" if note else short
     return ParmSolution(name, choices, objective, best_bound, gap, hit, solver.wall_time, n_vars,
                         hint_jobs, note, running_ids, previous)

@@ -39,7 +39,16 @@ __all__ = ["PreparedTrace", "Run", "build_platform", "build_run", "machine_of", 
 def build_platform(config: SimConfig) -> Platform:
     """The config's machine: its ``platform`` or ``procs``, else the SWF header's ``MaxProcs``."""
     if config.platform is not None or config.procs is not None:
-        return config.build_platform()
+        platform = config.build_platform()
+        if config.naive_cpu_w is not None:
+            try:
+                platform = platform.naive(config.naive_cpu_w)
+            except ValueError as exc:
+                raise ConfigError(locate(config, "naive_cpu_w", str(exc))) from None
+        return platform
+    if config.naive_cpu_w is not None:
+        raise ConfigError(locate(config, "naive_cpu_w", "needs an overprovisioned platform (platform key), such "
+                                 "as intrepid-overprovisioned"))
     from wattsched.config.platform import platform_from_procs, too_many_nodes
     from wattsched.workload.open import format_of, machine_procs, trace_stem
 
@@ -74,6 +83,8 @@ def machine_of(config: SimConfig, platform: Platform) -> str:
         size = " + ".join(f"{n:,} {g} × {c} cores" for (g, c), n in groups.items())
     if config.platform is not None:
         origin = f"platform {config.platform}"
+        if config.naive_cpu_w is not None:
+            origin += f", naive strategy: every node at CPU {config.naive_cpu_w:g} W"
     elif config.procs is not None:
         origin = f"procs {config.procs:,}"
     else:

@@ -53,4 +53,5 @@ cdef class Engine:
     @cython.locals(ledger=Ledger)
     cpdef _end(self, Run run)
 
-    cpdef _record(self, object job, object state, double start, double end, double energy_j=*, double work_s=*)
+    cpdef _record(self, object job, object state, double start, double end, double energy_j=*, double work_s=*,
+                  Py_ssize_t nodes=*)

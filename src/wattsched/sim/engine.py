@@ -435,7 +435,10 @@ class Engine:
         now = self.now
         finish = now + max(run.work_left_s, 0.0) / run.speed
         if self.options.kill_at_walltime:
-            kill = run.start_s + run.job.walltime_s
+            if run.pass_model is None:
+                kill = run.start_s + run.job.walltime_s
+            else:  # its limit counts work at its requested nodes and full CPU power (4.6 of docs/simulator.md)
+                kill = run.last_s + max(run.limit_work_s - run.work_done_s, 0.0) / run.speed
             if kill < finish:
                 finish = max(kill, now)
         self._push(finish, _END, run.job.id, run.version)
@@ -488,7 +491,7 @@ class Engine:
         if self.predictor is not None:
             self.intake.learn(run, self.now)
         self._record(run.job, JobState.COMPLETED if done else JobState.TIMEOUT, run.start_s, self.now, run.energy_j,
-                     run.work_done_s)
+                     run.work_done_s, len(run.nodes))
 
     def _power_step(self, run: Run) -> None:
         ledger = self.ledger
@@ -498,8 +501,8 @@ class Engine:
             self._reschedule()
 
     def _record(self, job: Job, state: JobState, start: float, end: float, energy_j: float = 0.0,
-                work_s: float = math.nan) -> None:
-        self.recorder.job(job, state, start, end, energy_j, work_s)
+                work_s: float = math.nan, nodes: int = -1) -> None:
+        self.recorder.job(job, state, start, end, energy_j, work_s, nodes)
         self.intake.truth.pop(job.id, None)
 
     # ------------------------------------------------------------ plans
@@ -548,7 +551,7 @@ class Engine:
             ledger.requeue(job)
         else:
             ledger.estimates.pop(job.id, None)
-            self._record(job, JobState.CANCELLED, run.start_s, self.now)
+            self._record(job, JobState.CANCELLED, run.start_s, self.now, 0.0, math.nan, len(run.nodes))
 
     def _set_node(self, action: SetNodeCap | SetNodeFreq) -> None:
         ledger = self.ledger
@@ -568,7 +571,9 @@ class Engine:
     def _reshape(self, action: Reshape) -> None:
         run = self.ledger.runs[action.job_id]
         hook = self.options.reshape_overhead
-        overhead_s = 0.0 if hook is None else max(0.0, hook(run.job, len(run.nodes), len(action.nodes)))
+        overhead_s = action.overhead_s if action.overhead_s > 0 else 0.0
+        if hook is not None:
+            overhead_s += max(0.0, hook(run.job, len(run.nodes), len(action.nodes)))
         self.ledger.reshape(run, action.nodes, overhead_s)
         self._schedule_end(run)
 

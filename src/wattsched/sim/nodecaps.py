@@ -88,8 +88,37 @@ def write_node_cap_outputs(out_dir: Path, log: Sequence[tuple], timeline: dict,
             w.writerow([repr(float(t)), node, node_names[node], "" if math.isnan(cap) else repr(float(cap))])
     t_line = np.asarray(timeline["t_s"], dtype=float)
     end_s = float(t_line[-1]) if t_line.size else changes[-1][0]
-    times, caps = cap_matrix(changes, len(node_names), end_s)
+    # rows x nodes stays within MAX_CELLS (a 40,960-node machine is sampled at 97 times, not 2,000)
+    max_rows = max(50, min(2000, MAX_CELLS // max(1, len(node_names))))
+    times, caps = cap_matrix(changes, len(node_names), end_s, max_rows)
     return [csv_path, _plot(out_dir / "node_caps.png", times, caps, timeline)]
+
+
+MAX_CELLS = 4_000_000
+"""The most node-by-time cells of the cap matrix the plot is drawn from (32 MB of doubles)."""
+
+MAX_HEAT_ROWS = 512
+"""The most rows of the heat map: beyond it, nodes are drawn in groups of consecutive nodes (their mean cap)."""
+
+
+def node_groups(caps: np.ndarray, rows: int = MAX_HEAT_ROWS) -> tuple[np.ndarray, int]:
+    """``caps`` (times x nodes) with nodes averaged in groups of ``k`` consecutive nodes, at most ``rows`` groups.
+
+    A group with no capped node is NaN (drawn white). Returns the grouped matrix and ``k``.
+
+    >>> g, k = node_groups(np.array([[1.0, 3.0, np.nan, np.nan, 5.0]]), rows=3)
+    >>> k, g.tolist()
+    (2, [[2.0, nan, 5.0]])
+    """
+    n = caps.shape[1]
+    if n <= rows:
+        return caps, 1
+    k = -(-n // rows)
+    padded = np.full((caps.shape[0], k * (-(-n // k))), np.nan)
+    padded[:, :n] = caps
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a group of uncapped nodes: all NaN
+        return np.nanmean(padded.reshape(caps.shape[0], -1, k), axis=2), k
 
 
 def _hours_or_seconds(span_s: float) -> tuple[float, str]:
@@ -110,9 +139,10 @@ def _plot(path: Path, times: np.ndarray, caps: np.ndarray, timeline: dict) -> Pa
     ax1 = fig.add_subplot(grid[0, 0])
     ax2 = fig.add_subplot(grid[1, 0], sharex=ax1)
     cax = fig.add_subplot(grid[0, 1])
-    masked = np.ma.masked_invalid(caps.T)
-    mesh = ax1.pcolormesh(x, np.arange(caps.shape[1] + 1), masked, cmap="viridis", shading="flat")
-    fig.colorbar(mesh, cax=cax, label="node cap (W)")
+    heat, k = node_groups(caps)
+    masked = np.ma.masked_invalid(heat.T)
+    mesh = ax1.pcolormesh(x, np.arange(heat.shape[1] + 1) * k, masked, cmap="viridis", shading="flat")
+    fig.colorbar(mesh, cax=cax, label="node cap (W)" if k == 1 else f"mean node cap of {k} nodes (W)")
     ax1.tick_params(labelbottom=False)
     ax1.set_ylabel("node")
     ax1.set_title("node caps over time (white: no cap)", fontsize="medium")

@@ -13,11 +13,11 @@ cdef int _BUSY, _OFF
 cdef class Recorder:
     cdef dict __dict__
     cdef public Ledger ledger
-    cdef public list job_ids, job_users, job_states, rejections, control_log
+    cdef public list job_ids, job_users, job_states, rejections, control_log, sizes
     cdef public Rows job_rows, timeline
 
     @cython.locals(acc=JobAccount)
-    cpdef job(self, object job, object state, double start, double end, double energy_j, double work_s)
+    cpdef job(self, object job, object state, double start, double end, double energy_j, double work_s, Py_ssize_t nodes=*)
 
     @cython.locals(ledger=Ledger)
     cpdef row(self, double t, double cap_w)

@@ -41,6 +41,9 @@ class Recorder:
         self.timeline = Rows(len(TIMELINE_COLUMNS))  # a row per event
         self.rejections: list[str] = []
         self.control_log: list[tuple[float, str, int, float, int]] = []
+        self.sizes: list[tuple[int, float, float, int, int, int, int]] = []
+        """``(id, start_s, end_s, nodes used, min_nodes, max_nodes, nodes requested)`` of every moldable job that
+        ran (its node range is not one count), in the order they left: what a scheduler chose in each range."""
         """Evictions and node frequency/cap changes applied: ``(t_s, kind, node, value, job_id)`` (-1: none).
 
         ``kind`` is ``evict``, ``cancel``, ``freq`` or ``cap``; ``value`` is the frequency (Hz) or cap (W) set,
@@ -48,18 +51,24 @@ class Recorder:
         :data:`CONTROL_LOG_MAX` entries.
         """
 
-    def job(self, job: Job, state: JobState, start: float, end: float, energy_j: float, work_s: float) -> None:
-        """``job`` left in ``state`` (its last attempt from ``start`` to ``end``); its account leaves the ledger."""
+    def job(self, job: Job, state: JobState, start: float, end: float, energy_j: float, work_s: float,
+            nodes: int = -1) -> None:
+        """``job`` left in ``state`` (its last attempt from ``start`` to ``end``, on ``nodes`` nodes at its end:
+        a moldable job's chosen count, a reshaped one's last; -1: its request); its account leaves the ledger."""
+        if nodes < 0:
+            nodes = job.nodes
+        elif job.max_nodes != job.min_nodes and start == start:  # a moldable job that ran (start not NaN)
+            self.sizes.append((job.id, start, end, nodes, job.min_nodes, job.max_nodes, job.nodes))
         acc = self.ledger.accounts.pop(job.id, None)
         self.job_ids.append(job.id)
         self.job_users.append(job.user)
         self.job_states.append(state._value_)
         submit = job.submit_s
         if acc is None:
-            self.job_rows.add((submit, start, end, start - submit, end - start, job.walltime_s, job.nodes, energy_j,
+            self.job_rows.add((submit, start, end, start - submit, end - start, job.walltime_s, nodes, energy_j,
                                0.0, 0.0, 0, work_s))
         else:
-            self.job_rows.add((submit, start, end, start - submit, end - start, job.walltime_s, job.nodes,
+            self.job_rows.add((submit, start, end, start - submit, end - start, job.walltime_s, nodes,
                                energy_j + acc.energy_j, acc.wasted_j, acc.wasted_node_s, acc.evictions, work_s))
 
     def row(self, t: float, cap_w: float) -> None:
@@ -89,7 +98,7 @@ class Recorder:
         for jid in list(runs):
             run = runs[jid]
             ledger.settle(run)
-            self.job(run.job, JobState.RUNNING, run.start_s, math.nan, run.energy_j, run.work_done_s)
+            self.job(run.job, JobState.RUNNING, run.start_s, math.nan, run.energy_j, run.work_done_s, len(run.nodes))
         pending = ledger.pending
         for jid in list(pending):
             self.job(pending[jid], JobState.PENDING, math.nan, math.nan, 0.0, math.nan)

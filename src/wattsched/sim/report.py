@@ -14,6 +14,9 @@ A run directory holds (``docs/outputs.md`` gives every column with its unit):
 ``node_caps.csv``, ``node_caps.png``
     When the policy set node caps: every change and the caps over time
     (:mod:`wattsched.sim.nodecaps`).
+``node_counts.csv``, ``node_counts.png``
+    When moldable jobs ran: the node count each was given in its range
+    (:mod:`wattsched.sim.nodecounts`).
 ``report.html``
     One self-contained page (plots embedded), written by :func:`write_html_report`.
 ``complete.json``
@@ -514,6 +517,7 @@ ul.warnings {{ margin: 0.5em 0 0.2em; padding-left: 1.2em; }} .warn {{ color: #8
         images = "".join(f"<figure>{_embed(run_dir / p)}</figure>" for p in PLOTS if (run_dir / p).exists())
         images += _dr_section(run_dir)
         images += _node_caps_section(run_dir)
+        images += _node_counts_section(run_dir)
         out = run_dir / "report.html"
         out.write_text(f"{head}{images}\n</body></html>\n", encoding="utf-8")
         return out
@@ -600,6 +604,26 @@ def _node_caps_section(run_dir: Path, limit: int = 200) -> str:
                        for r in rows[1:limit + 1])
         more = f"<p>{len(rows) - 1 - limit:,} more rows in node_caps.csv</p>" if len(rows) - 1 > limit else ""
         parts.append(f"<h3>First changes</h3><table><tr>{head}</tr>{body}</table>{more}")
+    return "".join(parts)
+
+
+def _node_counts_section(run_dir: Path) -> str:
+    """The node counts chosen for moldable jobs (``wattsched.sim.nodecounts``), when any ran."""
+    path = run_dir / "node_counts.csv"
+    if not path.exists():
+        return ""
+    with path.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    parts = ["<h2>Node counts</h2>"]
+    if (run_dir / "node_counts.png").exists():
+        parts.append(f"<figure>{_embed(run_dir / 'node_counts.png')}</figure>")
+    if rows:
+        used = [int(r["nodes"]) for r in rows]
+        req = [int(r["requested"]) for r in rows]
+        below = sum(u < q for u, q in zip(used, req, strict=True))
+        share = sum(used) / max(1, sum(req))
+        parts.append(f"<p>{len(rows):,} moldable jobs ran; {below:,} on fewer nodes than they asked for; together "
+                     f"they held {share:.0%} of the node-count they asked for (every job in node_counts.csv).</p>")
     return "".join(parts)
 
 

@@ -21,7 +21,10 @@ the energy and node-seconds of evicted attempts; ``state`` is the final
 :class:`~wattsched.model.job.JobState` value (``COMPLETED``, ``TIMEOUT``,
 ``CANCELLED``). Jobs still pending or running when the run stops (a time
 limit) have ``NaN`` start or end and state ``PENDING`` or ``RUNNING``.
-``work_s`` is the work the last attempt did, in seconds at nominal speed: the
+``nodes`` is the number of nodes the last attempt ran on at its end: the
+request, or the count a scheduler chose in a moldable job's range (the last,
+after a reshape); for a job that never started, its request. ``work_s`` is
+the work the last attempt did, in seconds at nominal speed: the
 job's run time had no cap or lower frequency slowed it (for a completed job,
 its real run time); ``runtime_s / work_s`` is its slowdown by power reduction.
 It is ``NaN`` for jobs that never started.

@@ -259,6 +259,10 @@ def _run_with(run: Run, out_dir: Path | None, report: bool, plotter) -> RunOutco
             from wattsched.sim.nodecaps import write_node_cap_outputs
 
             write_node_cap_outputs(out_dir, engine.control_log, result.timeline, [n.name for n in platform.nodes])
+        if engine.recorder.sizes:
+            from wattsched.sim.nodecounts import write_node_count_outputs
+
+            write_node_count_outputs(out_dir, engine.recorder.sizes, result.timeline, len(platform))
         # the page but its plots is made while the worker draws them
         finish_report = prepare_html_report(out_dir, result, summary, baseline=base_summary,
                                             verdicts=verdicts) if report else None

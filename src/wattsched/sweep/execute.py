@@ -54,7 +54,7 @@ def _platform(config, response: dict | None):
     from wattsched.sim.build import build_platform
 
     key = repr((str(config.trace), config.platform, config.procs, config.cores_per_node, config.max_nodes,
-                response))
+                config.naive_cpu_w, response))
     p = _PLATFORMS.get(key)
     if p is None:
         p = build_platform(config)
@@ -97,7 +97,8 @@ def _prepared_slice(spec: dict, config, platform, cache_dir: str | None):
 
     sim = spec["sim"]
     ident = {"slice": spec["slice"], "augment": sim.get("augment"), "seed": sim["seed"],
-             "platform": [sim.get("platform"), sim.get("procs"), sim.get("cores_per_node"), sim.get("max_nodes")],
+             "platform": [sim.get("platform"), sim.get("procs"), sim.get("cores_per_node"), sim.get("max_nodes"),
+                          sim.get("naive_cpu_w")],
              "response": spec.get("response")}
     key = run_key(json.loads(json.dumps(ident)))
     prep = _PREPARED.get(key)
@@ -123,7 +124,7 @@ def _whole_trace(config, platform):
 
     key = repr((str(config.trace), config.platform, config.procs, config.cores_per_node, config.max_nodes,
                 config.augment, config.seed, config.default_walltime, config.skip_bad_lines,
-                sorted(platform.response_classes)))
+                sorted(platform.response_classes), config.moldable))
     jobs = _WORKLOADS.get(key)
     if jobs is None:
         jobs = read_whole(prepare_trace(config, platform).workload.jobs)  # frozen until the run that reads it
@@ -175,6 +176,8 @@ def _cap_schedule(spec: dict, platform, offset_s: float):
             schedule = CapSchedule.window(offset_s + s, offset_s + e, w)
         else:
             schedule = CapSchedule.constant(w)
+    if schedule.is_uncapped and platform.budget_w is not None:  # an overprovisioned machine: its budget (as simulate)
+        schedule = CapSchedule.constant(platform.budget_w)
     if spec.get("dr_events"):
         events = entries_schedule(spec["dr_events"])
         times = sorted({*schedule._starts, *events._starts})
@@ -263,6 +266,10 @@ def _run_one(spec: dict, cache_dir: str | None, tables_dir: str | None = None) -
     if sl is not None:
         prep = _prepared_slice(spec, config, platform, cache_dir)
         jobs = prep.jobs
+        if config.moldable is not None:  # the slice is shared by the cells; each run makes its own jobs moldable
+            from wattsched.workload.moldable import moldable
+
+            jobs = list(moldable(jobs, config.moldable, config.seed))
         if config.predictor == "history" and prep.history is not None:
             if config.predictor_params:
                 raise ConfigError("slices.prime_history primes the history predictor with its default parameters; "

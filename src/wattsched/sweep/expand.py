@@ -294,7 +294,7 @@ def expand(cfg: SweepConfig) -> list[Run]:
 _SIM_KEYS = ("platform", "procs", "cores_per_node", "policy", "params", "predictor", "predictor_params", "seed",
              "kill_at_walltime", "default_walltime", "bsld_threshold_s", "skip_bad_lines", "augment", "tick_s",
              "time_limit_s", "cap_w", "cap_schedule", "energy_budgets", "bsld_definition", "response", "max_nodes",
-             "max_ticks")
+             "max_ticks", "moldable", "naive_cpu_w")
 
 
 def _resolve(cfg: SweepConfig, frag: dict, locs: dict, checked_plugins: set, checked_sims: set) -> dict:
