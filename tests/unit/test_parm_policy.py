@@ -177,3 +177,38 @@ def test_the_live_platform_carries_a_platform_files_budget_and_levels_so_parm_pl
     snap = snapshot(live, [mold(1, 4, 2)], now=1.0)
     plan = make_policy("parm").decide(snap, ParmState())
     assert {type(a) for a in plan.actions} == {SetNodeCap, Start}
+
+
+def test_a_cluster_that_can_only_shrink_gets_shrinks_that_keep_the_first_node_and_no_growth():
+    small = mold(1, 38, 4, malleable=True)  # running on 4 of its 4..38: in wSE it would grow into the free nodes
+    nodes = (5, 6, 7, 8)
+    free_run = snapshot(TESTBED, [], [(small, 0.0, nodes)], now=1000.0)
+    grows = make_policy("parm", {"count_idle": False}).decide(free_run, ParmState())
+    assert any(type(a) is Reshape and len(a.nodes) > 4 for a in grows.actions)
+    live = snapshot(TESTBED, [], [(small, 0.0, nodes)], now=1000.0, reshape_shrink_only=True)
+    plan = make_policy("parm", {"count_idle": False}).decide(live, ParmState())
+    assert not any(type(a) is Reshape for a in plan.actions) and plan_problems(live, plan) == []
+    big = mold(2, 38, 8, malleable=True)
+    held = tuple(range(38))
+    crowded = snapshot(TESTBED, [mold(3, 20, 8, submit=10.0)], [(big, 0.0, held)], now=1000.0,
+                       reshape_shrink_only=True)
+    plan = make_policy("parm", {"count_idle": False}).decide(crowded, ParmState())
+    shrink = next(a for a in plan.actions if type(a) is Reshape)
+    assert shrink.nodes[0] == held[0] and len(shrink.nodes) < 38
+    assert plan_problems(crowded, plan) == []
+
+
+def test_a_slurm_jobs_comment_names_its_application_and_parm_moulds_it_live():
+    from wattsched.daemon.slurm.records import SlurmJob
+    from wattsched.daemon.view import to_job
+
+    slurm = SlurmJob(5, "PENDING", node_count=8, max_nodes=38, time_limit_s=3600.0, submit_time=1.0,
+                     comment="wattsched:app=leanmd wattsched:malleable")
+    job = to_job(slurm)
+    assert (job.app, job.min_nodes, job.max_nodes, job.nodes) == ("leanmd", 8, 38, 8)
+    assert to_job(SlurmJob(6, "PENDING", node_count=2, comment="wattsched:app=$(rm)")).app == ""
+    other = mold(7, 38, 8, app="wave2d", submit=0.5)
+    plan = make_policy("parm", {"version": "noSE"}).decide(snapshot(TESTBED, [other, job], now=10.0), ParmState())
+    assert plan_problems(snapshot(TESTBED, [other, job], now=10.0), plan) == []
+    counts = {a.job_id: len(a.nodes) for a in plan.starts()}
+    assert set(counts) == {5, 7} and all(8 <= n < 38 for n in counts.values())

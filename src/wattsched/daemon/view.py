@@ -258,6 +258,28 @@ def job_class(j: SlurmJob, default: str = "") -> str:
     return m.group(1) if m else default
 
 
+APP_RE = re.compile(r"(?:^|\s)wattsched:app=([a-z0-9][a-z0-9_-]{0,31})(?:\s|$)")
+"""A job's application in its Slurm comment (``sbatch --comment=wattsched:app=leanmd``): the PASS model ``parm``
+times it by (docs/policies.md, 4.8). Lower-case letters, digits, ``_`` and ``-``, at most 32."""
+
+
+def job_app(j: SlurmJob) -> str:
+    """The application a Slurm job's comment names (:data:`APP_RE`), ``""`` for none or a malformed name.
+
+    >>> job_app(SlurmJob(1, "PENDING", comment="wattsched:malleable wattsched:app=leanmd"))
+    'leanmd'
+    >>> job_app(SlurmJob(2, "PENDING"))
+    ''
+    >>> job_app(SlurmJob(3, "PENDING", comment="wattsched:app=../x"))
+    ''
+    """
+    comment = j.comment
+    if not comment or "wattsched:app=" not in comment:
+        return ""
+    m = APP_RE.search(comment)
+    return m.group(1) if m else ""
+
+
 MALLEABLE = "wattsched:malleable"
 """Token in a job's Slurm comment (``sbatch --comment=wattsched:malleable``) that lets a policy shrink the job
 while it runs (a ``Reshape``): the job's application sources the resize script Slurm writes, or reads its new
@@ -372,7 +394,7 @@ def to_job(j: SlurmJob, app_class: str = "", units: tuple[Unit, ...] = (), disti
         j.job_id, j.submit_time or 0.0, walltime, nodes, j.user, "", j.account, j.partition, j.qos, cpus,
         max(1, cpus // max(j.node_count, 1)), j.gpus_per_node, 0, lo, hi, not units and is_malleable(j), True, 0.0,
         app_class,
-        (), units, distinct and bool(units), "",
+        (), units, distinct and bool(units), "" if units else job_app(j),
     )
 
 

@@ -46,7 +46,8 @@ then growths, then starts, so a shrink's nodes can go to a start of the same
 plan. Each reshaped job is charged the paper's ``2 t_se^max`` (§VII-A), as the
 :class:`~wattsched.model.plan.Reshape`'s ``overhead_s``. A live cluster that
 cannot reshape (``Snapshot.can_reshape`` false) makes ``wSE`` plan as
-``noSE``.
+``noSE``; one that can only shrink (a live Slurm, ``Snapshot.reshape_shrink_only``) gets shrinks only, each
+keeping the job's first nodes (Slurm's batch host is the first).
 """
 
 from __future__ import annotations
@@ -186,6 +187,7 @@ class ParmPolicy(BasePolicy):
         top = levels[-1]
         version = p.version
         reshape_ok = version == "wSE" and snapshot.can_reshape
+        shrink_only = snapshot.reshape_shrink_only
         now = snapshot.now_s
 
         st = state if state is not None else self.init_state()
@@ -213,6 +215,8 @@ class ParmPolicy(BasePolicy):
             hi = job.max_nodes or job.nodes
             if not (reshape_ok and job.malleable and is_pass and not job.units):
                 lo = hi = k
+            elif shrink_only:  # a live Slurm shrinks a running job, never grows it
+                hi = k
             lo, hi = min(lo, k), max(hi, k)
             cap = snapshot.node_cap_w.get(r.nodes[0]) if r.nodes else None
             cpu = top if cap is None or not over else min(levels, key=lambda x: abs(x - (cap - base - mem)))
@@ -243,13 +247,13 @@ class ParmPolicy(BasePolicy):
                 j: now for j in sol.reshaped}
         for job in pending:
             if job.id not in sol.choices and job.id not in plan.reasons:
-                plan.reasons[job.id] = Reason("PARM starts it later: no node count and CPU power level fits the "
+                plan.reasons[job.id] = Reason("scheduled later by PARM: no node count and CPU power level fits the "
                                               "nodes and power left ({} W budget) better than the jobs it started",
                                               round(budget))
         if sol.note:
             head = next((j.id for j in pending if j.id not in sol.choices), None)
             if head is not None:
-                plan.reasons[head] = f"PARM: {sol.note}"
+                plan.reasons[head] = Reason("scheduled later by PARM ({})", sol.note)
         return plan
 
     def _plan(self, snapshot: Snapshot, sol, plan: Plan, over: bool, node_w: float, pass_jobs: set[int],
