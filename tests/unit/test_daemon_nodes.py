@@ -373,3 +373,36 @@ def test_energy_budgets_count_the_nodes_energy_counters_when_every_node_has_them
     assert d.last_view.snapshot.budgets[0].consumed_j == pytest.approx(10000.0 + 10 * power, rel=0.3)
     # no telemetry configured here: that platform power is the estimate
     assert sample(d, "wattsched_energy_budget_source", {"wattsched_energy_budget_source": "estimate"}) == 1.0
+
+
+def test_a_rapl_offset_puts_the_nodes_power_outside_its_packages_off_the_cap_and_back_on_its_reading(
+        make_daemon, agents, clock, munge_socket):
+    _, roots, _ = agents
+    actuator = {"kind": "agent", "munge_socket": str(munge_socket), "timeout_s": 5, "rapl_offset_w": 56.0}
+    d = make_daemon(params={"freq_hz": None}, actuator=actuator)
+    d.cycle()
+    # the policy's node cap of 150 W is a packages' limit of 94 W (56 W of base and memory outside them)
+    assert cap_of(roots[0]) == pytest.approx(94.0)
+    clock.advance(10)
+    d.cycle()
+    assert d.policy_state.seen_caps["0"] == pytest.approx(150.0)  # read back as the node cap it is
+    assert intents(d, "set_cap") == [("node0000", "applied")]  # in place: not set again
+
+
+def test_the_rapl_offset_defaults_to_an_overprovisioned_platforms_base_and_memory_power(tmp_path):
+    from wattsched.config.daemon import ActuatorConfig, TelemetryConfig
+    from wattsched.daemon.actuators import make_actuator
+
+    telemetry = TelemetryConfig(agent_url="http://{address}:9818")
+    assert make_actuator(ActuatorConfig(kind="agent"), telemetry, platform_offset_w=56.0).rapl_offset_w == 56.0
+    given = make_actuator(ActuatorConfig(kind="agent", rapl_offset_w=0.0), telemetry, platform_offset_w=56.0)
+    assert given.rapl_offset_w == 0.0
+    cfg = DaemonConfig(platform="sarood-testbed", state_dir=tmp_path / "state", actuator={"kind": "agent"},
+                       telemetry={"agent_url": "http://{address}:9818"}, metrics={"port": 0})
+    sim = AddressedSim([], Platform.homogeneous_cluster(NODES, power=NodePowerModel()), speedup=1.0,
+                       clock=FakeClock(), epoch_s=EPOCH)
+    d = Daemon(cfg, sim, metrics=DaemonMetrics(), notifier=Notifier(environ={}))
+    try:
+        assert d.actuator.rapl_offset_w == 56.0  # 38 W base + 18 W memory
+    finally:
+        d.store.close()

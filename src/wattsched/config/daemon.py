@@ -274,6 +274,16 @@ class ActuatorConfig(StrictModel):
         description="With `kind: ipmi`: file of BMC hosts and credentials, mode 0600. Required for `ipmi`.",
     )
     timeout_s: float = Field(default=10.0, gt=0, description="Time limit of one actuation. Default: `10`.")
+    rapl_offset_w: float | None = Field(
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="With `kind: agent`: the power of a node outside its RAPL packages (base and memory), taken "
+        "off a node cap before the agent splits it over the packages, and added to the limit it reads back. "
+        "Default: the platform file's `base_w + mem_w` when it has them (an overprovisioned machine for `parm`, "
+        "whose node cap `base_w + mem_w + p` puts the CPU at `p`), else `0` (a node cap is the packages' "
+        "limit). Example: `56`.",
+    )
 
 
 class ForecastConfig(StrictModel):

@@ -13,6 +13,7 @@ hardware maximum), a frequency of ``None`` the nominal (highest) frequency.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -130,10 +131,12 @@ class AgentActuator:
 
     name = "agent"
 
-    def __init__(self, url_template: str, munge_socket=None, timeout_s: float = 10.0):
+    def __init__(self, url_template: str, munge_socket=None, timeout_s: float = 10.0, rapl_offset_w: float = 0.0):
         self.url_template = url_template
         self.munge_socket = munge_socket
         self.timeout_s = timeout_s
+        self.rapl_offset_w = rapl_offset_w
+        """Node power outside the RAPL packages: a node cap less this is the packages' limit."""
 
     def _client(self, node: SlurmNode):
         from wattsched.agent.client import AgentClient
@@ -148,11 +151,24 @@ class AgentActuator:
             return Outcome.failed(f"{node.name}: {what}: {exc}")
         if not answer.get("ok", False):
             return Outcome.failed(f"{node.name}: {what} refused by the agent: {answer.get('error', answer)}")
-        setting = _agent_setting(answer.get("state") or {})
+        setting = self._node_setting(answer.get("state") or {})
         applied = setting.cap_w if what == "set cap" else setting.freq_hz
         return Outcome(True, f"{what} via agent", applied)
 
+    def _node_setting(self, state: dict) -> NodeSetting:
+        setting = _agent_setting(state)
+        if self.rapl_offset_w and setting.cap_w is not None:
+            setting = dataclasses.replace(setting, cap_w=setting.cap_w + self.rapl_offset_w)
+        return setting
+
     def set_cap(self, node: SlurmNode, cap_w: float | None, request_id: str) -> Outcome:
+        if cap_w is not None and self.rapl_offset_w:
+            if cap_w <= self.rapl_offset_w:
+                return Outcome.failed(f"{node.name}: set cap: {cap_w:g} W leaves nothing for the CPU packages "
+                                      f"after the node's {self.rapl_offset_w:g} W outside them "
+                                      "(actuator.rapl_offset_w)")
+            package_w = cap_w - self.rapl_offset_w
+            return self._post(node, "set cap", lambda c: c.set_cap(package_w, request_id=request_id))
         return self._post(node, "set cap", lambda c: c.set_cap(cap_w, request_id=request_id))
 
     def set_freq(self, node: SlurmNode, freq_hz: float | None, request_id: str) -> Outcome:
@@ -160,7 +176,7 @@ class AgentActuator:
 
     def observe(self, node: SlurmNode) -> NodeSetting:
         try:
-            return _agent_setting(self._client(node).state())
+            return self._node_setting(self._client(node).state())
         except WattschedError as exc:
             return NodeSetting(error=f"{node.name}: {exc}")
 
@@ -228,7 +244,7 @@ class DryRunActuator:
 
 
 def make_actuator(cfg: ActuatorConfig, telemetry: TelemetryConfig, dry_run: bool = False,
-                  backend=None) -> NodeActuator:
+                  backend=None, platform_offset_w: float = 0.0) -> NodeActuator:
     """The actuator ``cfg`` names, wrapped for dry-run if asked (``sim`` is the simulated cluster ``backend``'s)."""
     actuator: NodeActuator
     match cfg.kind:
@@ -237,7 +253,8 @@ def make_actuator(cfg: ActuatorConfig, telemetry: TelemetryConfig, dry_run: bool
                 raise ConfigError("actuator.kind: sim needs slurm.backend: sim (the simulated cluster)")
             actuator = backend.node_actuator()
         case "agent":
-            actuator = AgentActuator(telemetry.agent_url, cfg.munge_socket, cfg.timeout_s)
+            offset = platform_offset_w if cfg.rapl_offset_w is None else cfg.rapl_offset_w
+            actuator = AgentActuator(telemetry.agent_url, cfg.munge_socket, cfg.timeout_s, offset)
         case "ipmi":
             from wattsched.daemon.ipmi import IpmiActuator, IpmiCredentials
 

@@ -141,7 +141,9 @@ class Daemon:
             power = PowerModels.uniform(config.node_power.to_model() if config.node_power else NodePowerModel())
         from wattsched.daemon.power import Telemetry
 
-        actuator = make_actuator(config.actuator, config.telemetry, dry_run=config.dry_run, backend=self.backend)
+        over = power.overprovisioning
+        actuator = make_actuator(config.actuator, config.telemetry, dry_run=config.dry_run, backend=self.backend,
+                                 platform_offset_w=over["base_w"] + over["mem_w"] if "base_w" in over else 0.0)
         previous = getattr(self, "config", None)
         same_policy = previous is not None and previous.policy == config.policy and previous.params == config.params
         self.config = config
