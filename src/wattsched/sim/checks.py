@@ -158,8 +158,8 @@ def ignored_constraints(config: SimConfig, policy, *, cap, budgets, dr_events) -
     if dr_events and not uses & {"cap", "dr_events"}:
         given.append(("demand-response event", "demand_response", "dr, or any cap-aware policy such as easy-pc"))
     if cap is not None and not cap.is_uncapped and "cap" not in uses:
-        key = "cap_schedule" if config.cap_schedule is not None else "cap_w"
-        if config.cap_w is None and config.cap_schedule is None:  # an overprovisioned platform's budget
+        key = "cap_w"
+        if config is not None and config.cap_w is None and config.cap_schedule is None:  # the platform's budget
             key = "the platform's budget_w"
         given.append(("power cap", key, "a cap-aware policy such as easy-pc, or parm on an overprovisioned platform"))
     return [f"policy {name} ignores the {what} of this run ({key}): no decision respects it (the outputs still "
