@@ -408,8 +408,9 @@ class PlatformConfig(StrictModel):
         description=(
             "Power budget of the whole machine (`W_max` of Sarood et al. 2014), in watts: what an "
             "overprovisioned machine, one with more nodes than the budget can feed at full power, may draw. "
-            "Information for power-aware policies (PARM); it sets no cap by itself (give `cap_w` in the "
-            "simulation config for that). Default: none. Example: `3300`."
+            "A simulation on the platform has it as its cap unless the simulation config gives `cap_w` or "
+            "`cap_schedule`; `parm` plans within it (or within the cap in force, if lower). Default: none. "
+            "Example: `3300`."
         ),
     )
     cpu_power_levels_w: tuple[float, ...] | None = Field(
