@@ -239,7 +239,8 @@ def run_one(run: dict, out: Path) -> dict:
             "mean_response_s": s["mean_wait_s"],
             "mean_exec_s": statistics.fmean(float(j["end_s"]) - float(j["start_s"]) for j in done) if done else "",
             "mean_nodes": statistics.fmean(int(j["nodes"]) for j in done) if done else "",
-            "busy_nodes": s["utilization"] * s["nodes"], "makespan_s": s["makespan_s"], "max_power_w": s["max_power_w"], "wall_s": wall or ""}
+            "busy_nodes": s["utilization"] * s["nodes"], "makespan_s": s["makespan_s"],
+            "max_power_w": s["max_power_w"], "wall_s": wall or ""}
 
 
 FIELDS = ["key", "exp", "set", "seed", "gamma", "scheme", "alpha", "levels", "status", "n_jobs", "completed",
