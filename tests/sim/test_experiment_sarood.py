@@ -74,10 +74,17 @@ def test_comparison_puts_each_claim_beside_the_paper(run_py):
     assert line(text, "| 30 | 55248 | 55248 | 150.00 |")[-2:] == ["2.50", "4.32"]
     assert line(text, "| 60 | 40960 | 40960 | 120.00 |")[-2:] == ["2.00", "5.25"]
     # Fig. 6 and Fig. 7.
-    assert line(text, "| larger α: max completion falls")[-1] == "yes"
-    assert line(text, "| larger α: mean completion rises")[-1] == "yes"
+    assert line(text, "| α 0 → 2: max completion falls")[-1] == "yes"
+    assert line(text, "| α 0 → 2: mean completion rises")[-1] == "yes"
     assert line(text, "| gain of 8 levels over 6")[-1] == "1.0 %"
-    assert "2 levels → 6 levels: mean completion 20.0 % lower" in text
+    assert line(text, "| 2 → 6 levels: mean completion falls")[-1] == "yes (20.0 %)"
+    assert line(text, "| wSE faster than noSE")[-1] == "faster in 1, within 0.5 % in 1, slower in 0 of 2"
+
+
+def test_trend_tells_unchanged_from_a_move(run_py):
+    assert run_py._trend(10.0, 10.005, down=True) == "unchanged"
+    assert run_py._trend(10.0, 9.0, down=True) == "yes"
+    assert run_py._trend(10.0, 9.0, down=False) == "no"
 
 
 def test_comparison_says_not_run_for_missing_experiments(run_py):
