@@ -397,9 +397,11 @@ def test_fault_injection_soak(cluster, daemon_config, daemon, records, tmp_path)
             if how == "move-release":
                 moved = cluster.run("scontrol", "update", f"jobid={jid}", "partition=batch", user="alice", check=False)
                 assert moved.returncode == 0, moved.stderr
+            # the time the attempt began: the daemon may start the job while alice's release is refused
+            tried = time.time()
             rel = cluster.run("scontrol", "release", str(jid), user="alice", check=False)
             soak.bypasses.append({"job": jid, "how": how, "when": when, "release_rc": rel.returncode,
-                                  "release_stderr": rel.stderr.strip(), "at_s": time.time()})
+                                  "release_stderr": rel.stderr.strip(), "at_s": tried})
             soak.note(f"bypass {how} ({when}) of job {jid}: release exit {rel.returncode} {rel.stderr.strip()!r}")
 
     # ------------------------------------------------------------------ the schedule
