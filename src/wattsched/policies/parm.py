@@ -165,9 +165,7 @@ class ParmPolicy(BasePolicy):
         p = self.params
         plat = snapshot.platform
         over = plat.overprovisioned
-        usable = list(snapshot.free_nodes)
-        running_nodes = sum(len(r.nodes) for r in snapshot.running.values())
-        total = len(usable) + running_nodes
+        total = len(snapshot.free_nodes) + sum(len(r.nodes) for r in snapshot.running.values())
         plan = Plan(default_reason="behind the jobs PARM considers (rolling horizon)")
         if total == 0:
             plan.default_reason = "no usable node (all off, down or drained)"
@@ -239,7 +237,7 @@ class ParmPolicy(BasePolicy):
             max_node_counts=p.max_node_counts, f_se_s=p.f_se_s, link_mb_s=p.link_mb_s, idle_w=idle_w,
             short_budget="least")
         sol = parm_ilp.solve(inst)
-        self._plan(snapshot, sol, plan, over, base + mem, pass_jobs, st)
+        self._plan(snapshot, sol, plan, over, base + mem, pass_jobs)
         if state is not None:
             state.hint = {j: (c.nodes, c.cpu_w) for j, c in sol.choices.items()}
             live = snapshot.running
@@ -256,8 +254,7 @@ class ParmPolicy(BasePolicy):
                 plan.reasons[head] = Reason("scheduled later by PARM ({})", sol.note)
         return plan
 
-    def _plan(self, snapshot: Snapshot, sol, plan: Plan, over: bool, node_w: float, pass_jobs: set[int],
-              st: ParmState) -> None:
+    def _plan(self, snapshot: Snapshot, sol, plan: Plan, over: bool, node_w: float, pass_jobs: set[int]) -> None:
         """The solution as actions: shrinks, node caps of running jobs, growths, then starts with their caps."""
         actions = plan.actions
         seen_cap = snapshot.node_cap_w
@@ -282,12 +279,12 @@ class ParmPolicy(BasePolicy):
             if c.nodes < k:
                 keep, gone = r.nodes[:c.nodes], r.nodes[c.nodes:]
                 actions.append(Reshape(jid, tuple(keep), charge))
-                pool.extend(sorted(gone, reverse=True))
+                pool.extend(gone)
                 pool.sort(reverse=True)
                 caps(keep, c.cpu_w)
             elif c.nodes > k:
                 grows.append((jid, r, c))
-            elif r.job.units == () and jid in pass_jobs:
+            elif jid in pass_jobs:  # a job of units or of no PASS application keeps the level it started at
                 caps(r.nodes, c.cpu_w)
         for jid, r, c in grows:
             extra = tuple(pool[-(c.nodes - len(r.nodes)):])
