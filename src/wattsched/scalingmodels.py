@@ -73,7 +73,8 @@ def packaged_pass_models() -> Mapping[str, PassModel]:
     doc = yaml.safe_load((files("wattsched") / "data" / "apps" / PACKAGED_YAML).read_text())
     out = {}
     for app, entry in doc["apps"].items():
-        model = PassModel(c=float(doc["c"]), **{k: float(v) for k, v in entry.items()})
+        model = PassModel(c=float(doc["c"]), ref_nodes=float(doc.get("ref_nodes", 0)),
+                          **{k: float(v) for k, v in entry.items()})
         problems = model.problems()
         if problems:  # a broken packaged file is a bug of wattsched, not of the user's input
             raise ValueError(f"<packaged>/{PACKAGED_YAML}: {app}: {problems[0]}")

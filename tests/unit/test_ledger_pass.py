@@ -138,3 +138,19 @@ def test_a_job_without_an_app_or_without_pass_data_is_untouched(nodes, runtime, 
         ledger.settle(run)
         states.append(_state(run, ledger))
     assert states[0] == states[1]
+
+
+def test_a_job_larger_than_the_testbed_runs_a_larger_problem_and_still_scales():
+    """LeanMD asked 3,800 nodes on Intrepid (the packaged A describes 38 nodes, so its A is 128 · 3,800/38 =
+    12,800): on 1,900 nodes, Eq. 9 with tail σ/2A = 1.953125e-5 gives t(1900)/t(3800) = 5.458368e-4 / 2.826840e-4,
+    so 3,600 s become 6,951.27 s. With A left at 128 both counts are past 2A − 1 = 255 and the job would take
+    3,600 s on either: PARM's node-count choice would cost nothing."""
+    intrepid = load_platform("intrepid-overprovisioned")
+    assert MODELS["leanmd"].ref_nodes == 38
+    ledger = Ledger(intrepid, pass_models=MODELS)
+    whole = ledger.start(1, tuple(range(3800)), None, None, submit(ledger, 1, 3800))
+    half = ledger.start(2, tuple(range(3800, 5700)), None, None, submit(ledger, 2, 3800))
+    assert whole.pass_model.A == 12800.0 and duration(whole) == 3600.0
+    assert duration(half) == pytest.approx(6951.27, abs=0.01)
+    small = ledger.start(3, tuple(range(5700, 5720)), None, None, submit(ledger, 3, 20))
+    assert small.pass_model is MODELS["leanmd"]  # at or below 38 nodes: the packaged model itself

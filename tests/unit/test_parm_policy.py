@@ -212,3 +212,13 @@ def test_a_slurm_jobs_comment_names_its_application_and_parm_moulds_it_live():
     assert plan_problems(snapshot(TESTBED, [other, job], now=10.0), plan) == []
     counts = {a.job_id: len(a.nodes) for a in plan.starts()}
     assert set(counts) == {5, 7} and all(8 <= n < 38 for n in counts.values())
+
+
+def test_a_job_larger_than_the_testbed_is_timed_as_the_engine_times_it_so_fewer_nodes_cost_time():
+    """The ILP's model of a 3,800-node LeanMD job is the engine's (A scaled to 12,800, see test_ledger_pass): on
+    760 nodes it takes t(760)/t(3800) = 4.7236 times its 3,600 s, not the same time as with A = 128."""
+    policy = make_policy("parm", {"version": "noSE"})
+    model, is_pass = policy._model_of(mold(1, 3800, 760), True, 60.0)
+    assert is_pass and model.A == 12800.0
+    assert model.time(3800, model.p_h) == pytest.approx(3600.0)
+    assert model.time(760, model.p_h) == pytest.approx(3600.0 * 4.7236, rel=1e-4)

@@ -470,6 +470,7 @@ class Ledger:
         if job.app and self.pass_models:
             model = self.pass_models.get(job.app)
             if model is not None:
+                model = model.for_request(job.nodes)
                 run.pass_model = model
                 run.pass_ref_s = model.time(job.nodes, model.p_h)
                 run.limit_work_s = job.walltime_s

@@ -51,7 +51,7 @@ Evaluation needs numpy only; fitting (``wattsched.scalingmodels``) uses scipy.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -127,6 +127,12 @@ class PassModel:
     ``A``, ``sigma``, ``T1``
         Downey's average parallelism (``>= 1``), variance (``>= 0``) and run
         time on one node at ``f_h`` (s).
+    ``ref_nodes``
+        The node count ``A`` and ``sigma`` describe (0: every job runs the
+        same problem). A job that asks for more nodes runs a proportionally
+        larger problem: :meth:`for_request` scales ``A`` by
+        ``requested / ref_nodes``, so that the job is as efficient on its
+        request as the application is on ``ref_nodes``.
 
     >>> m = PassModel(a=1.65, b=7.74, c=13.5, p_l=30, p_h=52, beta=0.4, A=10, sigma=0.5, T1=100.0)
     >>> round(m.time(1, 52), 4), round(m.time(1, 30), 4), round(m.time(1, 10), 4), round(m.time(1, 99), 4)
@@ -144,6 +150,7 @@ class PassModel:
     A: float
     sigma: float
     T1: float
+    ref_nodes: float = 0.0
     _freqs: tuple = field(default=(), init=False, repr=False, compare=False)
     """``(f_l, f_h)``, worked out at the first use (the simulator asks them at every rate of every job)."""
 
@@ -155,7 +162,7 @@ class PassModel:
 'beta must be in [0, 1), got 1']
         """
         out = []
-        vals = {k: getattr(self, k) for k in ("a", "b", "c", "p_l", "p_h", "beta", "A", "sigma", "T1")}
+        vals = {k: getattr(self, k) for k in ("a", "b", "c", "p_l", "p_h", "beta", "A", "sigma", "T1", "ref_nodes")}
         bad = [k for k, v in vals.items() if not (isinstance(v, (int, float)) and math.isfinite(v))]
         if bad:
             return [f"{k} must be a finite number, got {vals[k]!r}" for k in bad]
@@ -173,6 +180,8 @@ class PassModel:
             out.append("p_h must be above p_l when beta > 0 (the time falls between them)")
         if self.A < 1:
             out.append(f"A must be >= 1, got {self.A:g}")
+        if self.ref_nodes < 0:
+            out.append(f"ref_nodes must be >= 0, got {self.ref_nodes:g}")
         if self.sigma < 0:
             out.append(f"sigma must be >= 0, got {self.sigma:g}")
         if self.T1 <= 0:
@@ -247,6 +256,23 @@ class PassModel:
         return s if s.ndim else float(s)
 
     # ------------------------------------------------------------ nodes
+    def for_request(self, nodes: float) -> PassModel:
+        """The model of a job of this application that asks for ``nodes`` nodes (see ``ref_nodes``).
+
+        >>> m = PassModel(a=1.65, b=7.74, c=13.5, p_l=30, p_h=52, beta=0.4, A=64, sigma=0.5, T1=1e4, ref_nodes=38)
+        >>> m.for_request(38) is m, m.for_request(3800).A
+        (True, 6400.0)
+        >>> e = lambda m, n: float(m.strong_time(1) / m.strong_time(n) / n)
+        >>> round(e(m, 38), 3), round(e(m.for_request(3800), 3800), 3), round(e(m, 3800), 3)
+        (0.874, 0.871, 0.017)
+        """
+        ref = self.ref_nodes
+        if not ref or nodes <= ref:
+            return self
+        scaled = replace(self, A=self.A * nodes / ref)
+        object.__setattr__(scaled, "_freqs", self._freqs)  # the same CPU: the same frequencies
+        return scaled
+
     def strong_time(self, n):
         """Run time on ``n`` nodes at ``p_h`` or above (Downey, Eqs. 9-11), vectorised."""
         return downey_time(n, self.A, self.sigma, self.T1)

@@ -145,6 +145,7 @@ class ParmPolicy(BasePolicy):
         key = (job.app, seconds, job.nodes)
         scaled = self._scaled.get(key)
         if scaled is None:
+            model = model.for_request(job.nodes)
             ref = float(model.time(job.nodes, model.p_h))
             scaled = dataclasses.replace(model, T1=model.T1 * seconds / ref)
             if len(self._scaled) > 100_000:
