@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench docs clean lwp
+.PHONY: demo test lint bench docs clean lwp reproduce-ahmed
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,11 @@ bench: $(STAMP)
 ## lwp: the lightweight-predictions reproduction (1,530 runs as a sweep on a local Dask cluster)
 lwp: $(STAMP)
 	$(BIN)/python experiments/lightweight-predictions/run.py
+
+## reproduce-ahmed: Ahmed et al. 2017 (demand response) on SDSC-Par, 52 runs, about 22 min on 2 cores:
+## OUT/COMPARISON.md (default runs/ahmed2017) answers each claim of the paper; QUICK=1 for 300 jobs (about 2 min)
+reproduce-ahmed: $(STAMP)
+	$(BIN)/python experiments/ahmed2017/run.py $(if $(QUICK),--quick) $(if $(OUT),--out $(OUT))
 
 ## docs: regenerate docs/config.md from the config models
 docs: $(STAMP)

@@ -5,10 +5,12 @@ Usage:
     python experiments/ahmed2017/run.py --quick         # the same figures on the first 300 jobs, a few minutes
     python experiments/ahmed2017/run.py --report-only   # tables and figures from the stored runs
 
-It writes the traces, platforms and two sweep files to ``OUT/inputs/``, runs them with
+``OUT`` is ``--out``, by default ``runs/ahmed2017`` under the current directory. It writes the traces,
+platforms and two sweep files to ``OUT/inputs/``, runs them with
 ``wattsched sweep`` (runs already stored in ``OUT/sweep-*/results.sqlite`` are skipped, so an
 interrupted reproduction picks up where it stopped), then ``OUT/runs.csv``, ``OUT/results.md``
-(the paper's numbers beside ours) and the figures ``OUT/fig*.png``. See README.md.
+(the paper's numbers beside ours), ``OUT/COMPARISON.md`` (each claim, ours, and whether it holds) and the
+figures ``OUT/fig*.png``. See README.md.
 """
 
 from __future__ import annotations
@@ -190,7 +192,8 @@ def prepare(out: Path, setup: Setup) -> tuple[Path, Path]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=None, help="results directory (default results/, results-quick/ with --quick)")
+    ap.add_argument("--out", default=None, help="results directory (default runs/ahmed2017, runs/ahmed2017-quick with "
+                    "--quick, under the current directory; experiments/ahmed2017/results is the committed set)")
     ap.add_argument("--quick", action="store_true", help="the first 300 jobs, 2 sizes, 2 ratios, 1 error level")
     ap.add_argument("--jobs", type=int, default=None, help="replay the first N jobs (default 5000, 300 with --quick)")
     ap.add_argument("--workers", type=int, default=None, help="local Dask workers (default: one per core)")
@@ -200,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs is not None and args.jobs < 10:
         ap.error("--jobs: must be at least 10")
     setup = Setup(args.quick, args.jobs)
-    out = Path(args.out) if args.out else HERE / ("results-quick" if args.quick else "results")
+    out = Path(args.out) if args.out else Path("runs") / ("ahmed2017-quick" if args.quick else "ahmed2017")
     main_sweep, fig4_sweep = prepare(out, setup)
     sweeps = [(fig4_sweep, out / "sweep-fig4"), (main_sweep, out / "sweep-main")]
     if not args.report_only:
@@ -215,12 +218,14 @@ def main(argv: list[str] | None = None) -> int:
             if rc:
                 return rc
             print(f"{sweep.name}: {time.perf_counter() - t:.0f} s")
+    from ahmed_compare import write as write_comparison
     from ahmed_report import collect, write_report
 
     rows, missing = collect(sweeps)
     write_report(out, rows, setup, missing)
+    write_comparison(out, " (quick set)" if setup.quick else "")
     print(f"{len(rows)} runs in {out / 'runs.csv'}{f' ({len(missing)} not done)' if missing else ''}; "
-          f"wrote {out / 'results.md'} and the figures")
+          f"wrote {out / 'results.md'}, {out / 'COMPARISON.md'} and the figures")
     return 0
 
 

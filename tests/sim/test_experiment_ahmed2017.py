@@ -53,3 +53,6 @@ def test_quick_reproduction_writes_consistent_tables_and_figures(traces_dir, tmp
     assert figures == ["fig4_power.png", "fig5_sizes.png", "fig6_event_ratio.png", "fig7_power_std.png",
                        "fig8_prediction_errors.png"]
     assert all((out / f).stat().st_size > 5000 for f in figures)
+    comparison = (out / "COMPARISON.md").read_text()
+    assert "| figure | claim | paper | ours | verdict |" in comparison
+    assert "Fig. 4 | under DR the power never goes above the limit | never | 0 s above | holds" in comparison
