@@ -92,6 +92,7 @@ def import_accounting(
     prometheus=None,
     step_s: float = 15.0,
     hash_salt: str | None = None,
+    as_run: bool = False,
     progress: Callable[[Sequence[AcctJob]], Iterable[AcctJob]] | None = None,
 ) -> ImportedTrace:
     """Jobs that ran, as job-table rows with their power; the others are counted in ``skipped``.
@@ -108,6 +109,10 @@ def import_accounting(
         Resolution of the power series read over each job's run.
     hash_salt
         When given, user names are replaced by :func:`hash_user` of them.
+    as_run
+        Submit each job at its recorded start: a replay then starts every job when Slurm did (on a machine
+        with room for the recorded schedule), which checks the power data and the platform against the
+        recorded energy rather than a policy.
 
     Raises
     ------
@@ -137,20 +142,26 @@ def import_accounting(
             if latest[job.job_id].start > job.start:
                 continue
         latest[job.job_id] = job
-    ran = sorted(latest.values(), key=lambda j: (j.submit if j.submit is not None else j.start, j.job_id))
-    origin = min((j.submit if j.submit is not None else j.start) for j in ran) if ran else None
+    def submitted(j: AcctJob) -> float:
+        return j.start if as_run or j.submit is None or j.submit > j.start else j.submit
+
+    ran = sorted(latest.values(), key=lambda j: (submitted(j), j.job_id))
+    origin = min(map(submitted, ran)) if ran else None
     jobs: list[TraceJob] = []
     cols: dict[str, list] = {name: [] for name in RECORD_COLUMNS}
     sources: dict[str, int] = {}
-    no_limit = 0
+    no_limit = past_limit = 0
     for job in (progress(ran) if progress else ran):
-        submit = job.submit if job.submit is not None and job.submit <= job.start else job.start
+        submit = submitted(job)
         runtime = max(job.end - job.start, 0.0)
         mean = mx = std = None
         source = "none"
         energy = None
         if use_prom and job.node_names and runtime > 0:
-            measured = prometheus.job_power(job.node_names, job.start, job.end, step_s=step_s)
+            # samples at the steps from the start up to, not including, the end: the sample at the end is the
+            # node after the job
+            last = job.end - min(step_s, runtime) / 2
+            measured = prometheus.job_power(job.node_names, job.start, last, step_s=step_s)
             if measured is not None:
                 mean, mx, std = measured
                 source = "prometheus"
@@ -163,11 +174,13 @@ def import_accounting(
         sources[source] = sources.get(source, 0) + 1
         if job.time_limit_s is None:
             no_limit += 1
+        elif runtime > job.time_limit_s:
+            past_limit += 1
         user = hash_user(job.user, hash_salt) if hash_salt is not None else job.user
         group = hash_user(job.group, hash_salt) if hash_salt is not None and job.group else job.group
         jobs.append(TraceJob(
             job.job_id, submit - origin, runtime,
-            job.time_limit_s if job.time_limit_s is not None else runtime,
+            max(job.time_limit_s, runtime) if job.time_limit_s is not None else runtime,
             job.cpus or job.nodes, job.nodes, user=user, group=group, partition=job.partition,
             status=_STATUS.get(job.state.upper(), 0), mean_w=mean, max_w=mx, std_w=std,
         ))
@@ -178,6 +191,10 @@ def import_accounting(
     notes = []
     if no_limit:
         notes.append(f"{no_limit} jobs have no time limit of their own; their requested time is their run time")
+    if past_limit:
+        # Slurm checks limits every 30 s and adds OverTimeLimit: a TIMEOUT job runs past its limit
+        notes.append(f"{past_limit} jobs ran past their time limit (Slurm kills late); their requested time is "
+                     "their run time, so that a replay does not cut them short")
     return ImportedTrace(jobs, {name: (kind, cols[name]) for name, kind in RECORD_COLUMNS.items()}, origin,
                          sources, skipped, notes)
 

@@ -1,4 +1,4 @@
-"""``wattsched traces import`` and ``wattsched platform fit``: a site's accounting and telemetry as a trace and a platform."""
+"""``wattsched traces import`` and ``wattsched platform fit``: accounting and telemetry as trace and platform."""
 
 from __future__ import annotations
 
@@ -118,7 +118,8 @@ def cmd_traces_import(args: argparse.Namespace) -> int:
 
         progress = lambda jobs: tqdm(jobs, desc="power", unit="job", file=sys.stderr)  # noqa: E731
     imported = import_accounting(acct, power=args.power, prometheus=_prometheus(args), step_s=args.step,
-                                 hash_salt=args.salt if args.hash_users else None, progress=progress)
+                                 hash_salt=args.salt if args.hash_users else None, as_run=args.as_run,
+                                 progress=progress)
     n = write_job_table(imported.jobs, args.out, imported.record)
     skipped = ", ".join(f"{v} {k}" for k, v in sorted(imported.skipped.items()))
     power = ", ".join(f"{v} {k}" for k, v in sorted(imported.sources.items()))
@@ -159,6 +160,9 @@ def add_traces_import(tsub) -> None:
     t.add_argument("--power", choices=("auto", "prometheus", "slurm-energy", "none"), default="auto",
                    help="where job power comes from: auto (Prometheus where it has the job, else Slurm's "
                    "ConsumedEnergyRaw, else none; the default), or only one source")
+    t.add_argument("--as-run", action="store_true",
+                   help="submit each job at its recorded start, so that a replay starts it when Slurm did: checks "
+                   "the power and the platform against the recorded energy (see docs/simulator.md)")
     t.add_argument("--hash-users", action="store_true", help="replace user and group names by salted hashes")
     t.add_argument("--salt", metavar="TEXT", help="with --hash-users: the salt (keep it secret)")
     t.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
