@@ -257,3 +257,35 @@ def test_required_columns_are_documented():
     doc = (Path(__file__).resolve().parents[2] / "docs" / "simulator.md").read_text()
     assert f"--format={SACCT_FORMAT}" in doc
     assert all(c in SACCT_FORMAT for c in SACCT_REQUIRED)
+
+
+# --------------------------------------------------------------------------- platform fit (pure)
+
+
+def test_fit_platform_splits_idle_and_busy_by_recorded_jobs_and_groups_by_size():
+    from wattsched.config.platform import PlatformConfig
+    from wattsched.daemon.platformfit import fit_platform
+    from wattsched.daemon.slurm.records import SlurmNode
+    from wattsched.daemon.traceimport import RecordedJob
+
+    # a, b: 32 cores; g: 64 cores and 4 GPUs. Jobs on a over [10, 20), on g over [0, 30).
+    recorded = [RecordedJob(1, 10.0, 20.0, ("a",)), RecordedJob(2, 0.0, 30.0, ("g",))]
+    series = {
+        "a": [(t, 300.0 if 10 <= t < 20 else 100.0) for t in range(40)],
+        "b": [(t, 102.0) for t in range(40)],
+        "g": [(t, 900.0 + t if t < 30 else 200.0) for t in range(40)],
+    }
+    nodes = [SlurmNode("a", "IDLE", cpus=32), SlurmNode("b", "IDLE", cpus=32),
+             SlurmNode("g", "IDLE", cpus=64, gres="gpu:a100:4")]
+    platform, fits = fit_platform(series, recorded, name="site", node_info=nodes)
+    by = {f.nodes: f for f in fits}
+    cpu, gpu = by[("a", "b")], by[("g",)]
+    assert (cpu.cores, cpu.idle_w, cpu.busy_w, cpu.busy_samples, cpu.idle_samples) == (32, 102.0, 300.0, 10, 70)
+    assert (gpu.cores, gpu.gpus, gpu.idle_w) == (64, 4, 200.0)
+    assert gpu.busy_min_w == pytest.approx(900 + 0.05 * 29) and gpu.busy_w == pytest.approx(900 + 0.95 * 29)
+    config = PlatformConfig.model_validate(platform)  # the layout --platform FILE reads
+    assert [g.count for g in config.node_groups] == [2, 1]
+    with pytest.raises(TraceError, match=r"group nodes \(b\) has no busy sample; widen the window"):
+        fit_platform({"b": series["b"]}, recorded)
+    with pytest.raises(TraceError, match="no node power samples in the window"):
+        fit_platform({}, recorded)
