@@ -145,11 +145,16 @@ def test_replay_as_run_reproduces_the_recorded_energy(prom, version, tmp_path, c
     trace, platform, run = tmp_path / "jobs.csv", tmp_path / "site.yaml", tmp_path / "run"
     prom_opts = ["--prometheus", prom, "--power-query", "node_power_watts", "--node-label", "node", "--step", "1"]
     assert main(["traces", "import", "--sacct-json", str(doc), "--as-run", "-q", "-o", str(trace), *prom_opts]) == 0
-    assert main(["platform", "fit", "--trace", str(trace), "--name", "docker", "-o", str(platform), *prom_opts]) == 0
+    nodes_json = doc.parent / "scontrol-nodes.json"
+    nodes = ["--nodes-json", str(nodes_json)] if nodes_json.exists() else []
+    assert main(["platform", "fit", "--trace", str(trace), "--name", "docker", "-o", str(platform), *prom_opts,
+                 *nodes]) == 0
     fitted = yaml.safe_load(platform.read_text())
     group = fitted["node_groups"][0]
     assert group["count"] == 2 and group["power"]["idle_w"] in (100.0, 105.0, 110.0)
-    assert load_platform(str(platform)).n_nodes == 2
+    if nodes:  # the docker nodes have 2 CPUs each (scontrol show nodes --json)
+        assert group["cores"] == 2
+    assert len(load_platform(str(platform))) == 2
     assert main(["simulate", "--trace", str(trace), "--platform", str(platform), "--policy", "fcfs",
                  "--no-report", "-q", "--out", str(run), "--json"]) == 0
     capsys.readouterr()
