@@ -290,3 +290,13 @@ def test_fit_platform_splits_idle_and_busy_by_recorded_jobs_and_groups_by_size()
         fit_platform({"b": series["b"]}, recorded)
     with pytest.raises(TraceError, match="no node power samples in the window"):
         fit_platform({}, recorded)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(SACCT_REQUIRED), st.sampled_from(TEXT_VERSIONS))
+def test_any_missing_required_column_is_named(column, version):
+    lines = (FIXTURES / version / "sacct-P.txt").read_text().splitlines()
+    k = lines[0].split("|").index(column)
+    cut = "\n".join("|".join(c for i, c in enumerate(line.split("|")) if i != k) for line in lines)
+    with pytest.raises(TraceError, match=rf"^p\.txt:1: {column}: missing column {column};"):
+        parse_sacct_text(cut, "p.txt")
