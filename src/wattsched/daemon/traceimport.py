@@ -13,7 +13,7 @@ Per-job power, per node (``mean_w``, ``max_w``, ``std_w``), comes from
   watts) over the job's nodes and run, :meth:`PrometheusSource.job_power`;
 - ``slurm-energy``: Slurm's ``ConsumedEnergyRaw`` (TRES ``energy``) divided by
   nodes and run time, where the site has energy accounting;
-- ``none``: neither; the simulator uses the platform's busy power for the job.
+- ``none``: neither; the power cells stay empty (``simulate`` then treats the job as any job without power).
 
 ``power_source`` names which one each job got.
 """
