@@ -59,18 +59,31 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 
 def _busy_intervals(recorded: Iterable) -> dict[str, list[tuple[float, float]]]:
-    busy: dict[str, list[tuple[float, float]]] = {}
+    """Per node, the disjoint, sorted ``[start, end)`` spans during which a recorded job held it."""
+    spans: dict[str, list[tuple[float, float]]] = {}
     for job in recorded:
         for node in job.nodes:
-            busy.setdefault(node, []).append((job.start, job.end))
-    for spans in busy.values():
-        spans.sort()
-    return busy
+            spans.setdefault(node, []).append((job.start, job.end))
+    merged: dict[str, list[tuple[float, float]]] = {}
+    for node, items in spans.items():
+        out: list[tuple[float, float]] = []
+        for start, end in sorted(items):
+            if out and start <= out[-1][1]:
+                out[-1] = (out[-1][0], max(out[-1][1], end))
+            else:
+                out.append((start, end))
+        merged[node] = out
+    return merged
 
 
 def _is_busy(spans: list[tuple[float, float]], t: float) -> bool:
-    i = bisect.bisect_right(spans, (t, float("inf")))
-    return any(s <= t < e for s, e in spans[max(0, i - 64):i])
+    """``t`` falls in one of the disjoint sorted ``spans``.
+
+    >>> _is_busy([(0.0, 10.0), (20.0, 30.0)], 10.0), _is_busy([(0.0, 10.0), (20.0, 30.0)], 25.0)
+    (False, True)
+    """
+    i = bisect.bisect_right(spans, (t, float("inf"))) - 1
+    return i >= 0 and spans[i][0] <= t < spans[i][1]
 
 
 def fit_platform(
