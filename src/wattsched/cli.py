@@ -685,6 +685,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", required=True, metavar="FILE", help="job table to write (.csv, .csv.gz, .parquet)")
     _add_moldable_options(t)
     t.set_defaults(func=cmd_traces_augment)
+    from wattsched.daemon.twincommands import add_platform_commands, add_traces_import
+
+    add_traces_import(tsub)
     from wattsched.sweep.cli import register as register_sweep
 
     register_sweep(sub, tsub)
@@ -734,6 +737,7 @@ def build_parser() -> argparse.ArgumentParser:
     from wattsched.drcommands import add_commands as add_dr_commands
 
     add_commands(sub)
+    add_platform_commands(sub)
     add_agent_commands(sub)
     add_dr_commands(sub)
     return parser

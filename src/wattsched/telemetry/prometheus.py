@@ -392,6 +392,33 @@ class PrometheusSource:
         return JobPower(mean, max(samples), std)
 
 
+    def node_series(self, start: float, end: float, step_s: float = 15) -> dict[str, list[tuple[float, float]]]:
+        """Power of every node the query gives from ``start`` to ``end`` (epoch s): ``(time, watts)`` by node.
+
+        Series that map to the same node are summed at each time; points that
+        are not finite are left out. The step grows if needed to stay within
+        :data:`MAX_POINTS` per series.
+        """
+        if not end > start:
+            return {}
+        step = max(step_s, math.ceil((end - start) / MAX_POINTS))
+        params = {"query": self.query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+        data = self._post("query_range", params, self.query)
+        self._expect(data, "matrix")
+        per_node: dict[str, dict[float, float]] = {}
+        for series in data.get("result") or ():
+            value = (series.get("metric") or {}).get(self.node_label, "")
+            node = self._map(value) if value else None
+            if node is None:
+                continue
+            slots = per_node.setdefault(node, {})
+            for ts, v in series.get("values") or ():
+                w = _float(v)
+                if math.isfinite(w):
+                    slots[float(ts)] = slots.get(float(ts), 0.0) + w
+        return {node: sorted(slots.items()) for node, slots in per_node.items()}
+
+
 _HINTS = {
     400: "the query does not parse or a parameter is wrong; try it in the Prometheus UI",
     422: "the query failed to execute; try it in the Prometheus UI",

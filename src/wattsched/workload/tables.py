@@ -933,12 +933,19 @@ def _job_arrow_table(jobs: Iterable[TraceJob]):
     return _arrow_job_table(job_table_columns(jobs))
 
 
-def _arrow_job_table(cols: dict[str, Any]):
+def _arrow_job_table(cols: dict[str, Any], record: dict[str, tuple[str, Any]] | None = None):
     pa, _ = _require_pyarrow()
     arrays = []
-    names = [*COLUMNS, *(name for name in OPTIONAL_COLUMNS if name in cols)]
+    record = record or {}
+    clash = sorted(set(record) & {*COLUMNS, *OPTIONAL_COLUMNS})
+    if clash:
+        raise OutputError(f"record column {clash[0]!r} has the name of a job-table column")
+    cols = {**cols, **{name: values for name, (_, values) in record.items()}}
+    kinds = {name: kind for name, (kind, _) in record.items()}
+    names = [*COLUMNS, *(name for name in OPTIONAL_COLUMNS if name in cols), *record]
     for name in names:
-        kind = _WRITE_TYPES[COLUMNS.index(name)] if name in COLUMNS else _OPTIONAL_TYPES[name]
+        kind = (_WRITE_TYPES[COLUMNS.index(name)] if name in COLUMNS
+                else _OPTIONAL_TYPES[name] if name in _OPTIONAL_TYPES else kinds[name])
         try:
             arrays.append(arrow_column(cols[name], kind))
         except OutputError as exc:
@@ -946,10 +953,11 @@ def _arrow_job_table(cols: dict[str, Any]):
     return pa.Table.from_arrays(arrays, names=names)
 
 
-def write_job_columns(cols: dict[str, Any], path: str | os.PathLike[str]) -> int:
+def write_job_columns(cols: dict[str, Any], path: str | os.PathLike[str],
+                      record: dict[str, tuple[str, Any]] | None = None) -> int:
     """:func:`write_job_table` of the columns :func:`job_table_columns` gave; the same bytes. Returns the row count."""
     spath = os.fspath(path)
-    table = _arrow_job_table(cols)
+    table = _arrow_job_table(cols, record)
     if _format_of(spath) == "parquet":
         write_parquet_table(table, spath)
     else:
@@ -1025,7 +1033,8 @@ def _store_csv(data: bytes, path: str, compress: bool) -> None:
         fh.write(data)
 
 
-def write_job_table(jobs: Iterable[TraceJob], path: str | os.PathLike[str]) -> int:
+def write_job_table(jobs: Iterable[TraceJob], path: str | os.PathLike[str],
+                    record: dict[str, tuple[str, Any]] | None = None) -> int:
     """Write jobs as a job table that :func:`read_job_table` reads back identically.
 
     The columns are :data:`COLUMNS`, then those of :data:`OPTIONAL_COLUMNS`
@@ -1042,6 +1051,11 @@ def write_job_table(jobs: Iterable[TraceJob], path: str | os.PathLike[str]) -> i
         The jobs; any iterable, consumed once.
     path
         Destination, ``*.csv``, ``*.csv.gz``, ``*.parquet`` or ``*.pq``; overwritten.
+    record
+        More columns written last, ``name -> (kind, values)`` with a kind of ``int64``,
+        ``float64``, ``bool_`` or ``string`` and one value per job (``None``: empty);
+        :func:`read_job_table` ignores them (``traces import`` writes what Slurm
+        recorded of each job there: ``start_s``, ``end_s``, ``node_list``, ...).
 
     Returns
     -------
@@ -1050,7 +1064,7 @@ def write_job_table(jobs: Iterable[TraceJob], path: str | os.PathLike[str]) -> i
     """
     spath = os.fspath(path)
     _format_of(spath)
-    return write_job_columns(job_table_columns(jobs), spath)
+    return write_job_columns(job_table_columns(jobs), spath, record)
 
 
 def submit_job_table(jobs: Iterable[TraceJob], path: str | os.PathLike[str], executor: Executor) -> Future[int]:
