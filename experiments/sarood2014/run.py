@@ -195,7 +195,9 @@ def plan(args, out: Path) -> list[dict]:
     for w in args.naive:
         add(f"t5-set{s6}-g{g6}-baseline" if w == 60 else f"t6-set{s6}-g{g6}-naive{w}", trace_of(s6, g6), plat,
             ["--policy", "easy", "--naive-cpu-w", str(w)], exp="table6", set=s6, gamma=g6, scheme=f"naive{w}")
-    add(f"t5-set{s6}-g{g6}-wSE", trace_of(s6, g6), plat, big["wSE"], exp="table5", set=s6, gamma=g6, scheme="wSE")
+    if args.naive:
+        add(f"t5-set{s6}-g{g6}-wSE", trace_of(s6, g6), plat, big["wSE"], exp="table5", set=s6, gamma=g6,
+            scheme="wSE")
     for s1, g1 in args.fig67:
         fig67(add, trace_of, s1, g1, args, inputs, plat, big["wSE"])
     return runs   # a run shared by experiments (the same key) appears once for each, and is run once
@@ -529,6 +531,10 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2, help="simulations at a time (default 2)")
     ap.add_argument("--fig67", default="1:0.5", metavar="SET:GAMMA[,...]",
                     help="the set and γ of the Fig. 6 and Fig. 7 runs, one or more (default 1:0.5, the paper's)")
+    ap.add_argument("--sets", dest="only_sets", default=None, metavar="N[,N...]",
+                    help="only these 1,000-job sets (default 1,2,3); Table VI runs only with its set (2), Figs. 6-7 "
+                         "only with theirs. The rows and the comparison get a suffix (rows-sets1.csv, "
+                         "COMPARISON-sets1.md); runs already stored under the same log are reused")
     args = ap.parse_args(argv)
     try:
         args.fig67 = [(int(a), float(b)) for a, b in (c.split(":") for c in args.fig67.split(","))]
@@ -543,26 +549,39 @@ def main(argv=None) -> int:
         args.testbed_seeds, args.sets, args.gammas, args.jobs = 5, [1, 2, 3], GAMMAS, 1000
         args.table6, args.naive, args.alphas = (2, 0.5), NAIVE_W, ALPHAS
         args.levels = sorted(LEVELS)
+    subset = ""
+    if args.only_sets is not None:
+        try:
+            chosen = sorted({int(x) for x in args.only_sets.split(",")})
+        except ValueError:
+            ap.error(f"--sets: give N[,N...] from 1, 2, 3 (e.g. 1 or 1,3), got {args.only_sets!r}")
+        if not chosen or not set(chosen) <= {1, 2, 3}:
+            ap.error(f"--sets: sets are 1, 2 and 3, got {args.only_sets!r}")
+        args.sets = [s for s in args.sets if s in chosen]
+        if args.table6[0] not in chosen:
+            args.naive = []
+        args.fig67 = [c for c in args.fig67 if c[0] in chosen]
+        subset = "-sets" + "".join(map(str, chosen))
     tag = ("quick" if args.quick else "full") + ("" if args.workload == "atlas" else f"-{args.workload}")
     out = HERE / "results" / tag
     runs = plan(args, out)
     t = time.monotonic()
     rows = run_all(runs, out, args.workers)
     elapsed = time.monotonic() - t
-    with open(out / "rows.csv", "w", newline="") as f:
+    with open(out / f"rows{subset}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    title = f" ({tag}: {args.workload}{', quick' if args.quick else ''})"
+    title = f" ({tag}: {args.workload}{', quick' if args.quick else ''}{f', sets {args.sets}' if subset else ''})"
     ran = len({r["key"] for r in rows if r.get("ran")})
     text = comparison(rows, title) + (f"\nThe last invocation of run.py ran {ran} simulations in {elapsed:.0f} s and "
                                       f"read {len({r['key'] for r in rows}) - ran} back from earlier ones (README.md "
                                       "gives the measured time of each whole campaign).\n")
-    dest = HERE / "results" / ("COMPARISON.md" if tag == "full" else f"COMPARISON-{tag}.md")
+    dest = HERE / "results" / ("COMPARISON" + ("" if tag == "full" else f"-{tag}") + f"{subset}.md")
     dest.write_text(text)
     print(text)
     print(f"written {dest}")
-    for path in figures(rows, out, ""):
+    for path in figures(rows, out, subset):
         print(f"written {path}")
     return 1 if any(r.get("status") == "failed" for r in rows) else 0
 
