@@ -734,9 +734,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from wattsched.agent.commands import add_commands as add_agent_commands
     from wattsched.daemon.commands import add_commands
+    from wattsched.daemon.shadowreplay import add_shadow_commands
     from wattsched.drcommands import add_commands as add_dr_commands
 
     add_commands(sub)
+    add_shadow_commands(sub)
     add_platform_commands(sub)
     add_agent_commands(sub)
     add_dr_commands(sub)
