@@ -19,7 +19,7 @@ killed mid-cycle loses that cycle and nothing before it):
     cycle a job vanished in, and its state).
 
 Cycles older than ``shadow_retention_s`` are deleted as new ones come, with
-the events of jobs no kept cycle saw. :func:`read_record` reads it back,
+the events of jobs that ended before the oldest cycle kept. :func:`read_record` reads it back,
 checking every row (an error names the file, the table and the row);
 :func:`replay_inputs` turns a window of it into accounting records for
 :func:`~wattsched.daemon.traceimport.import_accounting` and the live schedule
@@ -162,8 +162,8 @@ def job_events(last: dict[int, str], jobs: Iterable, now: float, skipped: Iterab
         prev = last.get(jid)
         state = job.state
         if prev is None:
-            if state not in _RUNNING and state not in _PENDING and job.start_time is None:
-                continue  # finished before it was ever seen: nothing to replay
+            if state not in _RUNNING and state not in _PENDING and not job.nodes:
+                continue  # ended without running before it was ever seen: nothing to replay
             out.append(JobEvent(jid, "submit", _finite(job.submit_time, now), job.node_count, "",
                                 job.time_limit_s, job.cpus or None, job.user, job.partition, state))
             prev = "submit"
@@ -268,7 +268,7 @@ def _dumps(value) -> str:
 
 
 def prune(db: sqlite3.Connection, cutoff: float, path: str | Path = "state.db") -> int:
-    """Delete cycles before ``cutoff`` (epoch s) and the events of jobs no later cycle saw; returns cycles deleted.
+    """Delete cycles before ``cutoff`` (epoch s) and the events of jobs that ended before; returns cycles deleted.
 
     The oldest cycle kept gets every node's state, so that the record still
     reads from its first row. Runs inside the caller's transaction.
@@ -291,8 +291,13 @@ def prune(db: sqlite3.Connection, cutoff: float, path: str | Path = "state.db") 
     db.execute("UPDATE shadow_cycles SET states=? WHERE id=?",
                (_dumps({n: states[n] for n in nodes if n in states}), first))
     db.execute("DELETE FROM shadow_cycles WHERE id < ?", (first,))
-    db.execute("DELETE FROM shadow_jobs WHERE job_id IN (SELECT job_id FROM shadow_jobs GROUP BY job_id "
-               "HAVING MAX(cycle_id) < ?)", (first,))
+    # jobs whose last event is an end before the kept cycles (not a requeue: that job waits again); a job
+    # still waiting keeps its submission however old, and one that vanished while the daemon was down gets
+    # its end at the next start (the recorder reads the jobs' last events back)
+    pending = ",".join(f"'{s}'" for s in sorted(_PENDING))
+    db.execute("DELETE FROM shadow_jobs WHERE job_id IN (SELECT job_id FROM shadow_jobs WHERE id IN (SELECT MAX(id) "
+               f"FROM shadow_jobs GROUP BY job_id) AND event = 'end' AND COALESCE(state, '') NOT IN ({pending}) "
+               "AND cycle_id < ?)", (first,))
     db.execute("DELETE FROM shadow_nodesets WHERE id NOT IN (SELECT DISTINCT nodeset FROM shadow_cycles)")
     return old
 
@@ -489,7 +494,7 @@ def replay_inputs(record: ShadowRecord, cores_per_node: int = 1) -> ReplayInputs
         if t_submit > w1:
             continue
         if start is None or start.time > w1:
-            if end is None or end.time >= w0:
+            if end is None:  # (with an end and no start: cancelled while waiting)
                 never += 1
             continue
         t_end = end.time if end is not None else w1
