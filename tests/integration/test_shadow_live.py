@@ -96,7 +96,7 @@ def test_shadow_replay_reproduces_slurms_order_and_another_policy_differs(cluste
     assert sorted(side2["start_order"]["replay"]) == sorted(ids), "and starts every job"
     summary = json.loads((other / "summary.json").read_text())["summary"]
     assert summary["jobs_completed"] == len(ids)
-    for name in ("report.html", "jobs.csv.gz", "shadow-trace.csv", "shadow.md"):
+    for name in ("report.html", "jobs.csv", "timeline.csv", "power.png", "shadow-trace.csv", "shadow.md"):
         assert (other / name).exists(), name
 
 

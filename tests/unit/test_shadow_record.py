@@ -46,7 +46,7 @@ events = st.lists(st.builds(
     time=st.floats(1e9, 2e9, allow_nan=False), nodes=st.one_of(st.none(), st.integers(0, 4)),
     limit_s=st.one_of(st.none(), st.floats(1, 1e5, allow_nan=False)), cpus=st.one_of(st.none(), st.integers(1, 64)),
     user=st.text(max_size=6), partition=st.sampled_from(["", "batch"]), state=st.sampled_from(["", "COMPLETED"]),
-).map(lambda e: JobEvent(e.job_id, e.event, e.time, e.nodes, "n[1-%d]" % e.nodes if e.nodes else "", e.limit_s,
+).map(lambda e: JobEvent(e.job_id, e.event, e.time, e.nodes, f"n[1-{e.nodes}]" if e.nodes else "", e.limit_s,
                          e.cpus, e.user, e.partition, e.state)), max_size=4)
 
 

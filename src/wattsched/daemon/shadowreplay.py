@@ -122,8 +122,8 @@ def shadow_replay(config, record: ShadowRecord, out: Path, *, policy: str | None
         notes.append(f"{len(hot)} jobs were running when the window began: the replay starts them at once with the "
                      "rest of their run")
     if imported.sources.get("none"):
-        notes.append(f"{imported.sources['none']} jobs have no measured power in the record; the replay augments "
-                     "their power")
+        notes.append(f"jobs without measured power over their run in the record: {imported.sources['none']}; the "
+                     "replay augments their power")
     work = Path(tempfile.mkdtemp(prefix="wattsched-shadow-"))
     try:
         trace = work / "shadow-trace.csv"
@@ -335,7 +335,7 @@ def cmd_shadow_replay(args: argparse.Namespace) -> int:
 
 
 def add_shadow_commands(sub) -> None:
-    from wattsched.cli import _param
+    from wattsched.cliargs import key_value, seed
 
     p = sub.add_parser("shadow", help="replay what shadow mode recorded through any policy")
     ssub = p.add_subparsers(dest="shadow_command", metavar="SUBCOMMAND", required=True)
@@ -356,12 +356,12 @@ def add_shadow_commands(sub) -> None:
                    "(default 24h; the record's start if later)")
     r.add_argument("--until", metavar="WHEN", help="window end (default: the record's end)")
     r.add_argument("--policy", metavar="NAME", help="policy to replay with (default: the daemon's, with its params)")
-    r.add_argument("--param", action="append", type=_param, default=[], metavar="KEY=VALUE",
+    r.add_argument("--param", action="append", type=key_value, default=[], metavar="KEY=VALUE",
                    help="policy parameter, repeatable (over the daemon's own when the policy is the daemon's)")
     r.add_argument("--cap", metavar="W|PCT",
                    help="a constant cap for the replay, watts or a percentage such as 70%% (default: the cap "
                    "recorded in force each cycle, demand-response events included)")
-    r.add_argument("--seed", type=int, default=0, help="seed of the replay (default 0)")
+    r.add_argument("--seed", type=seed, default=0, help="seed of the replay (default 0)")
     r.add_argument("--no-report", action="store_true", help="no report.html")
     r.add_argument("--out", "-o", required=True, metavar="DIR", help="run directory to write")
     r.set_defaults(func=cmd_shadow_replay)
