@@ -74,6 +74,22 @@ def test_what_is_recorded_reads_back_the_same(tmp_path_factory, cycles):
     assert record_summary(store.db)["cycles"] == len(written)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.floats(0.5, 20.0), st.fixed_dictionaries({n: state_names for n in NODES})),
+                min_size=1, max_size=30), st.floats(1.0, 200.0))
+def test_retention_keeps_exactly_the_window_with_every_state_as_it_was(tmp_path_factory, cycles, retention_s):
+    store, rec = store_at(tmp_path_factory.mktemp("ret"))
+    t, written = 0.0, []
+    for no, (step, states) in enumerate(cycles, 1):
+        t += step
+        rec.record(no, CycleObservation(t, states), [], retention_s)
+        written.append((t, states))
+    back = read_record(store.db, store.path)
+    kept = [(tt, st_) for tt, st_ in written if tt >= t - retention_s]
+    assert [c.time for c in back.cycles] == [tt for tt, _ in kept]
+    assert [c.states for c in back.cycles] == [st_ for _, st_ in kept]
+
+
 def test_retention_deletes_old_cycles_and_ended_jobs_and_keeps_the_states_in_force(tmp_path):
     store, rec = store_at(tmp_path)
     states = {n: "IDLE" for n in NODES}
