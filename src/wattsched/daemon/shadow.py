@@ -151,8 +151,8 @@ def job_events(last: dict[int, str], jobs: Iterable, now: float, skipped: Iterab
     ['submit', 'start']
     >>> [(e.event, e.time, e.state) for e in job_events(last, [], 9.0)]
     [('end', 9.0, 'GONE')]
-    >>> last
-    {7: 'end'}
+    >>> last  # ended and no longer listed: forgotten
+    {}
     """
     out: list[JobEvent] = []
     seen = set()
