@@ -103,10 +103,13 @@ def test_shadow_replay_reproduces_slurms_order_and_another_policy_differs(cluste
 def test_kill_9_while_recording_loses_at_most_the_current_cycle(cluster, daemon_config, daemon, tmp_path):
     config = shadow_config(daemon_config, cluster, poll_interval_s=0.3)
     db = tmp_path / "state" / "state.db"
+    d = daemon(config, "--shadow")
+    wait_for(lambda: recorded_cycles(db) >= 1, 60, "the first shadow cycle")  # the record begins before the jobs
     ids = [cluster.submit(nodes=n, seconds=3, time_limit_min=1, user="alice") for n in (1, 2, 1, 4, 2)]
     rng = random.Random(7)
-    for _ in range(3):
-        d = daemon(config, "--shadow")
+    for kill in range(3):
+        if kill:
+            d = daemon(config, "--shadow")
         before = recorded_cycles(db)
         wait_for(lambda b=before: recorded_cycles(db) >= b + 3, 60, "three more shadow cycles")
         time.sleep(rng.uniform(0.0, 0.6))
