@@ -241,3 +241,67 @@ def test_a_window_without_jobs_is_refused(tmp_path):
     config = DaemonConfig.model_validate({"kind": "daemon", "state_dir": str(tmp_path / "s")})
     with pytest.raises(ConfigError, match="no job started in the window"):
         shadow_replay(config, read_record(store.db, store.path), tmp_path / "out", report=False)
+
+
+def test_the_daemon_in_shadow_mode_records_what_slurm_did_and_applies_nothing(tmp_path):
+    """The loop on the simulated cluster, with the test starting jobs as Slurm would: the record, across a restart,
+    replays in the same order."""
+    import time
+
+    from wattsched.daemon.loop import Daemon
+    from wattsched.daemon.metrics import DaemonMetrics
+    from wattsched.daemon.notify import Notifier
+    from wattsched.daemon.shadowreplay import shadow_replay
+    from wattsched.daemon.simcluster import SimCluster
+    from wattsched.model.platform import NodePowerModel, Platform
+    from wattsched.workload.records import TraceJob
+
+    power = {"idle_w": 100.0, "busy_w": 300.0, "off_w": 10.0}
+    platform = Platform.homogeneous_cluster(4, power=NodePowerModel(**power))
+    now = [0.0]
+    epoch = float(int(time.time()))
+    trace = [TraceJob(i, 0.0, rt, 2 * rt, n, n, user="u", mean_w=280.0, max_w=290.0, std_w=5.0)
+             for i, rt, n in ((1, 50.0, 2), (2, 80.0, 2), (3, 30.0, 4))]
+    sim = SimCluster(trace, platform, speedup=1.0, clock=lambda: now[0], epoch_s=epoch)
+    names = [n.name for n in platform.nodes]
+    cfg = DaemonConfig(policy="easy", shadow=True, poll_interval_s=10.0, node_power=power,
+                       state_dir=tmp_path / "state", telemetry={"source": "slurm"})
+    assert cfg.dry_run
+
+    def daemon():
+        return Daemon(cfg, sim, metrics=DaemonMetrics(), notifier=Notifier(environ={}))
+
+    d = daemon()
+    plan = {10.0: [(1, names[:2]), (2, names[2:])], 90.0: [(3, names)]}  # Slurm's own schedule
+    for step in range(16):
+        now[0] = step * 10.0
+        for jid, nodes in plan.get(now[0], ()):
+            sim.release(jid, nodes, "")
+        if step == 6:  # a restart mid-run goes on where the record ends
+            d.store.close()
+            d = daemon()
+        d.cycle()
+    assert not d.store.holds() and all(e.dry_run for e in d.store.audit_since(0))
+    record = read_record(d.store.db, d.store.path)
+    d.store.close()
+    assert len(record.cycles) == 16
+    assert {j: [e.event for e in ev] for j, ev in record.jobs.items()} == {
+        1: ["submit", "start", "end"], 2: ["submit", "start", "end"], 3: ["submit", "start", "end"]}
+    start = {j: next(e for e in ev if e.event == "start") for j, ev in record.jobs.items()}
+    assert start[1].node_list == hostlist_of(names[:2]) and start[3].nodes == 4
+    # the simulated cluster starts a released job at the time of its last reading: 1 and 2 at 0, 3 at 80
+    assert [start[j].time - epoch for j in (1, 2, 3)] == pytest.approx([0.0, 0.0, 80.0])
+    assert record.cycles[2].states[names[0]].startswith("ALLOCATED")
+    assert record.cycles[2].power and record.cycles[2].power_w > 0, "the nodes' power, as the cluster reported it"
+    done = shadow_replay(cfg, record, tmp_path / "replay", report=False)
+    c = done.comparison
+    assert c["start_order"]["live"] == [1, 2, 3] == c["start_order"]["replay"]
+    by_id = {j["id"]: j for j in c["jobs"]}
+    assert by_id[3]["replay_start_s"] == pytest.approx(80.0), "3 starts when 2 ends"
+    assert c["live"]["n_jobs"] == c["replay"]["n_jobs"] == 3
+
+
+def hostlist_of(names):
+    from wattsched.daemon.slurm.hostlist import compress
+
+    return compress(names)
