@@ -29,7 +29,8 @@ from wattsched.errors import ConfigError
 
 __all__ = ["ShadowReplay", "add_shadow_commands", "shadow_replay", "side_by_side"]
 
-COMPARED = (("n_jobs", "jobs", "{:.0f}"), ("mean_wait_s", "mean wait (s)", "{:.1f}"),
+COMPARED = (("n_jobs", "jobs", "{:.0f}"), ("jobs_completed", "jobs completed", "{:.0f}"),
+            ("mean_wait_s", "mean wait (s)", "{:.1f}"),
             ("median_wait_s", "median wait (s)", "{:.1f}"), ("max_wait_s", "max wait (s)", "{:.1f}"),
             ("mean_bsld", "mean bounded slowdown", "{:.2f}"), ("max_bsld", "max bounded slowdown", "{:.2f}"),
             ("makespan_s", "makespan (s)", "{:.1f}"), ("energy_j", "energy (J)", "{:,.0f}"),
@@ -157,6 +158,9 @@ def shadow_replay(config, record: ShadowRecord, out: Path, *, policy: str | None
             lines = [f"  {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
             raise ConfigError("shadow replay: the replay's settings are invalid:\n" + "\n".join(lines)) from None
         outcome = run_simulation(sim_config, progress=False, report=report)
+        queue = (outcome.verdicts or {}).get("queue") or {}
+        if queue and not queue.get("drained", True):
+            notes.append(f"replay: {queue['text']} (a cap below what the jobs need leaves them waiting)")
         comparison = side_by_side(record, inputs.live, origin, outcome, sim_config, notes)
         out_dir = outcome.out_dir
         shutil.copy(trace, out_dir / "shadow-trace.csv")
@@ -170,7 +174,9 @@ def shadow_replay(config, record: ShadowRecord, out: Path, *, policy: str | None
 
 
 def _live_summary(record: ShadowRecord, live: list[LiveJob], origin: float, bsld_s: float | None,
-                  bsld_def: str | None) -> dict:
+                  bsld_def: str | None, cap_steps) -> dict:
+    """The live window's metrics, its power measured against the replay's cap (``cap_steps``: ``[start_s, cap_w,
+    label]`` from the origin), which is the recorded one unless ``--cap`` gave another."""
     import numpy as np
 
     from wattsched.sim.metrics import summarize
@@ -190,8 +196,8 @@ def _live_summary(record: ShadowRecord, live: list[LiveJob], origin: float, bsld
     t = [max(c.time - origin, 0.0) for c in points]
     busy = [sum(1 for s in c.states.values() if s.split("+")[0] in ("ALLOCATED", "MIXED", "COMPLETING"))
             for c in points]
-    power = [c.power_w if c.power_w is not None else math.nan for c in points]
-    caps = [c.cap_w if c.cap_w is not None else math.inf for c in points]
+    power = [_platform_w(c) for c in points]
+    caps = [_cap_at(cap_steps, x) for x in t]
     if points and t[-1] < last_end - origin:  # the last reading holds to the last job's end
         t.append(last_end - origin)
         busy.append(busy[-1])
@@ -204,13 +210,35 @@ def _live_summary(record: ShadowRecord, live: list[LiveJob], origin: float, bsld
                      bsld_definition=bsld_def or "standard")
 
 
+def _cap_at(steps, t: float) -> float:
+    """The cap of ``steps`` (``[start_s, cap_w, label]``, in order) in force at ``t``; ``inf`` before the first.
+
+    >>> _cap_at([[0.0, 500.0, ""], [10.0, float("inf"), ""]], 5.0), _cap_at([[3.0, 1.0, ""]], 1.0)
+    (500.0, inf)
+    """
+    cap = math.inf
+    for start, value, *_ in steps:
+        if start > t:
+            break
+        cap = value
+    return cap
+
+
+def _platform_w(cycle) -> float:
+    """The platform's power at a cycle: the nodes' measured power where every node has one, else the power the
+    daemon decided at (measured where fresh, estimated elsewhere)."""
+    if cycle.power and len(cycle.power) == len(cycle.nodes):
+        return sum(cycle.power.values())
+    return cycle.power_w if cycle.power_w is not None else math.nan
+
+
 def side_by_side(record: ShadowRecord, live: list[LiveJob], origin: float, outcome, sim_config,
                  notes: list[str]) -> dict:
     """The replay beside the live window: the metrics of :data:`COMPARED`, the start order, each job's starts."""
     from wattsched.sim.metrics import bsld_settings
 
     bsld_def, bsld_s = bsld_settings(sim_config.policy, sim_config.bsld_definition, sim_config.bsld_threshold_s)
-    live_summary = _live_summary(record, live, origin, bsld_s, bsld_def)
+    live_summary = _live_summary(record, live, origin, bsld_s, bsld_def, outcome.result.info.get("cap") or [])
     replay_summary = outcome.summary
     rj = outcome.result.jobs
     replay_start = {int(i): float(s) for i, s in zip(rj["id"], rj["start_s"], strict=True)}
@@ -232,6 +260,10 @@ def side_by_side(record: ShadowRecord, live: list[LiveJob], origin: float, outco
              "replay_end_s": _finite(replay_end.get(j.job_id)), "nodes": j.nodes, "node_list": j.node_list,
              "running_at_start": j.hot} for j in live]
     w0, w1 = record.window
+    measured = sum(1 for c in record.cycles if c.power and len(c.power) == len(c.nodes))
+    if measured < len(record.cycles):
+        notes = [*notes, f"live power: measured on every node in {measured} of {len(record.cycles)} cycles; the "
+                 "others count the power the daemon decided at (estimated where telemetry had nothing fresh)"]
     return {
         "window": {"start_unix_s": w0, "end_unix_s": w1, "origin_unix_s": origin, "cycles": len(record.cycles)},
         "record": str(record.path),
