@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from wattsched import __version__, _native
-from wattsched.cliargs import Parser, finite_float, int_in, seed
+from wattsched.cliargs import Parser, finite_float, int_in, key_value, seed
 from wattsched.errors import OptionError, describe
 
 log = logging.getLogger("wattsched")
@@ -22,18 +22,7 @@ EPILOG = "Documentation: docs/ in the source tree (simulator.md, config.md, cli.
 
 from wattsched.cliargs import positive_int as _positive_int  # noqa: E402
 
-
-def _param(text: str) -> tuple[str, object]:
-    """``key=value`` with the value parsed as YAML (so numbers and booleans get their type)."""
-    import yaml
-
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
-    try:
-        return key.strip(), yaml.safe_load(value)
-    except yaml.YAMLError:
-        return key.strip(), value
+_param = key_value
 
 
 def _add_sim_options(p: argparse.ArgumentParser) -> None:
@@ -734,9 +723,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from wattsched.agent.commands import add_commands as add_agent_commands
     from wattsched.daemon.commands import add_commands
+    from wattsched.daemon.shadowreplay import add_shadow_commands
     from wattsched.drcommands import add_commands as add_dr_commands
 
     add_commands(sub)
+    add_shadow_commands(sub)
     add_platform_commands(sub)
     add_agent_commands(sub)
     add_dr_commands(sub)

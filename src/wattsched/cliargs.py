@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-__all__ = ["Parser", "finite_float", "int_in", "positive_int", "seed"]
+__all__ = ["Parser", "finite_float", "int_in", "key_value", "positive_int", "seed"]
 
 MAX_SEED = 2**32 - 1
 """Largest seed: numpy's legacy generators and many tools take 32-bit seeds."""
@@ -83,3 +83,22 @@ def finite_float(low: float | None = 0.0, *, strict: bool = True, what: str = "a
 
     convert.__name__ = "number"
     return convert
+
+
+def key_value(text: str) -> tuple[str, object]:
+    """``key=value`` with the value parsed as YAML (so numbers and booleans get their type).
+
+    >>> key_value("order=saf"), key_value("lookahead=true"), key_value("x=3")
+    (('order', 'saf'), ('lookahead', True), ('x', 3))
+    """
+    import argparse
+
+    import yaml
+
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    try:
+        return key.strip(), yaml.safe_load(value)
+    except yaml.YAMLError:
+        return key.strip(), value

@@ -844,6 +844,18 @@ class DaemonConfig(StrictModel):
         description="Compute, audit and export every decision, change nothing in Slurm or on the nodes. "
         "Default: `false`.",
     )
+    shadow: bool = Field(
+        default=False,
+        description="Shadow mode: decide as in dry-run (nothing is applied) and record, each cycle and in one "
+        "transaction, what the daemon observed (jobs' submit, start and end with their nodes, node states, measured "
+        "power, the cap and demand-response events in force) in the state store, for `wattsched shadow replay`. "
+        "Implies `dry_run` (`dry_run: false` with it is an error). Default: `false`.",
+    )
+    shadow_retention_s: float = Field(
+        default=7 * 86400.0, gt=0,
+        description="How far back the shadow record goes: cycles older than this are deleted as new ones are "
+        "recorded (with the jobs that ended before), so the record stays bounded. Default: `604800` (7 days).",
+    )
     evict: Literal["requeue", "cancel"] = Field(
         default="requeue",
         description="What an eviction does: `requeue` (the job goes back to the queue; jobs that cannot be "
@@ -909,6 +921,14 @@ class DaemonConfig(StrictModel):
             data = {**data, "telemetry": {"source": "slurm"}}
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _shadow_is_dry_run(cls, data):
+        """``shadow: true`` without a ``dry_run`` key is a dry run (shadow mode applies nothing)."""
+        if isinstance(data, dict) and data.get("shadow") is True and "dry_run" not in data:
+            data = {**data, "dry_run": True}
+        return data
+
     @field_validator("heartbeat_file")
     @classmethod
     def _heartbeat_file(cls, value: Path | None) -> Path | None:
@@ -967,6 +987,8 @@ class DaemonConfig(StrictModel):
             problems.append(("cap_schedule", "give either cap_w or cap_schedule, not both"))
         if self.platform is not None and self.node_power is not None:
             problems.append(("node_power", "give either platform or node_power, not both"))
+        if self.shadow and not self.dry_run:
+            problems.append(("shadow", "shadow mode applies nothing: it cannot run with dry_run: false"))
         classes = self._response_class_names() if self.job_class or self.job_class_allowed else None
         if self.job_class:
             if classes is not None and self.job_class not in classes:

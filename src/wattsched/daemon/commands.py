@@ -20,7 +20,8 @@ AUDIT_ACTIONS = ("hold", "start", "started", "release", "requeue", "cancel", "po
 log = logging.getLogger("wattsched.daemon")
 
 
-CLI_OPTIONS = {"dry_run": "--dry-run", "state_dir": "--state-dir", "poll_interval_s": "--poll-interval"}
+CLI_OPTIONS = {"dry_run": "--dry-run", "state_dir": "--state-dir", "poll_interval_s": "--poll-interval",
+               "shadow": "--shadow"}
 """Config keys the daemon commands take from the command line, and their options."""
 
 DEMO = {"policy": "easy-pc", "predictor": "history", "cap_w": "60%", "poll_interval_s": 1.0,
@@ -43,6 +44,8 @@ def load_daemon_config(args: argparse.Namespace, environ=None):
     cli = {}
     if getattr(args, "dry_run", False):
         cli["dry_run"] = True
+    if getattr(args, "shadow", False):
+        cli["shadow"] = cli["dry_run"] = True
     if getattr(args, "state_dir", None):
         cli["state_dir"] = args.state_dir
     if getattr(args, "poll_interval", None) is not None:
@@ -138,9 +141,9 @@ def _run_daemon(args: argparse.Namespace, config, path) -> int:
             raise ConfigError(f"metrics: cannot listen on {config.metrics.address}:{config.metrics.port}: "
                               f"{exc.strerror or exc} (set metrics.port, or 0 for no endpoint)") from exc
         log.info("metrics on http://%s:%d/metrics", config.metrics.address, config.metrics.port)
+    mode = "SHADOW (dry-run, recording)" if config.shadow else "DRY-RUN" if config.dry_run else "gate " + config.gate
     log.info("wattsched daemon: policy %s, backend %s, %s, state %s, every %g s", config.policy,
-             config.slurm.backend, "DRY-RUN" if config.dry_run else "gate " + config.gate, config.state_dir,
-             config.poll_interval_s)
+             config.slurm.backend, mode, config.state_dir, config.poll_interval_s)
     if config.slurm.backend == "sim":
         speed = backend.speedup
         log.info("simulated cluster at %g simulated seconds per real second (--speed); its clock starts at %s%s",
@@ -278,6 +281,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     _print_held([(job.job_id, job.user, job.node_count,
                   holds.get(job.job_id, ("", ""))[1] or "waiting for the next cycle") for job in c.ours],
                 len(c.ours), args.limit)
+    _print_shadow(store, config)
     store.close()
     return 0
 
@@ -323,7 +327,23 @@ def _status_of_daemon(config, store, limit: int) -> int:
               f"{local_time(end, '%Y-%m-%d %H:%M')}, cap {cap_w:,.0f} W ({state})")
     _print_settings(store)
     _print_held(s["held_jobs"], j["held"], limit)
+    _print_shadow(store, config)
     return 0
+
+
+def _print_shadow(store, config) -> None:
+    """How much the shadow record holds: window, cycles, jobs, size (nothing without a record)."""
+    from wattsched.daemon.shadow import record_summary
+
+    r = record_summary(store.db)
+    if r is None:
+        if config.shadow:
+            print("shadow record: empty (no cycle recorded yet)")
+        return
+    hours = (r["end"] - r["start"]) / 3600
+    print(f"shadow record: {local_time(r['start'])} to {local_time(r['end'])} "
+          f"({hours:.1f} h, retention {config.shadow_retention_s / 3600:g} h), {r['cycles']} cycles, {r['jobs']} jobs, "
+          f"{r['bytes'] / 1024:,.0f} KiB")
 
 
 def _print_constraints(store, snap, now: float) -> None:
@@ -465,6 +485,10 @@ def add_commands(sub) -> None:
     )
     common(p)
     p.add_argument("--dry-run", action="store_true", help="decide, audit and export; change nothing")
+    p.add_argument("--shadow", action="store_true",
+                   help="shadow mode: a dry run that also records, each cycle, the jobs' submit, start and end "
+                   "(with their nodes), node states, measured power, cap and demand-response events in force, in "
+                   "the state store (bounded by shadow_retention_s), for `wattsched shadow replay`")
     p.add_argument("--cycles", type=int, metavar="N", help="stop after N cycles (default: run until stopped)")
     p.add_argument("--poll-interval", type=float, metavar="S", help="seconds between cycles (overrides the config)")
     p.add_argument("--speed", type=finite_float(0.0, what="a speed"), metavar="X",

@@ -42,6 +42,7 @@ from wattsched.daemon.metrics import DaemonMetrics
 from wattsched.daemon.notify import Notifier
 from wattsched.daemon.reconciler import NodeReconciler
 from wattsched.daemon.schedule import LiveConstraints
+from wattsched.daemon.shadow import CycleObservation, ShadowRecorder, job_events
 from wattsched.daemon.slurm.backend import SlurmBackend, with_marker, without_marker
 from wattsched.daemon.status import CycleReport, status_record
 from wattsched.daemon.store import AuditEntry, Store, StoreError
@@ -120,6 +121,8 @@ class Daemon:
         self.actions = PlanActions(self.store, self.metrics, backend, self.nodes)
         """The act stage: plans applied to Slurm and the nodes under write-ahead intents."""
         self.history: PowerHistory | None = None
+        self.shadow: ShadowRecorder | None = None
+        """The shadow record (``shadow: true``): what each cycle observed, for ``wattsched shadow replay``."""
         self.apply_config(config)
 
     # ------------------------------------------------------------------ configuration
@@ -179,6 +182,10 @@ class Daemon:
         else:  # a reload keeps the events received; the new rule decides the next ones
             self.grid.rule = rule
         self.inputs.configure(config, self.constraints, self.grid)
+        if config.shadow and self.shadow is None:
+            self.shadow = ShadowRecorder(self.store.db, self.store.path)
+        elif not config.shadow:
+            self.shadow = None
         self.metrics.dry_run.set(1 if config.dry_run else 0)
         self.metrics.info.info({
             "version": __version__, "policy": config.policy, "predictor": config.predictor or "none",
@@ -285,6 +292,8 @@ class Daemon:
         view.snapshot.build_indexes(policy_tags(self.policy).wants_end_table)
         view.snapshot.forecast = self._forecast(view.snapshot, None)
         self.last_view = view
+        if self.shadow is not None:
+            self._record_shadow(state, nodes, raw_measured, view, now)
 
         self._learn(state, view)
         # 1. Starts released earlier: confirm, or take back after too many cycles.
@@ -341,6 +350,19 @@ class Daemon:
                      self.cycle_no, snap.platform_power_w, len(measured), len(snap.platform),
                      view.predicted_power_w, snap.cap_w)
         return report
+
+    def _record_shadow(self, state, nodes, measured: dict[str, float], view: View, now: float) -> None:
+        """This cycle's observation into the shadow record, in one transaction with its job events."""
+        snap = view.snapshot
+        parts = self.partitions
+        jobs = [j for j in state.jobs if not parts or parts.intersection(j.partition.split(","))]
+        events = job_events(self.shadow.last, jobs, now, state.skipped_jobs)
+        dr = tuple((e.event.label, e.event.start_s, e.event.end_s, e.cap_w) for e in snap.dr_events
+                   if e.event.start_s <= now < e.event.end_s)
+        states = {n.name: "+".join((n.state, *sorted(n.flags))) for n in nodes}
+        obs = CycleObservation(now, states, measured, {n.name: n.cpus for n in nodes}, snap.platform_power_w,
+                               snap.cap_w, dr)
+        self.shadow.record(self.cycle_no, obs, events, self.config.shadow_retention_s)
 
     def _learn(self, state, view: View) -> None:
         """Job power history: finished jobs with their measured power to the store, and to the predictor."""

@@ -22,6 +22,9 @@ Tables:
     go back to when the job is gone.
 ``history``
     Completed jobs with their measured or estimated per-node power, fed to the predictor.
+``shadow_cycles``, ``shadow_jobs``, ``shadow_nodesets``
+    Shadow mode's record of what each cycle observed (:mod:`wattsched.daemon.shadow`), created by the
+    daemon when it first runs with ``shadow: true``.
 ``kv``
     Policy state (``policy_state``: policy name, parameters, state) and small
     daemon facts (JSON values).

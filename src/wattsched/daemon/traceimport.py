@@ -94,6 +94,7 @@ def import_accounting(
     hash_salt: str | None = None,
     as_run: bool = False,
     progress: Callable[[Sequence[AcctJob]], Iterable[AcctJob]] | None = None,
+    measured_name: str = "prometheus",
 ) -> ImportedTrace:
     """Jobs that ran, as job-table rows with their power; the others are counted in ``skipped``.
 
@@ -113,6 +114,9 @@ def import_accounting(
         Submit each job at its recorded start: a replay then starts every job when Slurm did (on a machine
         with room for the recorded schedule), which checks the power data and the platform against the
         recorded energy rather than a policy.
+    measured_name
+        The ``power_source`` of jobs whose power ``prometheus`` gave: any object with its ``job_power`` will do
+        (shadow mode passes its record's measured node power, named ``shadow``).
 
     Raises
     ------
@@ -164,7 +168,7 @@ def import_accounting(
             measured = prometheus.job_power(job.node_names, job.start, last, step_s=step_s)
             if measured is not None:
                 mean, mx, std = measured
-                source = "prometheus"
+                source = measured_name
                 energy = mean * job.nodes * runtime
         if source == "none" and use_slurm and job.energy_j is not None and runtime > 0:
             mean = job.energy_j / (job.nodes * runtime)
