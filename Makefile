@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench docs clean lwp
+.PHONY: demo test lint bench docs clean lwp reproduce-borghesi
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,14 @@ bench: $(STAMP)
 ## lwp: the lightweight-predictions reproduction (1,530 runs as a sweep on a local Dask cluster)
 lwp: $(STAMP)
 	$(BIN)/python experiments/lightweight-predictions/run.py
+
+## reproduce-borghesi: the Borghesi et al. 2018 reproduction as committed (experiments/borghesi2018/README.md):
+## runs, tables, figures and COMPARISON.md under OUT (default: a directory in the temporary directory; the results in
+## OUT/results); QUICK=1 for the small variant CI runs; B18_ARGS to change the campaign
+B18_ARGS ?= --instances 3 --budgets 100,50,30,10 --dec-time-limit 0.01 --dec-max-time-limit 0.04 --dec-horizon 50 \
+	--dec-max-jobs 200 --dec-paper-instances 1 --dec-paper-budgets 100,50
+reproduce-borghesi: $(STAMP)
+	$(BIN)/python experiments/borghesi2018/run.py $(if $(QUICK),--quick,$(B18_ARGS)) $(if $(OUT),--out $(OUT))
 
 ## docs: regenerate docs/config.md from the config models
 docs: $(STAMP)
