@@ -92,7 +92,7 @@ def _headline(R: Rows, label: str) -> tuple[str, str, int]:
 
 def _dec_vs_ls(R: Rows, label: str) -> tuple[str, str]:
     worse = total = 0
-    for fig in METHOD_FIGS + ("fig6", "fig7"):
+    for fig in (*METHOD_FIGS, "fig6", "fig7"):
         for fa, b in R.cells(fig):
             inst = R.instances(fig, fa, label, b) & R.instances(fig, fa, "LS", b)
             if not inst:
@@ -224,7 +224,8 @@ def _dec_near_mixed(R: Rows) -> tuple[str, str]:
             d, m = R.mean("fig2b", fa, "DEC", b), R.mean("fig2b", fa, "DynShare_mixed", b)
             if math.isfinite(d) and math.isfinite(m):
                 r = d / m
-                return f"DEC {d:.2f} vs DynShare_mixed {m:.2f} ({r:.2f}×)", HOLDS if r <= 1.2 else PARTLY if r <= 2 else NOT
+                verdict = HOLDS if r <= 1.2 else PARTLY if r <= 2 else NOT
+                return f"DEC {d:.2f} vs DynShare_mixed {m:.2f} ({r:.2f}×)", verdict
     return "not run", "not run"
 
 
@@ -262,7 +263,8 @@ def _dec_rapl(R: Rows) -> tuple[str, str]:
     if not n:
         return "not run", "not run"
     verdict = HOLDS if ok >= 0.9 * n else PARTLY if ok >= 0.5 * n else NOT
-    return f"best or within 5 % of the best method that kept the budget in {ok} of {n} cells ({', '.join(parts)})", verdict
+    return (f"best or within 5 % of the best method that kept the budget in {ok} of {n} cells ({', '.join(parts)})",
+            verdict)
 
 
 def _fig6(R: Rows) -> tuple[tuple[str, str], tuple[str, str]]:
