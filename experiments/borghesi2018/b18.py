@@ -291,12 +291,14 @@ def campaign_platform(dest: Path) -> Path:
 
 def sweep_file(instances: list[dict], figures: list[Figure], budgets: tuple[int, ...] | None, dec_params: dict,
                name: str, dec_max_jobs: int | None = None, platform: str = "eurora",
-               paper_dec_instances: int | None = None, paper_dec_budgets: tuple[int, ...] | None = None) -> dict:
+               paper_dec_instances: int | None = None, paper_dec_budgets: tuple[int, ...] | None = None,
+               dec_instances: int | None = None) -> dict:
     """The sweep as a dict (written as YAML): one grid block per instance and method.
 
     ``instances`` are ``{"family", "index", "path", "peak_dyn_w", "idle_w"}`` records; with
     ``dec_max_jobs``, the dec-based methods are left out of instances with more jobs; ``DEC_1s`` (dec at
-    the paper's limits) runs on the first ``paper_dec_instances`` instances only, at ``paper_dec_budgets``.
+    the paper's limits) runs on the first ``paper_dec_instances`` instances only, at ``paper_dec_budgets``;
+    the other dec-based methods on the first ``dec_instances`` only.
     """
     by_method = methods(dec_params)
     grid = []
@@ -309,6 +311,9 @@ def sweep_file(instances: list[dict], figures: list[Figure], budgets: tuple[int,
                 if dec_max_jobs is not None and inst["n_jobs"] > dec_max_jobs and by_method[m].policy in DEC_POLICIES:
                     continue
                 bs = {b for b in fig.budgets if budgets is None or b in budgets}
+                if (m != PAPER_DEC_LABEL and dec_instances is not None and by_method[m].policy in DEC_POLICIES
+                        and inst["index"] >= dec_instances):
+                    continue
                 if m == PAPER_DEC_LABEL:
                     if paper_dec_instances is not None and inst["index"] >= paper_dec_instances:
                         continue

@@ -43,6 +43,12 @@ class Rows:
     def instances(self, figure, family, method, budget) -> set[int]:
         return set(self.by.get((figure, family, method, budget), {}))
 
+    def common(self, figure, family, budget, methods) -> set[int]:
+        """The instances every one of ``methods`` that ran in the cell ran on: methods compare on the same jobs."""
+        sets = [self.instances(figure, family, m, budget) for m in methods]
+        sets = [x for x in sets if x]
+        return set.intersection(*sets) if sets else set()
+
     def mean(self, figure, family, method, budget, instances: set[int] | None = None) -> float:
         rs = self.by.get((figure, family, method, budget), {})
         vals = [r["bsld"] for i, r in rs.items() if (instances is None or i in instances) and r["bsld"] is not None]
@@ -111,8 +117,10 @@ def _simple(R: Rows) -> tuple[str, str]:
     ratios = []
     for fig in METHOD_FIGS:
         for fa, b in R.cells(fig):
-            s = R.mean(fig, fa, "Simple", b)
-            others = [R.mean(fig, fa, m, b) for m in R.methods(fig, fa, b) if m != "Simple"]
+            ms = [m for m in R.methods(fig, fa, b) if m not in PROACTIVE_ALL]
+            inst = R.common(fig, fa, b, ms)
+            s = R.mean(fig, fa, "Simple", b, inst)
+            others = [R.mean(fig, fa, m, b, inst) for m in ms if m != "Simple"]
             others = [v for v in others if math.isfinite(v)]
             if math.isfinite(s) and others:
                 ratios.append(s / float(np.median(others)))
@@ -132,10 +140,12 @@ def _ahead(R: Rows, fig: str, budgets, exclude_zero: bool, pro=("LS", "DEC")) ->
     for fa, b in R.cells(fig):
         if b not in budgets:
             continue
-        p = min((R.mean(fig, fa, m, b) for m in pro), default=math.nan)
-        others = {m: R.mean(fig, fa, m, b) for m in R.methods(fig, fa, b)
-                  if m not in PROACTIVE_ALL and not (exclude_zero and m.startswith("DynShare_0")
-                                                     and not m.startswith("DynShare_0."))}
+        ms = [m for m in R.methods(fig, fa, b)
+              if m not in PROACTIVE_ALL and not (exclude_zero and m.startswith("DynShare_0")
+                                                 and not m.startswith("DynShare_0."))]
+        inst = R.common(fig, fa, b, [*pro, *ms])
+        p = min((R.mean(fig, fa, m, b, inst) for m in pro), default=math.nan)
+        others = {m: R.mean(fig, fa, m, b, inst) for m in ms}
         others = {m: v for m, v in others.items() if math.isfinite(v)}
         if not math.isfinite(p) or not others:
             continue
@@ -193,7 +203,8 @@ def _pairwise(R: Rows, fig: str, better: str, worse: str, budgets=None) -> tuple
     for fa, b in R.cells(fig):
         if budgets is not None and b not in budgets:
             continue
-        x, y = R.mean(fig, fa, better, b), R.mean(fig, fa, worse, b)
+        inst = R.common(fig, fa, b, (better, worse))
+        x, y = R.mean(fig, fa, better, b, inst), R.mean(fig, fa, worse, b, inst)
         if math.isfinite(x) and math.isfinite(y):
             n += 1
             k += x < y
@@ -221,7 +232,8 @@ def _rapl_vs_bf(R: Rows) -> tuple[str, str]:
 def _dec_near_mixed(R: Rows) -> tuple[str, str]:
     for fa, b in R.cells("fig2b"):
         if b == 10:
-            d, m = R.mean("fig2b", fa, "DEC", b), R.mean("fig2b", fa, "DynShare_mixed", b)
+            inst = R.common("fig2b", fa, b, ("DEC", "DynShare_mixed"))
+            d, m = R.mean("fig2b", fa, "DEC", b, inst), R.mean("fig2b", fa, "DynShare_mixed", b, inst)
             if math.isfinite(d) and math.isfinite(m):
                 r = d / m
                 verdict = HOLDS if r <= 1.2 else PARTLY if r <= 2 else NOT
@@ -249,9 +261,10 @@ def _dec_rapl(R: Rows) -> tuple[str, str]:
     for fig in ("fig5a", "fig5b", "fig6"):
         k_f = n_f = 0
         for fa, b in R.cells(fig):
-            dr = R.mean(fig, fa, "DEC+RAPL", b)
-            others = [R.mean(fig, fa, m, b) for m in R.methods(fig, fa, b)
-                      if m != "DEC+RAPL" and R.broke(fig, fa, m, b)[0] == 0]
+            inst = R.instances(fig, fa, "DEC+RAPL", b)
+            dr = R.mean(fig, fa, "DEC+RAPL", b, inst)
+            others = [R.mean(fig, fa, m, b, inst) for m in R.methods(fig, fa, b)
+                      if m != "DEC+RAPL" and R.broke(fig, fa, m, b, inst)[0] == 0]
             others = [v for v in others if math.isfinite(v)]
             if math.isfinite(dr) and others:
                 n_f += 1
@@ -274,7 +287,8 @@ def _fig6(R: Rows) -> tuple[tuple[str, str], tuple[str, str]]:
                    for r in list(rs.values())[:1]})
     for w, fa in fams:
         for b in sorted({b for (f, ff, _, b) in R.by if f == "fig6" and ff == fa}):
-            d, m = R.mean("fig6", fa, "DEC", b), R.mean("fig6", fa, "DynShare_mixed", b)
+            inst = R.common("fig6", fa, b, ("DEC", "DynShare_mixed"))
+            d, m = R.mean("fig6", fa, "DEC", b, inst), R.mean("fig6", fa, "DynShare_mixed", b, inst)
             if math.isfinite(d) and math.isfinite(m) and m > 0:
                 dif = 100 * (d - m) / m
                 by_w[w].append(dif)
@@ -313,7 +327,8 @@ def _fig7(R: Rows) -> tuple[tuple[str, str], list[tuple[str, str, str]]]:
     for base, marg, paper in (("LS", "LS_vU99", 4.2), ("DEC", "DEC_vU99", 4.4)):
         xs, ys = [], []
         for fa, b in R.cells("fig7"):
-            x, y = R.mean("fig7", fa, base, b), R.mean("fig7", fa, marg, b)
+            inst = R.common("fig7", fa, b, (base, marg))
+            x, y = R.mean("fig7", fa, base, b, inst), R.mean("fig7", fa, marg, b, inst)
             if math.isfinite(x) and math.isfinite(y):
                 xs.append(x)
                 ys.append(y)
@@ -330,6 +345,8 @@ def comparison(rows: list[dict], cells=None) -> str:
     R = Rows(rows)
     figs = sorted({r["figure"] for r in rows})
     n_inst = {f: len({r["instance"] for r in rows if r["figure"] == f}) for f in figs}
+    n_dec = {f: len({r["instance"] for r in rows if r["figure"] == f and r["method"] in PROACTIVE_ALL
+                     and r["method"] != "LS"}) for f in figs}
     claims: list[tuple[str, str, str, str]] = []
 
     def add(claim, paper, got):
@@ -385,7 +402,9 @@ def comparison(rows: list[dict], cells=None) -> str:
     lines = ["# Borghesi et al. 2018: the paper's claims beside ours", "",
              "Computed by `experiments/borghesi2018/b18_compare.py` from `rows.csv` "
              f"({len(rows)} rows; instances per figure: "
-             + ", ".join(f"{f} {n_inst[f]}" for f in figs) + "). Mean BSLD is Eq. 3 (θ = 300 s); a run "
+             + ", ".join(f"{f} {n_inst[f]}" + (f" ({n_dec[f]} for the dec-based methods)" if n_dec[f] != n_inst[f]
+                                                 else "") for f in figs)
+             + "). Methods are compared on the instances they all ran on. Mean BSLD is Eq. 3 (θ = 300 s); a run "
              "'above the budget' went over it by more than 1 % at some time (the paper's 'no solution'). "
              "`DEC` runs at the campaign's solver limits, `DEC_1s` at the paper's (1 s doubling to 10 s) on "
              "the instances and budgets README.md lists. Verdict rules are in each claim; a count claim holds "

@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dec-paper-instances", type=int,
                     help="run DEC_1s (dec at the paper's 1 s -> 10 s) on the first N instances only (default all)")
     ap.add_argument("--dec-paper-budgets", type=_ints, help="DEC_1s at these budgets only (default all)")
+    ap.add_argument("--dec-instances", type=int,
+                    help="run the other dec-based methods on the first N instances only (default all)")
     ap.add_argument("--units", action="store_true",
                     help="synthetic jobs of units, sharing nodes (runs/borghesi2018-units, results-units/)")
     ap.add_argument("--workers", type=int, default=2, help="sweep workers (default 2)")
@@ -94,8 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         dec_params["horizon_jobs"] = args.dec_horizon
     if dec_params["max_time_limit_s"] < dec_params["time_limit_s"]:
         ap.error("--dec-max-time-limit: must be at least --dec-time-limit")
-    if args.dec_paper_instances is not None and args.dec_paper_instances < 0:
-        ap.error("--dec-paper-instances: must be at least 0")
+    for opt in ("dec_paper_instances", "dec_instances"):
+        if getattr(args, opt) is not None and getattr(args, opt) < 0:
+            ap.error(f"--{opt.replace('_', '-')}: must be at least 0")
     suffix = ("-quick" if quick else "") + ("-units" if args.units else "")
     out = (args.out or Path(tempfile.gettempdir()) / f"wattsched-borghesi2018{suffix}").resolve()
     results = (args.results or out / "results").resolve()
@@ -110,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report_only:
         spec = b18.sweep_file(instances, figures, budgets, dec_params, f"borghesi2018{suffix}",
                               args.dec_max_jobs, str(b18.campaign_platform(out / "eurora-1w.yaml")),
-                              args.dec_paper_instances, args.dec_paper_budgets)
+                              args.dec_paper_instances, args.dec_paper_budgets, args.dec_instances)
         sweep_path.write_text("# Written by experiments/borghesi2018/run.py; see its README.\n"
                               + yaml.safe_dump(spec, sort_keys=False, width=120))
         n_runs = sum(len(g["caps"]) for g in spec["grid"])
@@ -129,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = _stored_runs(store)
     rows = b18.collate(runs, instances, dec_params, figures, budgets)
     meta = {"instances_per_point": n_inst, "budgets": budgets, "dec_max_jobs": args.dec_max_jobs,
-            "dec": dec_params, "dec_paper": {"instances": args.dec_paper_instances,
+            "dec": dec_params, "dec_instances": args.dec_instances, "dec_paper": {"instances": args.dec_paper_instances,
                                             "budgets": args.dec_paper_budgets}, "runs": len(runs)}
     b18_report.write(rows, results, figures, meta)
     # the comparison is computed from rows.csv as written, so that the committed rows regenerate it
