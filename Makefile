@@ -54,7 +54,7 @@ lwp: $(STAMP)
 ## reproduce-borghesi: the Borghesi et al. 2018 reproduction as committed (experiments/borghesi2018/README.md):
 ## runs, tables, figures and COMPARISON.md under OUT (default: a directory in the temporary directory; the results in
 ## OUT/results); QUICK=1 for the small variant CI runs; B18_ARGS to change the campaign
-B18_ARGS ?= --instances 3 --budgets 100,50,30,10 --dec-time-limit 0.01 --dec-max-time-limit 0.04 --dec-horizon 50 \
+B18_ARGS ?= --instances 1 --budgets 100,50,30,10 --dec-time-limit 0.01 --dec-max-time-limit 0.04 --dec-horizon 50 \
 	--dec-max-jobs 200 --dec-instances 1 --dec-paper-instances 1 --dec-paper-budgets 50
 reproduce-borghesi: $(STAMP)
 	$(BIN)/python experiments/borghesi2018/run.py $(if $(QUICK),--quick,$(B18_ARGS)) $(if $(OUT),--out $(OUT))
