@@ -9,6 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import b18
+import b18_compare
 import numpy as np
 
 PROACTIVE = ("LS", "DEC")
@@ -276,6 +277,4 @@ def read_rows(path: Path) -> list[dict]:
 
 def comparison(rows: list[dict]) -> str:
     """COMPARISON.md: one row per claim of the paper, its number beside ours, computed from ``rows``."""
-    from b18_compare import comparison as build
-
-    return build(rows, _cells(rows))
+    return b18_compare.comparison(rows)
