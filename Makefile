@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench docs clean lwp reproduce-ahmed
+.PHONY: demo test lint bench docs clean lwp reproduce-ahmed reproduce-borghesi
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,14 @@ lwp: $(STAMP)
 ## OUT/COMPARISON.md (default runs/ahmed2017) answers each claim of the paper; QUICK=1 for 300 jobs (about 2 min)
 reproduce-ahmed: $(STAMP)
 	$(BIN)/python experiments/ahmed2017/run.py $(if $(QUICK),--quick) $(if $(OUT),--out $(OUT))
+
+## reproduce-borghesi: the Borghesi et al. 2018 reproduction as committed (experiments/borghesi2018/README.md):
+## runs, tables, figures and COMPARISON.md under OUT (default: a directory in the temporary directory; the results in
+## OUT/results); QUICK=1 for the small variant CI runs; B18_ARGS to change the campaign
+B18_ARGS ?= --instances 1 --budgets 100,50,30,10 --dec-time-limit 0.01 --dec-max-time-limit 0.04 --dec-horizon 50 \
+	--dec-max-jobs 200 --dec-instances 1 --dec-paper-instances 1 --dec-paper-budgets 50
+reproduce-borghesi: $(STAMP)
+	$(BIN)/python experiments/borghesi2018/run.py $(if $(QUICK),--quick,$(B18_ARGS)) $(if $(OUT),--out $(OUT))
 
 ## docs: regenerate docs/config.md from the config models
 docs: $(STAMP)

@@ -83,6 +83,13 @@ UNDER = {"name": "oracle", "params": {"under_share": 0.1, "under_by": 0.4, "seed
 """§5.2.4: 10 % of the jobs predicted 40 % below their real power."""
 
 
+PAPER_DEC = {"time_limit_s": 1.0, "max_time_limit_s": 10.0}
+"""§4.3/§5.1: dec's first solver limit 1 s, doubled up to 10 s (CP-SAT deterministic time here)."""
+
+PAPER_FLOOR_W = 1.0
+"""§5.2: "we cannot arbitrarily decrease the job power below a certain threshold (1 Watt in our experiments)"."""
+
+
 def methods(dec_params: dict) -> dict[str, Method]:
     """Every method of the figures by label; ``dec_params`` are dec's solver limits for this campaign."""
     ls = {"queue_ewt_s": QUEUE_EWT_S}
@@ -90,6 +97,7 @@ def methods(dec_params: dict) -> dict[str, Method]:
     out = [
         Method("LS", "ls", ls, proactive=True),
         Method("DEC", "dec", dec, proactive=True),
+        Method("DEC_1s", "dec", {**ls, **PAPER_DEC}, proactive=True),
         Method("BF", "bf"),
         Method("DVFS", "dvfs", MIXED),
         Method("Simple", "simple", MIXED),
@@ -152,10 +160,15 @@ WINDOWS_S = (300.0, 1800.0, 7200.0, 21600.0)
 FIG6 = tuple(Family(f"n100-w{w:g}-uniform", 100, w) for w in WINDOWS_S)
 KTH = "KTH-SP2-1996-2.1-cln.swf"
 
+PAPER_DEC_LABEL = "DEC_1s"
+"""``dec`` at the paper's solver limits (:data:`PAPER_DEC`), run on the 50- and 200-job instances (Figs. 2a, 3)
+beside ``DEC`` at the campaign's limits; ``--dec-paper-instances``/``--dec-paper-budgets`` bound its runs."""
+
 FIGURES: tuple[Figure, ...] = (
-    Figure("fig2a", "Fig. 2a: 50 jobs in 300 s, uniform, HS 0 %", (F50,), SYNTH_METHODS),
+    Figure("fig2a", "Fig. 2a: 50 jobs in 300 s, uniform, HS 0 %", (F50,), (*SYNTH_METHODS, PAPER_DEC_LABEL)),
     Figure("fig2b", "Fig. 2b: 50 jobs in 300 s, uniform, HS 70 %", (F50HS,), SYNTH_METHODS),
-    Figure("fig3", "Fig. 3: 200 jobs in 300 s, burst", (F200,), SYNTH_METHODS, ALL_BUDGETS[:-1]),
+    Figure("fig3", "Fig. 3: 200 jobs in 300 s, burst", (F200,), (*SYNTH_METHODS, PAPER_DEC_LABEL),
+           ALL_BUDGETS[:-1]),
     Figure("fig4a", "Fig. 4a: 400 jobs in 300 s, burst, no admission control", (F400,), SYNTH_METHODS),
     Figure("fig4b", "Fig. 4b: 400 jobs in 300 s, burst, DynShare with admission control", (F400,),
            ("LS", "DEC", "BF", "DVFS", "DynShare_0+AC", "DynShare_0.25+AC", "DynShare_0.5+AC",
@@ -256,12 +269,36 @@ DEC_POLICIES = ("dec", "dec+rapl")
 
 # --- sweep file ------------------------------------------------------------------------------------------------
 
+def campaign_platform(dest: Path) -> Path:
+    """The ``eurora`` platform with node caps down to idle + the paper's 1 W floor (written to ``dest``).
+
+    The packaged file's node caps start at 150 W, 30 W above idle (an ASSUMPTION of that file): under it every
+    capped job keeps 30 W a node, a floor the paper does not have (§5.2: its only floor is 1 W of a job's
+    power). The campaign lowers ``cap_min_w`` to ``idle_w + 1``.
+    """
+    from importlib import resources
+
+    text = resources.files("wattsched").joinpath("data", "platforms", "eurora.yaml").read_text()
+    if text.count("cap_min_w: 150.0") != 2 or text.count("idle_w: 120.0") != 2:
+        raise ValueError("the packaged eurora platform changed: update b18.campaign_platform")
+    text = text.replace("cap_min_w: 150.0", f"cap_min_w: {120.0 + PAPER_FLOOR_W}")
+    text = ("# Written by experiments/borghesi2018 (b18.campaign_platform): the packaged eurora platform with\n"
+            "# node caps down to idle + the paper's 1 W floor.\n" + text)
+    if not dest.exists() or dest.read_text() != text:
+        dest.write_text(text)
+    return dest
+
+
 def sweep_file(instances: list[dict], figures: list[Figure], budgets: tuple[int, ...] | None, dec_params: dict,
-               name: str, dec_max_jobs: int | None = None) -> dict:
+               name: str, dec_max_jobs: int | None = None, platform: str = "eurora",
+               paper_dec_instances: int | None = None, paper_dec_budgets: tuple[int, ...] | None = None,
+               dec_instances: int | None = None) -> dict:
     """The sweep as a dict (written as YAML): one grid block per instance and method.
 
     ``instances`` are ``{"family", "index", "path", "peak_dyn_w", "idle_w"}`` records; with
-    ``dec_max_jobs``, the dec-based methods are left out of instances with more jobs.
+    ``dec_max_jobs``, the dec-based methods are left out of instances with more jobs; ``DEC_1s`` (dec at
+    the paper's limits) runs on the first ``paper_dec_instances`` instances only, at ``paper_dec_budgets``;
+    the other dec-based methods on the first ``dec_instances`` only.
     """
     by_method = methods(dec_params)
     grid = []
@@ -273,7 +310,16 @@ def sweep_file(instances: list[dict], figures: list[Figure], budgets: tuple[int,
             for m in fig.methods:
                 if dec_max_jobs is not None and inst["n_jobs"] > dec_max_jobs and by_method[m].policy in DEC_POLICIES:
                     continue
-                wanted.setdefault(m, set()).update(b for b in fig.budgets if budgets is None or b in budgets)
+                bs = {b for b in fig.budgets if budgets is None or b in budgets}
+                if (m != PAPER_DEC_LABEL and dec_instances is not None and by_method[m].policy in DEC_POLICIES
+                        and inst["index"] >= dec_instances):
+                    continue
+                if m == PAPER_DEC_LABEL:
+                    if paper_dec_instances is not None and inst["index"] >= paper_dec_instances:
+                        continue
+                    bs = {b for b in bs if paper_dec_budgets is None or b in paper_dec_budgets}
+                if bs:
+                    wanted.setdefault(m, set()).update(bs)
         for label, bs in sorted(wanted.items(), key=lambda kv: (by_method[kv[0]].policy in DEC_POLICIES, kv[0])):
             m = by_method[label]
             caps = [round(inst["idle_w"] + b / 100 * inst["peak_dyn_w"], 3) for b in sorted(bs, reverse=True)]
@@ -283,7 +329,9 @@ def sweep_file(instances: list[dict], figures: list[Figure], budgets: tuple[int,
                 "predictors": [m.predictor if m.predictor.get("params") else m.predictor["name"]],
                 "caps": caps,
             })
-    return {"kind": "sweep", "name": name, "base": {"platform": "eurora", "bsld_threshold_s": THETA_S},
+    # kill_at_walltime off: a job slowed by a cap runs its D' out (Eq. 3 counts D'; the paper kills no job)
+    return {"kind": "sweep", "name": name,
+            "base": {"platform": platform, "bsld_threshold_s": THETA_S, "kill_at_walltime": False},
             "grid": grid, "metrics": [f"{HERE / 'b18.py'}:run_metrics"]}
 
 

@@ -1,10 +1,12 @@
-"""Run the Borghesi et al. 2018 reproduction (README.md): instances, the sweep, tables and figures.
+"""Run the Borghesi et al. 2018 reproduction (README.md): instances, the sweep, tables, figures, COMPARISON.md.
 
-    nice -n 15 python experiments/borghesi2018/run.py            # every figure, 20 instances, budgets 100-10 %
-    nice -n 15 python experiments/borghesi2018/run.py --quick    # 2 instances, budgets 100/50/20 %
+    nice -n 15 python experiments/borghesi2018/run.py --out DIR          # every figure, 20 instances
+    nice -n 15 python experiments/borghesi2018/run.py --quick --out DIR  # 2 instances, budgets 100/50/20 %
 
-Resumable: instances and their uncapped references are kept in OUT/instances.json, and the sweep's
-results store skips finished runs.
+Writes under OUT only (default: a directory in the system's temporary directory), the tables, figures
+and COMPARISON.md in OUT/results unless --results names another directory (the committed ones:
+--results experiments/borghesi2018/results). Resumable: instances and their uncapped references are kept
+in OUT/instances.json, and the sweep's results store skips finished runs.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -51,11 +54,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dec-max-time-limit", type=float, help="dec's largest solver limit, s (default 10)")
     ap.add_argument("--dec-horizon", type=int, help="dec's rolling horizon K, jobs in the CP model (default 200)")
     ap.add_argument("--dec-max-jobs", type=int, help="leave dec and dec+rapl out of instances with more jobs")
+    ap.add_argument("--dec-paper-instances", type=int,
+                    help="run DEC_1s (dec at the paper's 1 s -> 10 s) on the first N instances only (default all)")
+    ap.add_argument("--dec-paper-budgets", type=_ints, help="DEC_1s at these budgets only (default all)")
+    ap.add_argument("--dec-instances", type=int,
+                    help="run the other dec-based methods on the first N instances only (default all)")
     ap.add_argument("--units", action="store_true",
                     help="synthetic jobs of units, sharing nodes (runs/borghesi2018-units, results-units/)")
     ap.add_argument("--workers", type=int, default=2, help="sweep workers (default 2)")
-    ap.add_argument("--out", type=Path, help="run directory (default runs/borghesi2018[-quick])")
-    ap.add_argument("--results", type=Path, help="tables and figures (default results[-quick]/ here)")
+    ap.add_argument("--out", type=Path,
+                    help="run directory (default wattsched-borghesi2018[-quick] in the temporary directory)")
+    ap.add_argument("--results", type=Path, help="tables, figures and COMPARISON.md (default OUT/results)")
     ap.add_argument("--report-only", action="store_true", help="rewrite the tables and figures from OUT")
     args = ap.parse_args(argv)
 
@@ -87,9 +96,12 @@ def main(argv: list[str] | None = None) -> int:
         dec_params["horizon_jobs"] = args.dec_horizon
     if dec_params["max_time_limit_s"] < dec_params["time_limit_s"]:
         ap.error("--dec-max-time-limit: must be at least --dec-time-limit")
+    for opt in ("dec_paper_instances", "dec_instances"):
+        if getattr(args, opt) is not None and getattr(args, opt) < 0:
+            ap.error(f"--{opt.replace('_', '-')}: must be at least 0")
     suffix = ("-quick" if quick else "") + ("-units" if args.units else "")
-    out = (args.out or Path("runs") / f"borghesi2018{suffix}").resolve()
-    results = (args.results or HERE / f"results{suffix}").resolve()
+    out = (args.out or Path(tempfile.gettempdir()) / f"wattsched-borghesi2018{suffix}").resolve()
+    results = (args.results or out / "results").resolve()
     out.mkdir(parents=True, exist_ok=True)
 
     from wattsched.config.platform import load_platform
@@ -100,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     sweep_dir = out / "sweep"
     if not args.report_only:
         spec = b18.sweep_file(instances, figures, budgets, dec_params, f"borghesi2018{suffix}",
-                              args.dec_max_jobs)
+                              args.dec_max_jobs, str(b18.campaign_platform(out / "eurora-1w.yaml")),
+                              args.dec_paper_instances, args.dec_paper_budgets, args.dec_instances)
         sweep_path.write_text("# Written by experiments/borghesi2018/run.py; see its README.\n"
                               + yaml.safe_dump(spec, sort_keys=False, width=120))
         n_runs = sum(len(g["caps"]) for g in spec["grid"])
@@ -119,9 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     runs = _stored_runs(store)
     rows = b18.collate(runs, instances, dec_params, figures, budgets)
     meta = {"instances_per_point": n_inst, "budgets": budgets, "dec_max_jobs": args.dec_max_jobs,
-            "dec": dec_params, "runs": len(runs)}
+            "dec": dec_params, "dec_instances": args.dec_instances, "dec_paper": {"instances": args.dec_paper_instances,
+                                            "budgets": args.dec_paper_budgets}, "runs": len(runs)}
     b18_report.write(rows, results, figures, meta)
-    print(f"tables and figures in {results}")
+    # the comparison is computed from rows.csv as written, so that the committed rows regenerate it
+    (results / "COMPARISON.md").write_text(b18_report.comparison(b18_report.read_rows(results / "rows.csv")))
+    print(f"tables, figures and COMPARISON.md in {results}")
     return 0
 
 

@@ -38,9 +38,9 @@ def running_on(cluster, job_id: int) -> str | None:
     return job.nodes[0] if job is not None and job.state == "RUNNING" and job.nodes else None
 
 
-def test_simple_splits_the_budget_evenly_as_node_caps_and_starts_jobs_regardless(cluster, agent_daemon, tmp_path):
+def test_simple_even_splits_the_budget_evenly_as_node_caps_and_starts_jobs_regardless(cluster, agent_daemon, tmp_path):
     db = tmp_path / "state" / "state.db"
-    d = agent_daemon("simple", {}, cap_w=800.0, node_power=NODE_POWER)
+    d = agent_daemon("simple", {"allocation": "even"}, cap_w=800.0, node_power=NODE_POWER)
     cluster.fresh_heartbeat()
     # 400 W per node asked, far above the 200 W each node is left: EASY starts it anyway, RAPL holds it
     jid = cluster.submit(nodes=1, seconds=6, extra=("--comment=wattsched:power=400",))

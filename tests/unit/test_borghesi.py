@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -154,26 +155,52 @@ def test_bf_is_easy_pc_with_the_mean_check():
             == make_policy("easy-pc", {"check": "mean"}).decide(snap).actions)
 
 
-def test_simple_splits_the_cap_evenly_as_node_caps_and_starts_jobs_by_easy():
+def test_simple_gives_each_starting_job_its_power_from_what_the_budget_has_left():
     from wattsched.model.plan import SetNodeCap
 
     jobs = [Job(1, 0.0, 600.0, 2), Job(2, 1.0, 600.0, 1)]
+    # four idle nodes draw 400 W: 400 W are left under 800 W; job 1 asks 2 × 200 W of dynamic power and gets
+    # it all, job 2 gets nothing but the 1 W floor: its node is capped 1 W above idle, below no invented floor
     snap = _snap(4, jobs, {1: 300.0, 2: 300.0}, cap_w=800.0)
     plan = make_policy("simple").decide(snap)
-    caps = [a for a in plan.actions if type(a) is SetNodeCap]
-    assert caps == [SetNodeCap(n, 200.0) for n in range(4)]  # 800 W over 4 nodes
-    assert [a.job_id for a in plan.starts()] == [1, 2]  # power is left to the node caps
+    starts = {a.job_id: a.nodes for a in plan.starts()}
+    assert list(starts) == [1, 2]  # power is left to the node caps
+    caps = {a.node: a.cap_w for a in plan.actions if type(a) is SetNodeCap}
+    assert caps == {**{n: 300.0 for n in starts[1]}, starts[2][0]: 101.0}
     assert plan_problems(snap, plan) == []
-    # already asked for: nothing repeated; a cap below the hardware floor is clamped to it (50 W)
+    # 600 W: the 200 W left are split over job 1's nodes, job 2 again at the floor
+    plan = make_policy("simple").decide(_snap(4, jobs, {1: 300.0, 2: 300.0}, cap_w=600.0))
+    caps = {a.node: a.cap_w for a in plan.actions if type(a) is SetNodeCap}
+    assert sorted(caps.values()) == [101.0, 200.0, 200.0]
+    # a running job's measured power counts: job 9 draws 2 × 250 W, two idle nodes 200 W, 800 W leave 100 W
+    snap = _snap(4, [Job(2, 1.0, 600.0, 1)], {2: 300.0, 9: 250.0}, running=[(Job(9, 0.0, 900.0, 2), 0.0, (0, 1))],
+                 cap_w=800.0)
+    snap.running[9] = dataclasses.replace(snap.running[9], power_w=500.0)
+    plan = make_policy("simple").decide(snap)
+    assert [a for a in plan.actions if type(a) is SetNodeCap] == [SetNodeCap(plan.starts()[0].nodes[0], 200.0)]
+    # already asked for: nothing repeated; no job starting: no cap changes
     snap = _snap(4, [], {}, cap_w=800.0)
     snap.desired_node_cap_w = {n: 200.0 for n in range(4)}
     assert make_policy("simple").decide(snap).actions == []
-    snap = _snap(4, [], {}, cap_w=100.0)
-    assert make_policy("simple").decide(snap).actions == [SetNodeCap(n, 50.0) for n in range(4)]
     # no cap in force: the caps set before are removed
     snap = _snap(4, [], {})
     snap.desired_node_cap_w = {n: 200.0 for n in range(4)}
     assert make_policy("simple").decide(snap).actions == [SetNodeCap(n, None) for n in range(4)]
+
+
+def test_simple_with_even_allocation_splits_the_cap_evenly_as_node_caps():
+    from wattsched.model.plan import SetNodeCap
+
+    jobs = [Job(1, 0.0, 600.0, 2), Job(2, 1.0, 600.0, 1)]
+    snap = _snap(4, jobs, {1: 300.0, 2: 300.0}, cap_w=800.0)
+    plan = make_policy("simple", {"allocation": "even"}).decide(snap)
+    caps = [a for a in plan.actions if type(a) is SetNodeCap]
+    assert caps == [SetNodeCap(n, 200.0) for n in range(4)]  # 800 W over 4 nodes
+    assert [a.job_id for a in plan.starts()] == [1, 2]
+    # a cap below the hardware range is clamped to it (50 W)
+    snap = _snap(4, [], {}, cap_w=100.0)
+    assert make_policy("simple", {"allocation": "even"}).decide(snap).actions == [SetNodeCap(n, 50.0)
+                                                                                 for n in range(4)]
 
 
 def test_dvfs_starts_the_blocked_head_at_a_lower_frequency_within_the_slowdown_threshold():

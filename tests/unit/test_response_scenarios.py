@@ -2,7 +2,9 @@
 
 Engine runs use one node (idle 100 W, busy 300 W: 200 W of dynamic power) and
 ``simple``, which caps the node at the platform cap; the run times are worked
-out by hand from ``D' = max(1, F / M) · D`` with ``M = (cap − idle) / 200``.
+out by hand from ``D' = D · (1 + F · (1/M − 1))`` (the default reading) or
+``D' = max(1, F / M) · D`` (``response_reading: clamped``) with
+``M = (cap − idle) / 200``.
 """
 
 from __future__ import annotations
@@ -43,13 +45,29 @@ def _runtime(result, job_id: int = 1) -> float:
 
 @pytest.mark.parametrize(("f", "cap_w", "expected_s"), [
     (1.0, 200.0, 2000.0),   # M = 0.5: D' = D / M
+    (0.5, 200.0, 1500.0),   # 1 + 0.5 · (2 − 1) = 1.5
+    (0.75, 150.0, 3250.0),  # M = 0.25: 1 + 0.75 · 3 = 3.25
+    (0.25, 250.0, 1000.0 + 250.0 / 3.0),  # M = 0.75: 1 + 0.25 · (1/3)
+    (0.25, 200.0, 1250.0),  # M = 0.5: 1 + 0.25 · 1 = 1.25 (the clamped reading: 1000)
+    (0.0, 150.0, 1000.0),   # F = 0: the ideal case, duration unaffected
+])
+def test_linear_factor_slows_the_job_by_f_times_the_proportional_slowdown(f, cap_w, expected_s):
+    result = _run({"response": str(f)}, cap_w)
+    assert _runtime(result) == pytest.approx(expected_s)
+    assert result.jobs["work_s"][0] == pytest.approx(RUNTIME_S)
+    # the node draws its cap while the job runs: energy = cap × slowed run time
+    assert result.jobs["energy_j"][0] == pytest.approx(cap_w * expected_s)
+
+
+@pytest.mark.parametrize(("f", "cap_w", "expected_s"), [
+    (1.0, 200.0, 2000.0),   # M = 0.5: D' = D / M
     (0.5, 200.0, 1000.0),   # F / M = 1
     (0.75, 150.0, 3000.0),  # M = 0.25: 0.75 / 0.25 = 3
     (0.25, 250.0, 1000.0),  # F / M < 1: never faster than nominal
     (0.0, 150.0, 1000.0),   # F = 0: the ideal case, duration unaffected
 ])
-def test_linear_factor_slows_the_job_by_f_over_the_dynamic_power_ratio(f, cap_w, expected_s):
-    result = _run({"response": str(f)}, cap_w)
+def test_clamped_reading_slows_the_job_by_f_over_the_dynamic_power_ratio(f, cap_w, expected_s):
+    result = _run({"response": str(f), "response_reading": "clamped"}, cap_w)
     assert _runtime(result) == pytest.approx(expected_s)
     assert result.jobs["work_s"][0] == pytest.approx(RUNTIME_S)
     # the node draws its cap while the job runs: energy = cap × slowed run time
@@ -83,12 +101,12 @@ def test_mixed_in_the_engine_slows_each_job_by_its_own_drawn_factor():
     jobs = [tj(i, 0.0, RUNTIME_S, walltime=1e6, mean_w=300.0, max_w=300.0, app_class=c)
             for i, c in ((1, "cpu"), (2, "memory"))]
     # two nodes, cap 400 W split evenly: 200 W per node, M = 0.5 for both jobs all along
-    policy = make_policy("simple", {"response": "mixed"})
+    policy = make_policy("simple", {"response": "mixed", "allocation": "even"})
     result = Engine(platform(2), jobs, policy, cap=CapSchedule.constant(400.0), seed=9).run()
     s = ResponseScenario.parse("mixed", seed=9)
     for jid, cls in ((1, "cpu"), (2, "memory")):
         f = s.for_job(jid, cls).f
-        assert _runtime(result, jid) == pytest.approx(RUNTIME_S * max(1.0, f / 0.5))
+        assert _runtime(result, jid) == pytest.approx(RUNTIME_S * (1.0 + f * (1 / 0.5 - 1)))
     assert _runtime(result, 1) > _runtime(result, 2) - 1e-9  # cpu-bound jobs suffer more
     assert result.info["response"] == "mixed"
 
@@ -115,7 +133,11 @@ def test_parse_rejects_unknown_and_out_of_range():
         ResponseScenario.parse("1.5")
     with pytest.raises(ConfigError, match=r"params\.response: unknown response 'bogus'"):
         make_policy("dynshare", {"response": "bogus"})
-    assert ResponseScenario.parse("linear:0.25").for_job(1, "cpu") == LinearResponse(f=0.25)
+    assert ResponseScenario.parse("linear:0.25").for_job(1, "cpu") == LinearResponse(f=0.25, reading="interpolated")
+    with pytest.raises(ValueError, match="unknown response reading 'literal'"):
+        ResponseScenario.parse("0.5", reading="literal")
+    with pytest.raises(ConfigError, match=r"response_reading"):
+        make_policy("dynshare", {"response": "0.5", "response_reading": "literal"})
 
 
 def test_policies_of_the_family_take_the_response_parameter():

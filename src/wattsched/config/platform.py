@@ -342,7 +342,7 @@ def check_response_spec(spec: dict[str, Any]) -> str | None:
         if missing:
             return f"model {kind!r} needs {', '.join(missing)}"
         return f"invalid parameters for model {kind!r}: {spec}"
-    for name in [f.name for f in dataclasses.fields(model)]:
+    for name in [f.name for f in dataclasses.fields(model) if f.name != "reading"]:  # reading: checked by the model
         value = getattr(model, name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return f"{name} must be a number, got {value!r}"
@@ -394,7 +394,8 @@ class PlatformConfig(StrictModel):
         description=(
             "Response models by application class: how a job's run time and power change under a "
             "cap or a lower frequency. Each value is `{model: linear|cpi|poly, ...}` with the "
-            "model's parameters: `linear` (`f`, Borghesi's D' = F·D/M), `cpi` (`cpi`), `poly` "
+            "model's parameters: `linear` (`f`, Borghesi's D' = max(1, F/M)·D; `reading: interpolated` for "
+            "D' = D·(1 + F·(1/M − 1))), `cpi` (`cpi`), `poly` "
             "(`a b c d alpha beta gamma f_min_ghz f_max_ghz`, Ahmed/Liu), each with an optional "
             "`floor` (fraction of power a cap cannot remove, in [0, 1)). They extend or replace the "
             "built-in classes `cpu` (linear, f 1), `memory` (cpi 5) and `mixed` (linear, f 0.5), "

@@ -13,11 +13,16 @@ A response model answers two questions for one job:
 Models
 ------
 ``linear`` (Borghesi et al. 2018, §5.1.1)
-    ``D' = F · D / M`` where ``M`` is the power multiplier and ``0 < F <= 1``.
-    The paper's formula can give ``D' < D`` for ``F < 1`` and small reductions;
-    a power reduction never speeds a job up, so the multiplier is clamped at 1.
-    The frequency multiplier is assumed equal to the power multiplier, as in
-    the paper.
+    ``M`` is the power multiplier and ``0 <= F <= 1`` the factor. Two readings
+    of the paper's ``D' = F · M^D · D``: ``interpolated``,
+    ``D' = D · (1 + F · (1/M - 1))``, which is ``D`` at ``F = 0``, ``D/M`` at
+    ``F = 1`` and grows with ``F`` in between (the paper's "general formula"
+    that "includes both extreme cases"; Eq. 4 is this with ``F = 1/CPI``), the
+    default of the per-job scenarios (:class:`ResponseScenario`); and
+    ``clamped``, the literal ``D' = max(1, F/M) · D`` (no slowdown until the
+    power is cut below ``F``), the default of the class models
+    (:data:`DEFAULT_CLASSES`). The frequency multiplier is assumed equal to the
+    power multiplier, as in the paper.
 ``cpi`` (Borghesi et al. 2018, Eq. 4)
     ``D' = D (1 - 1/CPI + 1/(CPI · M))``, CPI below 1 counted as 1.
 ``poly`` (Ahmed, Liu, Wu 2017, Eqs. 1-2)
@@ -55,21 +60,35 @@ def _clamp_ratio(m: float, floor: float) -> float:
     return min(1.0, max(m, floor, 1e-9))
 
 
+LINEAR_READINGS = ("interpolated", "clamped")
+"""The readings of Borghesi's ``D' = F · M^D · D`` (docs/policies.md, "The response to a power cut")."""
+
+
 @dataclass(frozen=True, slots=True)
 class LinearResponse:
-    """Borghesi's linear model ``D' = max(D, F·D/M)``.
+    """Borghesi's linear model: ``D' = D·(1 + F·(1/M − 1))`` (``interpolated``) or ``D' = max(1, F/M)·D`` (``clamped``).
 
     >>> LinearResponse(f=1.0).under_power_ratio(0.5)
     (0.5, 2.0)
     >>> LinearResponse(f=0.5).under_power_ratio(0.5)
     (0.5, 1.0)
+    >>> LinearResponse(f=0.5, reading="interpolated").under_power_ratio(0.5)
+    (0.5, 1.5)
     """
 
     f: float = 0.5
     floor: float = 0.0
+    reading: str = "clamped"
+
+    def __post_init__(self) -> None:
+        if self.reading not in LINEAR_READINGS:
+            raise ValueError(f"unknown reading {self.reading!r} of the linear response; use "
+                             f"{' or '.join(LINEAR_READINGS)}")
 
     def under_power_ratio(self, m: float) -> tuple[float, float]:
         m = _clamp_ratio(m, self.floor)
+        if self.reading == "interpolated":
+            return m, 1.0 + self.f * (1.0 / m - 1.0)
         return m, max(1.0, self.f / m)
 
     def at_frequency_ratio(self, r: float) -> tuple[float, float]:
@@ -189,7 +208,7 @@ def response_from_spec(spec: dict) -> ResponseModel:
     """Build a response model from a config mapping such as ``{"model": "cpi", "cpi": 3}``.
 
     >>> response_from_spec({"model": "linear", "f": 0.75})
-    LinearResponse(f=0.75, floor=0.0)
+    LinearResponse(f=0.75, floor=0.0, reading='clamped')
     """
     spec = dict(spec)
     kind = spec.pop("model", "linear")
@@ -263,6 +282,10 @@ class ResponseScenario:
     ``floor_w``
         The least dynamic power a job keeps on a node under any cap (W; the
         paper's 1 W).
+    ``reading``
+        How ``linear`` and ``mixed`` read ``D' = F · M^D · D``:
+        ``interpolated`` (default), ``D' = D·(1 + F·(1/M − 1))``; or
+        ``clamped``, ``D' = max(1, F/M)·D`` (:class:`LinearResponse`).
     ``seed``
         Seed of the per-job draws (each job's draw depends on the seed and its
         id only, so it does not depend on the order in which jobs start).
@@ -275,7 +298,7 @@ class ResponseScenario:
 
     >>> s = ResponseScenario.parse("0.5")
     >>> s.kind, s.f, s.for_job(1, "cpu")
-    ('linear', 0.5, LinearResponse(f=0.5, floor=0.0))
+    ('linear', 0.5, LinearResponse(f=0.5, floor=0.0, reading='interpolated'))
     >>> m = ResponseScenario.parse("mixed", seed=1).for_job(9, "memory")
     >>> 0.25 <= m.f <= 0.5
     True
@@ -285,6 +308,7 @@ class ResponseScenario:
     f: float = 1.0
     floor_w: float = 1.0
     seed: int = 0
+    reading: str = "interpolated"
 
     @property
     def dynamic(self) -> bool:
@@ -292,7 +316,8 @@ class ResponseScenario:
         return self.kind != "classes"
 
     @classmethod
-    def parse(cls, spec: str | float, *, floor_w: float = 1.0, seed: int = 0) -> ResponseScenario:
+    def parse(cls, spec: str | float, *, floor_w: float = 1.0, seed: int = 0,
+              reading: str = "interpolated") -> ResponseScenario:
         """Read a scenario: ``classes``, ``mixed``, ``cpi``, or a factor ``F`` in [0, 1] (``linear`` with it).
 
         >>> ResponseScenario.parse("linear:0.25").f
@@ -302,11 +327,13 @@ class ResponseScenario:
         ...
         ValueError: unknown response 'fast': give classes, mixed, cpi, or a factor F in [0, 1] such as 0.5
         """
+        if reading not in LINEAR_READINGS:
+            raise ValueError(f"unknown response reading {reading!r}: use {' or '.join(LINEAR_READINGS)}")
         text = str(spec).strip().lower()
         if text.startswith("linear:"):
             text = text[len("linear:"):]
         if text in ("classes", "mixed", "cpi"):
-            return cls(text, 1.0, floor_w, seed)
+            return cls(text, 1.0, floor_w, seed, reading)
         try:
             f = float(text)
         except ValueError:
@@ -316,22 +343,23 @@ class ResponseScenario:
             raise ValueError(f"response factor F must be in [0, 1], got {spec!r}")
         if floor_w < 0 or floor_w != floor_w:
             raise ValueError(f"response floor must be >= 0 W, got {floor_w!r}")
-        return cls("linear", f, floor_w, seed)
+        return cls("linear", f, floor_w, seed, reading)
 
     def for_job(self, job_id: int, app_class: str, classes: dict | None = None) -> ResponseModel | None:
         """The response model of one job (``None`` under ``classes`` for a class ``classes`` lacks)."""
         if self.kind == "classes":
             return (classes or DEFAULT_CLASSES).get(app_class)
         if self.kind == "linear":
-            return LinearResponse(f=self.f)
+            return LinearResponse(f=self.f, reading=self.reading)
         cls_name = app_class if app_class in MIXED_F_RANGES else "mixed"
         u = _unit_draw(self.seed, job_id)
         if self.kind == "mixed":
             lo, hi = MIXED_F_RANGES[cls_name]
-            return LinearResponse(f=lo + (hi - lo) * u)
+            return LinearResponse(f=lo + (hi - lo) * u, reading=self.reading)
         lo, hi = CPI_RANGES[cls_name]
         return CpiResponse(cpi=lo + (hi - lo) * u)
 
     def label(self) -> str:
-        """Short text for reports: ``mixed``, ``cpi``, ``F=0.5`` or ``classes``."""
-        return f"F={self.f:g}" if self.kind == "linear" else self.kind
+        """Short text for reports: ``mixed``, ``cpi``, ``F=0.5`` or ``classes`` (``, clamped`` for that reading)."""
+        text = f"F={self.f:g}" if self.kind == "linear" else self.kind
+        return text + (", clamped" if self.reading == "clamped" and self.kind in ("linear", "mixed") else "")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -172,7 +172,8 @@ class BasePolicy(Parametrized):
             return None
         from wattsched.model.response import ResponseScenario
 
-        return ResponseScenario.parse(params.response, floor_w=params.response_floor_w)
+        return ResponseScenario.parse(params.response, floor_w=params.response_floor_w,
+                                      reading=params.response_reading)
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:  # pragma: no cover
         raise NotImplementedError
@@ -191,7 +192,11 @@ class ResponseParams(BaseModel):
 
     response: str | None = Field(None, description=(
         "Replay only: how capped jobs slow down (Borghesi §5.1.1): mixed (F drawn per application class), cpi "
-        "(Eq. 4, CPI drawn per class), or a factor F in [0, 1] (D' = F·D/M). Default: the platform's class models."))
+        "(Eq. 4, CPI drawn per class), or a factor F in [0, 1] (D' = D·(1 + F·(1/M − 1)), see response_reading). "
+        "Default: the platform's class models."))
+    response_reading: Literal["interpolated", "clamped"] = Field("interpolated", description=(
+        "Replay only, with response F or mixed: interpolated, D' = D·(1 + F·(1/M − 1)) (no slowdown at F = 0, "
+        "D/M at F = 1); or clamped, the literal D' = max(1, F/M)·D (docs/policies.md)."))
     response_floor_w: float = Field(1.0, ge=0, description=(
         "Replay only, with response: the least dynamic power (W) a job keeps on a node under a cap."))
 

@@ -340,20 +340,62 @@ class DecRaplParams(DecParams, ResponseParams):
     headroom_w: float = Field(10.0, ge=0, description="dynshare: a node below its cap keeps its draw plus this (W).")
 
 
+class DecRaplState(PolicyState):
+    """The submit time of every job seen arriving in the last ``arrival_window_s`` (persisted live)."""
+
+    arrivals: dict[int, float] = Field(default_factory=dict)
+
+
+def arrivals_in_window(snapshot: Snapshot, state: DecRaplState | None, window_s: float) -> int:
+    """Jobs submitted in the last ``window_s``: those ``state`` saw, whether still pending, running or ended.
+
+    Every call records the pending and running jobs submitted in the window
+    and forgets the arrivals older than it, so a job that arrived and ended
+    between two calls still counts while it is in the window (the policy is
+    called at every submission). Without a state, only the pending and running
+    jobs are seen.
+
+    >>> from wattsched.model.platform import Platform
+    >>> from wattsched.model.job import Job
+    >>> plat = Platform.homogeneous_cluster(2)
+    >>> st = DecRaplState()
+    >>> snap = Snapshot(100.0, plat, {1: Job(1, 90.0, 1, 60.0, 60.0)}, {}, [0, 1], [0, 0])
+    >>> arrivals_in_window(snap, st, 1800.0)
+    1
+    >>> arrivals_in_window(Snapshot(200.0, plat, {}, {}, [0, 1], [0, 0]), st, 1800.0)  # job 1 ended: still counted
+    1
+    >>> arrivals_in_window(Snapshot(2000.0, plat, {}, {}, [0, 1], [0, 0]), st, 1800.0)  # out of the window
+    0
+    """
+    since = snapshot.now_s - window_s
+    seen = dict(state.arrivals) if state is not None else {}
+    for j in snapshot.pending.values():
+        if j.submit_s >= since:
+            seen[j.id] = j.submit_s
+    for r in snapshot.running.values():
+        if r.job.submit_s >= since:
+            seen[r.job.id] = r.job.submit_s
+    seen = {jid: t for jid, t in seen.items() if t >= since}
+    if state is not None:
+        state.arrivals = seen
+    return len(seen)
+
+
 class DecRaplPolicy(BasePolicy):
     """``dec`` while jobs arrive fast, ``dynshare`` otherwise. Registered as ``dec+rapl``.
 
     Borghesi et al. 2018 (§5.3): the proactive dispatcher pays off when jobs
     queue up, node caps when the machine is lightly loaded. The arrival rate
-    is the number of jobs (pending or running) submitted in the last
-    ``arrival_window_s``; above one job per ``arrival_threshold_s`` the
-    decision is ``dec``'s and node caps set before are removed from the nodes
-    as their jobs end (a job started under a cap keeps it); below it,
-    ``dynshare``'s.
+    is the number of jobs submitted in the last ``arrival_window_s``, ended
+    ones included (:func:`arrivals_in_window`, kept in the policy's state);
+    above one job per ``arrival_threshold_s`` the decision is ``dec``'s and
+    node caps set before are removed from the nodes as their jobs end (a job
+    started under a cap keeps it); below it, ``dynshare``'s.
     """
 
     name = "dec+rapl"
     Params = DecRaplParams
+    State = DecRaplState
 
     def tags(self) -> PolicyTags:
         return dataclasses.replace(super().tags(), wants_empty_queue_calls=True, constraints=frozenset({"cap"}))
@@ -363,9 +405,8 @@ class DecRaplPolicy(BasePolicy):
         from wattsched.policies.rapl import DynSharePolicy
 
         p = self.params
-        since = snapshot.now_s - p.arrival_window_s
-        arrived = sum(1 for j in snapshot.pending.values() if j.submit_s >= since)
-        arrived += sum(1 for r in snapshot.running.values() if r.job.submit_s >= since)
+        arrived = arrivals_in_window(snapshot, state if isinstance(state, DecRaplState) else None,
+                                     p.arrival_window_s)
         if arrived * p.arrival_threshold_s > p.arrival_window_s:
             dec_params = {k: v for k, v in p.model_dump().items() if k in DecParams.model_fields}
             plan = DecPolicy(**dec_params).decide(snapshot, None)

@@ -1,12 +1,22 @@
-"""Simple (Bodas et al. 2014, as Borghesi et al. 2018 implement it): the budget split evenly as static node caps.
+"""Simple (Bodas et al. 2014, as Borghesi et al. 2018 implement it) and DynShare (Ellsworth et al.): node caps.
 
 Reactive power capping: jobs start by EASY backfilling, ignoring power, and
-the platform budget is enforced on the nodes instead. While a finite cap is
-in force, every powered node gets the cap ``cap / nodes`` (the cap divided
-among all the platform's nodes, clamped to each node's hardware range
-``[cap_min_w, cap_max_w]``); when no cap is in force the node caps are
-removed. A node cap slows the job on that node through its response model
-(in replay; live the cap goes to the node's agent or BMC through the node
+the platform budget is enforced on the nodes instead.
+
+``simple`` gives each job its power when it starts, from what the budget has
+left at that moment ("decides the power available to each node of the system
+depending on the current power consumption and power budget", Borghesi §2):
+the budget less the platform's current draw (idle nodes at idle power, busy
+nodes at their job's measured power) and less what the same decision gave the
+jobs started before. A job gets its predicted power if that is left, else the
+rest split over its nodes, never less than ``response_floor_w`` of dynamic
+power per node (the paper's 1 W floor), as node caps within each node's
+hardware range. Power is not shared afterwards: a job keeps the cap it started
+with, and the power an ending job frees goes to the jobs that start next. With
+``allocation: even`` the budget is instead split evenly over all nodes as
+static caps (the earlier reading). When no cap is in force the node caps are
+removed. A node cap slows the job on that node through its response model (in
+replay; live the cap goes to the node's agent or BMC through the node
 actuators and is reconciled every cycle). Only nodes whose desired cap
 differs are set, so a plan never repeats a setting already asked for.
 """
@@ -31,6 +41,10 @@ class SimpleParams(ResponseParams):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     order: Literal["fcfs", "saf"] = Field("fcfs", description="EASY queue order: fcfs or saf.")
+    allocation: Literal["at_start", "even"] = Field("at_start", description=(
+        "at_start: each starting job gets its predicted power from what the budget has left then (at least "
+        "response_floor_w per node), kept while it runs (Bodas et al.); even: the budget split evenly over all "
+        "nodes as static caps."))
 
 
 def even_node_caps(snapshot: Snapshot) -> dict[int, float | None]:
@@ -68,10 +82,79 @@ class SimplePolicy(BasePolicy):
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         plan = self._easy.decide(snapshot, None)
         desired = snapshot.desired_node_cap_w
-        caps = [SetNodeCap(node, cap) for node, cap in even_node_caps(snapshot).items() if desired.get(node) != cap]
+        if self.params.allocation == "even" or snapshot.cap_w == math.inf:
+            targets = even_node_caps(snapshot)
+        else:
+            targets = start_node_caps(snapshot, plan, self.params.response_floor_w)
+        caps = [SetNodeCap(node, cap) for node, cap in targets.items() if desired.get(node) != cap]
         if caps:
             plan.actions[:0] = caps
         return plan
+
+
+def node_draw_w(snapshot: Snapshot) -> dict[int, float]:
+    """Each node's power now: its running job's measured power per node (units: idle plus theirs), else idle."""
+    nodes = snapshot.platform.nodes
+    draw = {i: node.power.idle_w for i, node in enumerate(nodes)}
+    for r in snapshot.running.values():
+        if r.job.units:  # shared nodes: each unit adds its dynamic power to its node's idle power
+            for n, dyn in unit_dynamic_w(snapshot.platform, r):
+                draw[n] += dyn
+            continue
+        per_node = r.power_w / len(r.nodes) if r.nodes else 0.0
+        for n in r.nodes:
+            draw[n] = per_node
+    return draw
+
+
+def start_node_caps(snapshot: Snapshot, plan: Plan, floor_w: float) -> dict[int, float]:
+    """``simple``'s caps for the nodes of the jobs ``plan`` starts: each job its power from what is left now.
+
+    What is left is the cap in force less the platform's current draw
+    (:func:`node_draw_w`) less what the jobs started before in the same plan
+    were given. A job gets its predicted dynamic power per node
+    (``snapshot.estimate``, above each node's idle power) if that much is
+    left, else what is left split over its nodes, never below ``floor_w`` per
+    node; each cap is the node's draw now plus that, clamped to the node's
+    hardware range. Nodes not starting a job keep their caps.
+
+    >>> from wattsched.model.constraints import CapSchedule
+    >>> from wattsched.model.job import Job, PowerEstimate
+    >>> from wattsched.model.plan import Plan, Start
+    >>> from wattsched.model.platform import NodePowerModel, Platform
+    >>> plat = Platform.homogeneous_cluster(4, power=NodePowerModel(idle_w=100, busy_w=300, cap_min_w=101,
+    ...                                                                cap_max_w=300))
+    >>> a, b = Job(1, 0.0, 2, 600.0, 600.0), Job(2, 0.0, 2, 600.0, 600.0)
+    >>> snap = Snapshot(0.0, plat, {1: a, 2: b}, {}, [0, 1, 2, 3], [0] * 4, cap=CapSchedule.constant(700.0),
+    ...                 estimates={1: PowerEstimate(200.0, 200.0), 2: PowerEstimate(200.0, 200.0)})
+    >>> start_node_caps(snap, Plan([Start(1, (0, 1)), Start(2, (2, 3))]), 1.0)
+    {0: 200.0, 1: 200.0, 2: 150.0, 3: 150.0}
+
+    300 W are left above the four idle nodes' 400 W: job 1 gets the 100 W a node it asks for, job 2 the last
+    100 W, 50 W a node.
+    """
+    cap = snapshot.cap_w
+    nodes = snapshot.platform.nodes
+    draw = node_draw_w(snapshot)
+    left = cap - sum(draw.values())
+    out: dict[int, float] = {}
+    for start in plan.starts():
+        job = snapshot.pending.get(start.job_id)
+        if job is None or not start.nodes:
+            continue
+        n_nodes = len(start.nodes)
+        est = snapshot.estimate(job).mean_w
+        if job.units:
+            want = est * len(job.units) / n_nodes  # per unit: its share of a node, taken as dynamic
+        else:
+            want = sum(max(0.0, est - nodes[n].power.idle_w) for n in start.nodes) / n_nodes
+        per_node = max(floor_w, min(want, max(0.0, left) / n_nodes))
+        left -= per_node * n_nodes
+        for n in start.nodes:
+            pm = nodes[n].power
+            out[n] = min(pm.cap_max_w, max(pm.cap_min_w, draw[n] + per_node))
+            draw[n] += per_node
+    return out
 
 
 class DynShareParams(ResponseParams):
@@ -160,15 +243,7 @@ def shared_node_caps(snapshot: Snapshot, starting: set[int], headroom_w: float,
     current = {i: snapshot.desired_node_cap_w.get(i) for i in range(len(nodes))}
     if all(c is None for c in current.values()):
         return even
-    draw = {i: node.power.idle_w for i, node in enumerate(nodes)}
-    for r in snapshot.running.values():
-        if r.job.units:  # shared nodes: each unit adds its dynamic power to its node's idle power
-            for n, dyn in unit_dynamic_w(snapshot.platform, r):
-                draw[n] += dyn
-            continue
-        per_node = r.power_w / len(r.nodes) if r.nodes else 0.0
-        for n in r.nodes:
-            draw[n] = per_node
+    draw = node_draw_w(snapshot)
     out: dict[int, float] = {}
     takers = []
     held = []  # measured power does not show their last change yet: judged next time

@@ -293,7 +293,8 @@ def run_response(config: SimConfig, policy):
         return None if own is None else dataclasses.replace(own, seed=config.seed)
     try:
         scenario = ResponseScenario.parse(config.response, seed=config.seed,
-                                          floor_w=own.floor_w if own is not None else 1.0)
+                                          floor_w=own.floor_w if own is not None else 1.0,
+                                          reading=own.reading if own is not None else "interpolated")
     except ValueError as exc:
         raise ConfigError(locate(config, "response", str(exc))) from None
     if own is not None and (own.kind, own.f) != (scenario.kind, scenario.f):
