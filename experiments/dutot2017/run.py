@@ -1,9 +1,13 @@
-"""Reproduce Dutot et al. 2017 (energy budgets) in one command: `python experiments/dutot2017/run.py [--quick]`.
+"""Reproduce Dutot et al. 2017 (energy budgets) in one command: `python experiments/dutot2017/run.py --out DIR`.
 
-Writes the three sweep files (one per trace), runs them with `wattsched sweep`
-(resumable: a rerun does only the missing runs), then writes
-`results/tables.md`: the analogues of Figs. 2-5 and Table II, normalized
-between subjects (each week's value over the mean of that week's runs).
+Writes one sweep file per trace into DIR, runs each with `wattsched sweep`
+(resumable: a rerun into the same DIR does only the missing runs), collects
+one row per run in `DIR/rows.csv` and writes, from those rows,
+`DIR/tables.md` (the analogues of Figs. 2-5 and Table II, normalized between
+subjects as Morey 2008 does it), `DIR/COMPARISON.md` (each claim of the paper
+beside our number, with a verdict) and the figures. Nothing is written into
+the checkout unless `--write-results` is given; `--rows FILE` rebuilds the
+tables and the comparison from a rows file without running anything.
 """
 
 from __future__ import annotations
@@ -11,28 +15,33 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+TRACE_DIR = HERE.parents[2] / "shared" / "traces"   # ../shared/traces of the repository, never copied in
 TRACES = [  # name, trace, nodes, cores per node: the three of our traces with requested times and enough load
     ("kth", "KTH-SP2-1996-2.1-cln.swf", 100, 1),
     ("atlas", "LLNL-Atlas-2006-2.1-cln.swf.gz", 1152, 8),
-    ("ricc", "RICC-2010-2.swf.gz", 1024, 8),
+    ("ricc", "RICC-2010-2.swf.gz", 1024, 8),   # not in the default campaign (README.md: run time)
 ]
+DEFAULT_TRACES = "kth,atlas"
 LEVELS = [100, 90, 80, 70, 60, 50, 49, 30]
 QUICK_LEVELS = [100, 60, 30]
 P_COMP_HAT_W = 203.12
 
 
 def sweep_text(name: str, trace: str, nodes: int, cpn: int, count: int, levels: list[int], out: str,
-               skip: list[int] = ()) -> str:
+               skip: list[int] = (), shutdown: str = "window") -> str:
     e100 = nodes * P_COMP_HAT_W * 3 * 86400
     budgets = [f"      - [{{start_s: 172800, end_s: 432000, energy_j: {e100 * p / 100:.6g}}}]   # {p} %"
                for p in levels]
     policies = "\n".join(
-        f"      - {{name: {p}, params: {{p_comp_w: 203.12, p_idle_w: 100.0, shutdown: [never, window]}}}}"
+        f"      - {{name: {p}, params: {{p_comp_w: 203.12, p_idle_w: 100.0, shutdown: [never, {shutdown}]}}}}"
         for p in ("powercap-easy", "energy-bud", "reduce-pc"))
     return f"""# Dutot et al. 2017 on {trace}: the {count} busiest disjoint weeks, a budget on the 3 middle days.
 # Written by run.py (edit TRACES or LEVELS there). 100 % = {nodes} nodes computing at 203.12 W for 3 days.
@@ -43,7 +52,7 @@ base:
   cores_per_node: {cpn}
 axes:
   slices:
-    trace: ../../../shared/traces/{trace}
+    trace: {TRACE_DIR / trace}
     count: {count}
     length_h: 168               # one week of submissions, measured
     warmup_h: 0                 # the paper replays each week on an empty machine
@@ -58,7 +67,7 @@ grid:
 {policies}
     energy_budgets:
 {chr(10).join(budgets)}
-metrics: [dutot_metrics.py:week_metrics]
+metrics: ["{HERE / 'dutot_metrics.py'}:week_metrics"]
 out: {out}
 """ + ("exclude:   # --weeks: only the busiest of these weeks\n" + "".join(f"  - {{slice: {i}}}\n" for i in skip)
        if skip else "")
@@ -97,7 +106,7 @@ def tables(rows: list[dict]) -> str:
 
     runs = [r for r in rows if r.get("status") == "ok"]
     for r in runs:
-        shut = r.get("policy.shutdown") == "window"
+        shut = r.get("policy.shutdown") in ("window", "always")
         r["algo"] = "easy" if r["policy"] == "easy" else f"{r['policy']} {'SHUT' if shut else 'IDLE'}"
         r["subject"] = f"{r['trace']}#{r['slice']}"
         r["budget"] = int(float(r["budget_pct"]))
@@ -240,25 +249,38 @@ def figures(rows: list[dict], out: Path, tag: str = "") -> list[Path]:
     return written
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="2 weeks per trace, budgets 100, 60, 30 %%")
-    ap.add_argument("--traces", default=",".join(t[0] for t in TRACES), help="comma-separated: kth,atlas,ricc")
-    ap.add_argument("--weeks", default="10", metavar="N|NAME=N,...",
-                    help="run only the N busiest of the 10 weeks, for every trace or per trace (kth=10,atlas=3); "
-                         "the others are excluded from the sweep, so a later run with a larger N reuses these runs; "
-                         "default 10")
-    ap.add_argument("--workers", type=int, metavar="N", help="local Dask workers of each sweep (default: cores)")
-    args = ap.parse_args(argv)
-    if args.workers is not None and args.workers < 1:
-        ap.error(f"--workers: expected a positive integer, got {args.workers}")
-    try:
-        weeks = {name: int(args.weeks) for name, *_ in TRACES} if "=" not in args.weeks else \
-            {k.strip(): int(v) for k, v in (part.split("=") for part in args.weeks.split(","))}
-    except ValueError:
-        ap.error(f"--weeks: give N or NAME=N,... (e.g. kth=10,atlas=3), got {args.weeks!r}")
-    if any(not 1 <= n <= 10 for n in weeks.values()) or set(weeks) - {t[0] for t in TRACES}:
-        ap.error(f"--weeks: trace names are {', '.join(t[0] for t in TRACES)} and N is 1 to 10, got {args.weeks!r}")
+def comparison(rows: list[dict], quick: bool = False) -> str:
+    return "TODO\n"
+
+
+ROW_FIELDS = ["trace", "slice", "policy", "policy.shutdown", "budget_pct", "status", "week_utilization",
+              "week_mean_bsld", "week_jobs_started", "week_energy_j", "budget_window_relative_energy", "sim_wall_s"]
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The rows of a rows file (`rows.csv`), as strings."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    missing = [k for k in ("trace", "slice", "policy", "status") if rows and k not in rows[0]]
+    if missing:
+        raise SystemExit(f"{path}:1: expected the columns of run.py's rows.csv, missing {', '.join(missing)}")
+    return rows
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    """One row per run, the columns the tables and the comparison read, in a stable order."""
+    def key(r):
+        return (r["trace"], int(r["slice"]), r["policy"], r.get("policy.shutdown") or "",
+                _num(r.get("budget_pct")) or 0)
+
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=ROW_FIELDS, extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        w.writerows(sorted(rows, key=key))
+
+
+def run_sweeps(args, weeks: dict[str, int], out: Path) -> list[dict] | int:
+    """Run the sweep of each wanted trace into `out`; the rows of every run, or an exit code."""
     wattsched = Path(sys.executable).with_name("wattsched")
     rows: list[dict] = []
     wanted = set(args.traces.split(","))
@@ -266,32 +288,98 @@ def main(argv=None) -> int:
         if name not in wanted:
             continue
         tag = f"quick-{name}" if args.quick else name
-        path = HERE / f"{tag}.sweep.yaml"
+        path = out / f"{tag}.sweep.yaml"
         count = 2 if args.quick else 10
-        text = sweep_text(name, trace, nodes, cpn, count, QUICK_LEVELS if args.quick else LEVELS, f"results/{tag}")
-        path.write_text(text)
+        levels = QUICK_LEVELS if args.quick else LEVELS
+        path.write_text(sweep_text(name, trace, nodes, cpn, count, levels, tag, shutdown=args.shutdown))
         n = weeks.get(name, 10)
         if not args.quick and n < count:
-            path.write_text(sweep_text(name, trace, nodes, cpn, count, LEVELS, f"results/{tag}",
-                                       sorted(by_load(path, nodes)[n:])))
+            path.write_text(sweep_text(name, trace, nodes, cpn, count, levels, tag,
+                                       sorted(by_load(path, nodes)[n:]), shutdown=args.shutdown))
         workers = ["--workers", str(args.workers)] if args.workers else []
         rc = subprocess.call([str(wattsched), "sweep", str(path), *workers])
-        csv_path = HERE / "results" / tag / "runs.csv"
+        csv_path = out / tag / "runs.csv"
         if rc not in (0, 1) or not csv_path.exists():
             print(f"run.py: sweep {path.name} failed (exit {rc})", file=sys.stderr)
             return rc or 1
         with open(csv_path, newline="") as f:
-            rows += list(csv.DictReader(f))
+            rows += [dict(r, trace=name) for r in csv.DictReader(f)]
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "wattsched-dutot2017",
+                    help="directory of the sweeps, rows, tables and comparison (default: %(default)s)")
+    ap.add_argument("--quick", action="store_true", help="2 weeks of KTH-SP2, budgets 100, 60, 30 %%")
+    ap.add_argument("--traces", default=None,
+                    help=f"comma-separated, of kth,atlas,ricc (default {DEFAULT_TRACES}; --quick: kth)")
+    ap.add_argument("--weeks", default="10", metavar="N|NAME=N,...",
+                    help="run only the N busiest of the 10 weeks, for every trace or per trace (kth=10,atlas=3); "
+                         "the others are excluded from the sweep, so a later run with a larger N reuses these runs; "
+                         "default 10")
+    ap.add_argument("--workers", type=int, metavar="N", help="local Dask workers of each sweep (default: cores)")
+    ap.add_argument("--shutdown", choices=["window", "always"], default="window",
+                    help="SHUT runs power nodes down only in the budget window (default, as the authors' code) "
+                         "or at any time")
+    ap.add_argument("--rows", type=Path, metavar="FILE",
+                    help="run nothing: rebuild the tables and COMPARISON.md from this rows file "
+                         "(e.g. experiments/dutot2017/results/rows.csv)")
+    ap.add_argument("--write-results", action="store_true",
+                    help="also copy rows.csv, tables.md, COMPARISON.md and the figures into experiments/dutot2017/"
+                         "results (the only way this script writes into the checkout)")
+    args = ap.parse_args(argv)
+    if args.workers is not None and args.workers < 1:
+        ap.error(f"--workers: expected a positive integer, got {args.workers}")
+    args.traces = args.traces or ("kth" if args.quick else DEFAULT_TRACES)
+    names = [t[0] for t in TRACES]
+    if not set(args.traces.split(",")) <= set(names):
+        ap.error(f"--traces: names are {', '.join(names)}, got {args.traces!r}")
+    try:
+        weeks = {name: int(args.weeks) for name in names} if "=" not in args.weeks else \
+            {k.strip(): int(v) for k, v in (part.split("=") for part in args.weeks.split(","))}
+    except ValueError:
+        ap.error(f"--weeks: give N or NAME=N,... (e.g. kth=10,atlas=3), got {args.weeks!r}")
+    if any(not 1 <= n <= 10 for n in weeks.values()) or set(weeks) - set(names):
+        ap.error(f"--weeks: trace names are {', '.join(names)} and N is 1 to 10, got {args.weeks!r}")
+    suffix = "-quick" if args.quick else ""
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    t = time.monotonic()
+    if args.rows is not None:
+        if not args.rows.exists():
+            ap.error(f"--rows: no such file {args.rows}")
+        rows_path = args.rows
+    else:
+        got = run_sweeps(args, weeks, out)
+        if isinstance(got, int):
+            return got
+        rows_path = out / f"rows{suffix}.csv"
+        write_rows(rows_path, got)
+    elapsed = time.monotonic() - t
+    rows = read_rows(rows_path)   # the tables and the comparison always come from the rows file as written
     text = tables(rows)
-    dest = HERE / "results" / ("tables-quick.md" if args.quick else "tables.md")
-    if not args.quick and any(weeks.get(t, 10) < 10 for t in wanted):
-        text = "The busiest weeks of each trace: " + ", ".join(f"{t} {weeks.get(t, 10)} of 10" for t in
-                                                               (x[0] for x in TRACES) if t in wanted) + ".\n\n" + text
-    dest.write_text(text)
-    print(text)
-    print(f"written {dest}")
-    for path in figures(rows, dest.parent, "-quick" if args.quick else ""):
+    cmp_text = comparison(rows, quick=args.quick)
+    written = []
+    for name, body in ((f"tables{suffix}.md", text), (f"COMPARISON{suffix}.md", cmp_text)):
+        (out / name).write_text(body)
+        written.append(out / name)
+    if rows_path.resolve() != (out / f"rows{suffix}.csv"):
+        shutil.copyfile(rows_path, out / f"rows{suffix}.csv")
+    written.append(out / f"rows{suffix}.csv")
+    written += figures(rows, out, suffix)
+    print(cmp_text)
+    for path in written:
         print(f"written {path}")
+    if args.rows is None:
+        print(f"run.py: {len(rows)} rows in {elapsed:.0f} s")
+    if args.write_results:
+        dest = HERE / "results"
+        dest.mkdir(exist_ok=True)
+        for path in written:
+            if path.resolve() != (dest / path.name).resolve():
+                shutil.copyfile(path, dest / path.name)
+            print(f"written {dest / path.name}")
     return 0
 
 
