@@ -101,8 +101,18 @@ def _num(v: str) -> float | None:
     return None if math.isnan(x) else x
 
 
-def tables(rows: list[dict]) -> str:
-    from wattsched.sim.metrics import normalize_between_subjects, theoretical_baseline
+COLS = {"week_utilization": "utilization", "week_mean_bsld": "AVEbsld", "week_jobs_started": "jobs started",
+        "week_energy_j": "energy"}
+ALGOS = ["easy"] + [f"{p} {m}" for p in ("powercap-easy", "reduce-pc", "energy-bud") for m in ("IDLE", "SHUT")]
+
+
+def annotate(rows: list[dict]) -> list[dict]:
+    """The runs that finished, each with its algorithm, subject (week), budget and normalized measures (`*_n`).
+
+    Normalized between subjects as the paper's [28] (Morey 2008) does it: a run's value minus the mean of
+    its week's runs plus the mean of every run (`normalize_between_subjects`, additive).
+    """
+    from wattsched.sim.metrics import normalize_between_subjects
 
     runs = [r for r in rows if r.get("status") == "ok"]
     for r in runs:
@@ -110,20 +120,42 @@ def tables(rows: list[dict]) -> str:
         r["algo"] = "easy" if r["policy"] == "easy" else f"{r['policy']} {'SHUT' if shut else 'IDLE'}"
         r["subject"] = f"{r['trace']}#{r['slice']}"
         r["budget"] = int(float(r["budget_pct"]))
-    cols = {"week_utilization": "utilization", "week_mean_bsld": "AVEbsld", "week_jobs_started": "jobs started",
-            "week_energy_j": "energy"}
-    for col in cols:
+    for col in COLS:
         vals = {(r["subject"], i): _num(r.get(col)) for i, r in enumerate(runs) if _num(r.get(col)) is not None}
         norm = normalize_between_subjects(vals)
         for i, r in enumerate(runs):
             r[col + "_n"] = norm.get((r["subject"], i))
-    algos = ["easy"] + [f"{p} {m}" for p in ("powercap-easy", "reduce-pc", "energy-bud") for m in ("IDLE", "SHUT")]
+    return runs
+
+
+def _mean(vals):
+    vals = [v for v in vals if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def table_ii(runs: list[dict]) -> dict[tuple[str, str], float | None]:
+    """Table II: mean percent change of SHUT over IDLE, same algorithm, week and budget, by (policy, column)."""
+    got = {}
+    for p in ("powercap-easy", "reduce-pc", "energy-bud"):
+        for col in COLS:
+            pairs = {}
+            for r in runs:
+                if r["policy"] == p:
+                    pairs.setdefault((r["subject"], r["budget"]), {})[r["algo"].endswith("SHUT")] = r[col + "_n"]
+            ch = [(v[True] - v[False]) / v[False] for v in pairs.values()
+                  if v.get(True) is not None and v.get(False)]
+            got[(p, col)] = 100 * _mean(ch) if ch else None
+    return got
+
+
+def tables(rows: list[dict]) -> str:
+    from wattsched.sim.metrics import theoretical_baseline
+
+    runs = annotate(rows)
+    cols = COLS
+    algos = ALGOS
     budgets = sorted({r["budget"] for r in runs}, reverse=True)
-
-    def mean(vals):
-        vals = [v for v in vals if v is not None]
-        return sum(vals) / len(vals) if vals else None
-
+    mean = _mean
     out = [f"{len(runs)} runs, {len({r['subject'] for r in runs})} weeks.", ""]
     easy_u = mean(r["week_utilization_n"] for r in runs if r["algo"] == "easy") or 0.0
     for col, label in cols.items():
@@ -136,18 +168,9 @@ def tables(rows: list[dict]) -> str:
             table.append(line)
         out += [f"### Normalized mean {label}", "", md(head, table), ""]
     # Table II: percent change of SHUT over IDLE, same algorithm, budget and week.
-    t2 = []
-    for p in ("powercap-easy", "reduce-pc", "energy-bud"):
-        line = [p]
-        for col in cols:
-            pairs = {}
-            for r in runs:
-                if r["policy"] == p:
-                    pairs.setdefault((r["subject"], r["budget"]), {})[r["algo"].endswith("SHUT")] = r[col + "_n"]
-            ch = [(v[True] - v[False]) / v[False] for v in pairs.values()
-                  if v.get(True) is not None and v.get(False)]
-            line.append(f"{100 * mean(ch):+.1f} %" if ch else "")
-        t2.append(line)
+    t2v = table_ii(runs)
+    t2 = [[p] + [f"{t2v[(p, col)]:+.1f} %" if t2v[(p, col)] is not None else "" for col in cols]
+          for p in ("powercap-easy", "reduce-pc", "energy-bud")]
     out += ["### Table II: SHUT over IDLE", "", md(["algorithm", *cols.values()], t2), ""]
     rel = [[b] + [mean(_num(r.get("budget_window_relative_energy")) for r in runs
                        if r["algo"] == a and r["budget"] == b) for a in algos] for b in budgets]
@@ -249,8 +272,171 @@ def figures(rows: list[dict], out: Path, tag: str = "") -> list[Path]:
     return written
 
 
+# Table II of the paper: percent change of the normalized measure, SHUT over IDLE.
+PAPER_T2 = {("powercap-easy", "week_mean_bsld"): 0.16, ("reduce-pc", "week_mean_bsld"): 0.88,
+            ("energy-bud", "week_mean_bsld"): -8.61,
+            ("powercap-easy", "week_utilization"): -0.05, ("reduce-pc", "week_utilization"): 4.95,
+            ("energy-bud", "week_utilization"): 5.74,
+            ("powercap-easy", "week_jobs_started"): -0.05, ("reduce-pc", "week_jobs_started"): 1.4,
+            ("energy-bud", "week_jobs_started"): 1.47,
+            ("powercap-easy", "week_energy_j"): -4.74, ("reduce-pc", "week_energy_j"): -1.78,
+            ("energy-bud", "week_energy_j"): -1.42}
+NAMES = {"powercap-easy": "powercap", "reduce-pc": "reducePC", "energy-bud": "energyBud"}
+VERDICT_RULES = ("Verdicts. A percent change: where the paper's is under 1 % in size, *holds* if ours is too, *partly* "
+                 "if ours is under 5 %; otherwise *holds* if ours has the same sign and is within a factor of 2, "
+                 "*partly* if it has the same sign only, *does not* if the sign differs. A count of cells: *holds* "
+                 "if every cell agrees, *partly* if at least half do, else *does not*.")
+
+
+def pct_verdict(paper: float, ours: float | None) -> str:
+    """The verdict of a percent change of ours against the paper's (VERDICT_RULES)."""
+    if ours is None:
+        return "not run"
+    if abs(paper) < 1:
+        return "holds" if abs(ours) < 1 else "partly" if abs(ours) < 5 else "does not"
+    if ours * paper > 0:
+        return "holds" if 0.5 <= ours / paper <= 2 else "partly"
+    return "does not"
+
+
+def count_verdict(k: int, n: int) -> str:
+    """The verdict of a claim that holds in k of n cells."""
+    if n == 0:
+        return "not run"
+    return "holds" if k == n else "partly" if 2 * k >= n else "does not"
+
+
 def comparison(rows: list[dict], quick: bool = False) -> str:
-    return "TODO\n"
+    """COMPARISON.md: one row per claim of the paper, its number beside ours and a verdict, from the rows."""
+    from wattsched.sim.metrics import theoretical_baseline
+
+    runs = annotate(rows)
+    budgets = sorted({r["budget"] for r in runs}, reverse=True)
+    m = {}
+    for r in runs:
+        for col in COLS:
+            m.setdefault((r["algo"], r["budget"], col), []).append(r[col + "_n"])
+        m.setdefault((r["algo"], r["budget"], "rel"), []).append(_num(r.get("budget_window_relative_energy")))
+    m = {k: _mean(v) for k, v in m.items()}
+
+    def get(algo, b, col):
+        return m.get((algo, b, col))
+
+    claims: list[list] = []
+
+    def add(claim, paper, ours, verdict):
+        claims.append([claim, paper, ours, verdict])
+
+    t2 = table_ii(runs)
+    for col in COLS:
+        for p in ("powercap-easy", "reduce-pc", "energy-bud"):
+            ours = t2[(p, col)]
+            add(f"Table II, {COLS[col]}: {NAMES[p]} SHUT over IDLE", f"{PAPER_T2[(p, col)]:+.2f} %",
+                "" if ours is None else f"{ours:+.2f} %", pct_verdict(PAPER_T2[(p, col)], ours))
+    below = [b for b in budgets if b < 100]
+
+    def cells(test):
+        ok = [(b, mode) for b in below for mode in ("IDLE", "SHUT") if test(b, mode)]
+        return len(ok), 2 * len(below)
+
+    def best(col, sign):
+        def test(b, mode):
+            eb = get(f"energy-bud {mode}", b, col)
+            others = [get(f"{p} {mode}", b, col) for p in ("powercap-easy", "reduce-pc")]
+            if eb is None or None in others:
+                return False
+            return all(sign * (eb - o) >= -1e-9 for o in others)
+        return test
+
+    for col, sign, label in (("week_utilization", 1, "highest utilization (Fig. 2)"),
+                             ("week_mean_bsld", -1, "lowest AVEbsld (Fig. 3)")):
+        k, n = cells(best(col, sign))
+        add(f"energyBud has the {label} of the three, with and without shutdown, budgets under 100 %",
+            "yes", f"{k} of {n} (budget, mode) cells", count_verdict(k, n))
+    ok = [b for b in below if None not in (get("reduce-pc SHUT", b, "week_utilization"),
+                                           get("energy-bud IDLE", b, "week_utilization"))
+          and get("reduce-pc SHUT", b, "week_utilization") > get("energy-bud IDLE", b, "week_utilization")]
+    add("reducePC SHUT has a higher utilization than energyBud IDLE (Fig. 2)", "yes",
+        f"{len(ok)} of {len(below)} budgets", count_verdict(len(ok), len(below)))
+    low = [b for b in budgets if b < 49]
+    spread = []
+    for b in low:
+        for col in ("week_utilization", "week_mean_bsld", "week_energy_j"):
+            v = [get(f"{p} IDLE", b, col) for p in ("powercap-easy", "reduce-pc", "energy-bud")]
+            if None not in v and max(v):
+                spread.append((max(v) - min(v)) / abs(max(v)))
+    if spread:
+        worst = 100 * max(spread)
+        add("below 49 %, the three algorithms without shutdown give the same results (Fig. 2-4)", "the same",
+            f"largest spread {worst:.2f} %", "holds" if worst < 0.5 else "partly" if worst < 5 else "does not")
+    for col, label in (("week_utilization", "utilization"), ("week_mean_bsld", "AVEbsld")):
+        gaps = [(abs(get("powercap-easy SHUT", b, col) - get("powercap-easy IDLE", b, col))
+                 / abs(get("powercap-easy IDLE", b, col)), b) for b in below
+                if get("powercap-easy SHUT", b, col) is not None and get("powercap-easy IDLE", b, col)]
+        if gaps:
+            g, b = max(gaps)
+            add(f"powercap: the same {label} with and without shutdown (PC_SHUT = PC, Figs. 2-3)", "the same",
+                f"largest gap {100 * g:.1f} % (at {b} %: {get('powercap-easy SHUT', b, col):.3f} against "
+                f"{get('powercap-easy IDLE', b, col):.3f})",
+                "holds" if g < 0.01 else "partly" if g < 0.05 else "does not")
+    pairs = [(p, b) for p in ("powercap-easy", "reduce-pc", "energy-bud") for b in budgets
+             if get(f"{p} SHUT", b, "week_energy_j") is not None and get(f"{p} IDLE", b, "week_energy_j") is not None]
+    k = sum(get(f"{p} SHUT", b, "week_energy_j") < get(f"{p} IDLE", b, "week_energy_j") for p, b in pairs)
+    add("with shutdown the cluster consumes less energy (Fig. 4)", "yes", f"{k} of {len(pairs)} (algorithm, budget)",
+        count_verdict(k, len(pairs)))
+
+    def order(b, mode):
+        v = [get(f"{p} {mode}", b, "week_energy_j") for p in ("energy-bud", "reduce-pc", "powercap-easy")]
+        return None not in v and v[0] >= v[1] >= v[2]
+    k, n = cells(order)
+    add("energy: energyBud ≥ reducePC ≥ powercap (Fig. 4)", "yes", f"{k} of {n} (budget, mode) cells",
+        count_verdict(k, n))
+    for b in [b for b in budgets if b < 49][:1]:
+        v = [get(f"{p} IDLE", b, "rel") for p in ("powercap-easy", "reduce-pc", "energy-bud")]
+        v = [x for x in v if x is not None]
+        add(f"without shutdown, the energy of the window exceeds a {b} % budget (below idle)", "yes",
+            "window / budget " + ", ".join(f"{x:.3f}" for x in v), count_verdict(sum(x > 1 for x in v), len(v)))
+    kept = [r for r in runs if r["policy"] != "easy" and r["budget"] >= 49
+            and _num(r.get("budget_window_relative_energy")) is not None]
+    over = [r for r in kept if _num(r["budget_window_relative_energy"]) > 1.001]
+    worst = max((_num(r["budget_window_relative_energy"]) for r in kept), default=None)
+    add("the budget is respected (§IV-A), budgets of 49 % and above", "strictly",
+        f"{len(kept) - len(over)} of {len(kept)} runs at or under it (+0.1 %)"
+        + ("" if worst is None else f"; highest {worst:.4f}"), count_verdict(len(kept) - len(over), len(kept)))
+    gains = [t2[(p, "week_utilization")] for p in ("energy-bud", "reduce-pc", "powercap-easy")]
+    if None not in gains:
+        add("energyBud takes the most of shutdown: utilization gain energyBud > reducePC > powercap (Table II)",
+            "+5.74 > +4.95 > −0.05 %", " > ".join(f"{g:+.2f}" for g in gains) + " %",
+            "holds" if gains[0] > gains[1] > gains[2] else "partly" if gains[0] > gains[2] else "does not")
+    easy_u = _mean(r["week_utilization_n"] for r in runs if r["algo"] == "easy")
+    if easy_u is not None:
+        def above(algo, b):
+            v = get(algo, b, "week_utilization")
+            return v is not None and v >= theoretical_baseline(easy_u, b / 100) - 1e-9
+        if 90 in budgets:
+            algos = [a for a in ALGOS[1:] if get(a, 90, "week_utilization") is not None]
+            k = sum(above(a, 90) for a in algos)
+            add("§V-G: at 90 % every algorithm is above the baseline", "yes", f"{k} of {len(algos)} algorithms",
+                count_verdict(k, len(algos)))
+        for algo, lowest in (("energy-bud SHUT", 60), ("energy-bud IDLE", 80)):
+            bs = [b for b in below if get(algo, b, "week_utilization") is not None]
+            agree = [b for b in bs if above(algo, b) == (b >= lowest)]
+            where = ", ".join(f"{b} %" for b in bs if above(algo, b)) or "no budget"
+            add(f"§V-G: {NAMES[algo.split()[0]]} {algo.split()[1]} above the baseline at {lowest} % and above "
+                "only", "yes", f"above at: {where}; {len(agree)} of {len(bs)} budgets agree",
+                count_verdict(len(agree), len(bs)))
+    weeks = len({r["subject"] for r in runs})
+    traces = ", ".join(f"{t} {len({r['subject'] for r in runs if r['trace'] == t})}"
+                       for t in sorted({r["trace"] for r in runs}))
+    wall = sum(_num(r.get("sim_wall_s")) or 0.0 for r in runs)
+    verdicts = [c[3] for c in claims]
+    head = [f"# Dutot et al. 2017 against our runs{' (quick)' if quick else ''}", "",
+            f"Computed by `experiments/dutot2017/run.py` from {len(runs)} runs over {weeks} weeks ({traces}); "
+            f"measures normalized between weeks as Morey 2008 does it (additive). Sum of the simulations' wall "
+            f"times: {wall:.0f} s.", "", VERDICT_RULES, "",
+            f"{verdicts.count('holds')} hold, {verdicts.count('partly')} partly, {verdicts.count('does not')} do "
+            f"not, of {len(claims)} claims.", ""]
+    return "\n".join([*head, md(["claim", "paper", "ours", "verdict"], claims), ""])
 
 
 ROW_FIELDS = ["trace", "slice", "policy", "policy.shutdown", "budget_pct", "status", "week_utilization",
