@@ -484,7 +484,7 @@ def plan_shutdown(snapshot: Snapshot, plan: Plan, state: BudgetPolicyState, head
         waking_nodes = switching + list(woken)
         off = [n for n in off if n not in woken]
         wake_s = max((models[n].power.switch_on_s for n in off + waking_nodes), default=0.0)
-        head_waking = 0   # waking nodes the head takes
+        head_waking, head_woken = 0, False   # waking nodes the head takes; whether it gets nodes powered up
         if head_energy_blocked:
             keep = head.nodes
             shadow, extra = now, len(left) - head.nodes
@@ -497,7 +497,7 @@ def plan_shutdown(snapshot: Snapshot, plan: Plan, state: BudgetPolicyState, head
             missing = head.nodes - len(left) - len(waking_nodes)
             if missing <= len(off) and now + wake_s < shadow:
                 # Waking nodes starts the head sooner than waiting for running jobs: keep the idle ones too.
-                keep = head.nodes
+                keep, head_woken = head.nodes, True
                 head_waking = min(len(waking_nodes), head.nodes - len(left))
                 for n in off[: max(0, missing)]:
                     plan.actions.append(PowerUp(n))
@@ -507,11 +507,21 @@ def plan_shutdown(snapshot: Snapshot, plan: Plan, state: BudgetPolicyState, head
                 # The head starts once its nodes are on (every idle one among them): only the nodes still off or
                 # waking beyond its own are free of it.
                 shadow, extra = now + wake_s, 0
-        # Backfill candidates: nodes that are off or waking are free at the head's reservation (its shadow
-        # time and extra nodes count the idle nodes only), so they add to the extra nodes.
+        # Backfill candidates. The head's reservation counts the nodes off or waking as free, as the paper's
+        # scheduler does (it allocates them like idle ones): the candidate must end by its start or use nodes
+        # it does not need then.
         idle_free = max(0, len(left) - keep)
         waking_free = waking_nodes[head_waking:]
-        extra = max(0, extra) + len(off) + len(waking_free)
+        if head_energy_blocked:
+            extra = max(0, extra) + len(off) + len(waking_free)
+        elif not head_woken:
+            total = len(left) + len(off) + len(waking_free)
+            if total >= head.nodes:
+                shadow, extra = now + wake_s, total - head.nodes
+            else:
+                shadow, extra = shadow_time(snapshot, head.nodes, total, started)
+        else:
+            extra = len(off) + len(waking_free)
         added_w = 0.0
         for job in candidates if (off or waking_free) else ():
             k = job.nodes
@@ -543,8 +553,7 @@ def plan_shutdown(snapshot: Snapshot, plan: Plan, state: BudgetPolicyState, head
                 break
     # Keep the highest-indexed idle nodes for the head and the woken candidates (the policies take nodes
     # from the end).
-    candidates = left[: max(0, len(left) - keep)] if power_down else []
-    for n in candidates:
+    for n in left[: max(0, len(left) - keep)] if power_down else ():
         if now - since[n] >= min_idle_s - _EPS:
             plan.actions.append(PowerDown(n))
             delta += pw.sw_off[n] - pw.idle[n]
