@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench docs clean lwp
+.PHONY: demo test lint bench docs clean lwp reproduce-dutot
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,12 @@ bench: $(STAMP)
 ## lwp: the lightweight-predictions reproduction (1,530 runs as a sweep on a local Dask cluster)
 lwp: $(STAMP)
 	$(BIN)/python experiments/lightweight-predictions/run.py
+
+## reproduce-dutot: Dutot et al. 2017 (energy budgets), 980 runs on KTH-SP2 and LLNL-Atlas, into OUT (default
+## /tmp/wattsched-dutot2017; nothing written into the checkout); writes OUT/COMPARISON.md. ARGS=--quick: 38 runs
+OUT ?= /tmp/wattsched-dutot2017
+reproduce-dutot: $(STAMP)
+	$(BIN)/python experiments/dutot2017/run.py --out $(OUT) $(ARGS)
 
 ## docs: regenerate docs/config.md from the config models
 docs: $(STAMP)
