@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench docs clean lwp reproduce-ahmed reproduce-borghesi
+.PHONY: demo test lint bench docs clean lwp reproduce-ahmed reproduce-borghesi reproduce-dutot
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,12 @@ B18_ARGS ?= --instances 1 --budgets 100,50,30,10 --dec-time-limit 0.01 --dec-max
 	--dec-max-jobs 200 --dec-instances 1 --dec-paper-instances 1 --dec-paper-budgets 50
 reproduce-borghesi: $(STAMP)
 	$(BIN)/python experiments/borghesi2018/run.py $(if $(QUICK),--quick,$(B18_ARGS)) $(if $(OUT),--out $(OUT))
+
+## reproduce-dutot: Dutot et al. 2017 (energy budgets), 980 runs on KTH-SP2 and LLNL-Atlas, about 63 min on 2 cores,
+## into OUT (default /tmp/wattsched-dutot2017; nothing written into the checkout); writes OUT/COMPARISON.md.
+## QUICK=1: 38 runs; ARGS for more options of experiments/dutot2017/run.py
+reproduce-dutot: $(STAMP)
+	$(BIN)/python experiments/dutot2017/run.py --out $(if $(OUT),$(OUT),/tmp/wattsched-dutot2017) $(if $(QUICK),--quick) $(ARGS)
 
 ## docs: regenerate docs/config.md from the config models
 docs: $(STAMP)

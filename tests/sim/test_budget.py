@@ -353,3 +353,83 @@ def test_a_node_powered_up_that_still_reads_off_is_not_powered_up_again():
     again = [a for a in pol.decide(snap(10.0 + 20.0 + 61.0), state).actions if isinstance(a, PowerUp)]
     assert len(again) == 1
     assert BudgetPolicyState.from_json(state.to_json()) == state
+
+
+def test_the_estimate_counts_off_and_switching_nodes_as_idle_as_the_paper_does():
+    # Dutot et al. §V-C: P̃_platform = n_idle·P̃_idle + n_comp·P̃_comp; §IV-C-3: an off node is counted as a
+    # non-computing one. 5 nodes: node 0 computes, node 1 idle, node 2 switching on, nodes 3 and 4 off.
+    plat = platform(5)
+    b = EnergyBudget(0.0, 10_000.0, 5_000_000.0)   # R = 500 W
+
+    def snap(now):
+        s = snapshot(plat, [], [(Job(1, 0.0, 5000.0, 1), 0.0, (0,))], now=now, budgets=[BudgetState(b, 0.0)])
+        s.node_state[2], s.node_state[3], s.node_state[4] = 3, 2, 2
+        s.free_nodes = [1]
+        return s
+
+    est = {"p_comp_w": 203.12, "p_idle_w": 100.0}
+    pol = make_policy("energy-bud", est)
+    state = pol.init_state()
+    pol.decide(snap(100.0), state)
+    assert state.last_power_w == pytest.approx(203.12 + 4 * 100.0)   # 603.12 W, not the nodes' 9.75-W off power
+    # Between monitoring stages C_ea falls by the estimate: 500 · 100 (stage at t=100) + (500 − 603.12) · 50.
+    pol.decide(snap(150.0), state)
+    assert state.c_ea_j == pytest.approx(500 * 100 - 103.12 * 50)
+    # p_off_w charges off nodes their own estimate, and switching nodes their switching power (150 W here).
+    pol = make_policy("energy-bud", {**est, "p_off_w": 9.75})
+    state = pol.init_state()
+    pol.decide(snap(100.0), state)
+    assert state.last_power_w == pytest.approx(203.12 + 100.0 + 150.0 + 2 * 9.75)   # 472.62 W
+
+
+def _candidate_case(wall_s: float):
+    """4 nodes: job 1 on node 0 until t=1000, node 1 idle, nodes 2-3 off; head job 2 needs all 4 nodes."""
+    plat = platform(4)
+    s = snapshot(plat, [Job(2, 5.0, 100.0, 4), Job(3, 6.0, wall_s, 2)], [(Job(1, 0.0, 1000.0, 1), 0.0, (0,))],
+                 now=10.0)
+    s.node_state[2] = s.node_state[3] = 2
+    s.free_nodes = [1]
+    return s
+
+
+def test_shutdown_wakes_nodes_for_a_backfill_candidate_that_does_not_delay_the_head():
+    # The head (4 nodes) cannot start before job 1 ends at 1000 (its shadow, counting off nodes as free).
+    # Job 3 (2 nodes, 100 s) needs node 1 and one node that is off: switched on by 10 + 20, it ends at 130,
+    # before 1000, so node 2 is powered up and node 1 kept on (not powered down).
+    plan = make_policy("easy-shutdown").decide(_candidate_case(100.0), None)
+    assert plan.actions == [PowerUp(2)]
+    # 2,000 s would run past the head's start, and the head needs every node then: nothing is woken, node 1
+    # goes off.
+    plan = make_policy("easy-shutdown").decide(_candidate_case(2000.0), None)
+    assert plan.actions == [PowerDown(1)]
+
+
+def test_a_candidate_refused_for_energy_wakes_nothing():
+    # energy-bud at R = 250 W: node 0 computing (300) + three others (100): 600 W, far over; job 3 on two more
+    # computing nodes would draw 1000 W against C_ea of 0: refused, so its node stays off (and node 1 goes off).
+    s = _candidate_case(100.0)
+    s.budgets = [BudgetState(EnergyBudget(0.0, 10_000.0, 2_500_000.0), 250 * 10.0)]
+    plan = make_policy("energy-bud", {"shutdown": "window"}).decide(s, None)
+    assert plan.actions == [PowerDown(1)]
+
+
+def test_a_backfill_candidate_starts_once_its_woken_nodes_are_on():
+    # Job 1 holds nodes 2-3 until 1000; nodes 0-1 go off at t=0. At t=100 the head (job 2, 4 nodes) must wait
+    # for job 1, and job 3 (2 nodes, 50 s) gets nodes 0-1 woken: it starts at 100 + 20 s of switch-on.
+    jobs = [tj(1, 0, 1000, nodes=2), tj(2, 100, 100, nodes=4), tj(3, 100, 50, nodes=2)]
+    r = Engine(platform(4), jobs, make_policy("easy-shutdown")).run()
+    s = {int(i): float(t) for i, t in zip(r.jobs["id"], r.jobs["start_s"])}
+    assert s[3] == pytest.approx(120.0)
+    # Job 3's nodes go off again when it ends (the head is 830 s away); they are woken when job 1 ends.
+    assert s[2] == pytest.approx(1000.0 + 20.0)
+
+
+@pytest.mark.parametrize(("mode", "down"), [("window", False), ("always", True)])
+def test_shutdown_outside_the_window_only_when_asked(mode, down):
+    # No window in force (the next one opens at 1000): 'window' (the experiment's, as the authors' code)
+    # powers nothing down; 'always' powers the two idle nodes down.
+    s = snapshot(platform(2), [], [], now=0.0, upcoming_budgets=[EnergyBudget(1000.0, 2000.0, 1e6)])
+    plan = make_policy("energy-bud", {"shutdown": mode}).decide(s, None)
+    assert plan.actions == ([PowerDown(0), PowerDown(1)] if down else [])
+    # Off by default.
+    assert make_policy("energy-bud").params.shutdown == "never"

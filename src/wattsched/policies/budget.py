@@ -7,9 +7,16 @@ stays positive over its whole requested time. The available-energy counter
 far minus the energy consumed:
 
 - at every call it grows by ``(R - P̃) · dt`` since the previous call, ``P̃``
-  being the *estimated* platform power after the previous plan
-  (``p_comp_w`` per computing node, ``p_idle_w`` per idle one, ``p_off_w`` per
-  node that is off: overestimates by design);
+  being the *estimated* platform power after the previous plan: the paper's
+  ``P̃_platform = n_idle · P̃_idle + n_comp · P̃_comp`` (§V-C), ``p_comp_w`` per
+  computing node and ``p_idle_w`` per node that is not computing, off and
+  switching nodes included: "coarsely overestimated within the algorithm, by
+  counting the number of computing and non-computing nodes" (§IV-C-1); with
+  shutdown "the power consumption of an off node is lesser than an idle node's
+  one. This leads our algorithm to overestimate even more the cluster's energy
+  consumption, which would make a greater amount of energy available after
+  monitoring stages" (§IV-C-3). ``p_off_w`` (unset by default) charges off
+  nodes their own estimate instead, and switching nodes their switching power;
 - at every monitoring stage (``monitoring_period_s``) it is set to
   ``R · (now - t_s) - consumed``, with the energy the window has really
   consumed (``BudgetState.consumed_j``: measured by the engine in replay,
@@ -35,14 +42,17 @@ Policies:
     EASY with opportunistic shutdown and no budget.
 
 Every one of them takes ``shutdown``: idle nodes that the queue does not need
-soon are powered down, and powered up again when the head job needs them
-(:func:`plan_shutdown`).
+soon are powered down, and powered up again when the head job or a backfill
+candidate needs them (:func:`plan_shutdown`). ``window`` powers nodes down only
+inside a budget window (as the authors' simulation code does; the paper does
+not say), ``always`` at any time.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Iterable
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -73,13 +83,18 @@ class BudgetParams(BaseModel):
         None, gt=0, description="Estimated power of an idle node, W (default: each node's idle_w). Paper: 100."
     )
     p_off_w: float | None = Field(
-        None, ge=0, description="Estimated power of a node that is off, W (default: each node's off_w)."
+        None, ge=0,
+        description=(
+            "Estimated power of a node that is off, W; switching nodes then count at their switching power. "
+            "Default: unset, every node that is not computing counts at p_idle_w (the paper's "
+            "n_idle·P̃_idle + n_comp·P̃_comp)."
+        ),
     )
     shutdown: Literal["never", "window", "always"] = Field(
         "never",
         description=(
-            "Opportunistic shutdown: 'never', 'window' (only while a budget window is in force, as in the "
-            "paper) or 'always'."
+            "Opportunistic shutdown: 'never', 'window' (nodes powered down only while a budget window is in "
+            "force, as the paper's simulation code does) or 'always' (at any time)."
         ),
     )
     min_idle_s: float = Field(
@@ -124,9 +139,13 @@ class _Power:
         nodes = platform.nodes
         self.comp = [params.p_comp_w if params.p_comp_w is not None else n.power.busy_w for n in nodes]
         self.idle = [params.p_idle_w if params.p_idle_w is not None else n.power.idle_w for n in nodes]
-        self.off = [params.p_off_w if params.p_off_w is not None else n.power.off_w for n in nodes]
-        self.sw_on = [n.power.switch_on_w for n in nodes]
-        self.sw_off = [n.power.switch_off_w for n in nodes]
+        if params.p_off_w is None:
+            # The paper's estimate counts computing and non-computing nodes only: off and switching at P̃_idle.
+            self.off = self.sw_on = self.sw_off = list(self.idle)
+        else:
+            self.off = [params.p_off_w] * len(nodes)
+            self.sw_on = [n.power.switch_on_w for n in nodes]
+            self.sw_off = [n.power.switch_off_w for n in nodes]
         self.table = np.array([self.comp, self.idle, self.off, self.sw_on, self.sw_off], dtype=np.float64)
         # Identical nodes (the usual case): the platform power is a count per state times one power each.
         same = len(nodes) > 0 and bool((self.table == self.table[:, :1]).all())
@@ -273,6 +292,7 @@ class BudgetPolicy(BasePolicy):
         started: list[tuple[float, int]] = []
         head = None
         head_energy_blocked = False
+        reserve_j = 0.0
         for job in queue_order(snapshot, params.order):
             k = job.nodes
             if k > end:
@@ -296,7 +316,6 @@ class BudgetPolicy(BasePolicy):
                 shadow, extra = now, end - head.nodes
             else:
                 shadow, extra = shadow_time(snapshot, head.nodes, end, started)
-            reserve_j = 0.0
             if energy and shadow < t_end:
                 q = shadow
                 if head_energy_blocked:
@@ -319,7 +338,29 @@ class BudgetPolicy(BasePolicy):
         if params.shutdown != "never":
             # Nodes are powered down only while shutdown applies, but woken whenever the queue needs them.
             down = params.shutdown == "always" or budget is not None
-            power += plan_shutdown(snapshot, plan, state, head, head_energy_blocked, params.min_idle_s, pw, down)
+            fits = None
+            if head is not None:
+                base = power
+                q = state.reserved_start_s
+                spread = self.mode == "reduce-pc" and (q is None or q > t_from)
+                reduced = rate - reserve_j / max(q - t_from, _EPS) if (
+                    self.mode == "reduce-pc" and reserve_j > 0 and q is not None and q > t_from) else rate
+
+                def fits(job: Job, nodes, added_w: float, start_s: float) -> bool:
+                    """The backfill energy check for ``job`` on ``nodes`` once they are on (at ``start_s``)."""
+                    if not energy or start_s + job.walltime_s <= t_from:
+                        return True
+                    p_now = base + added_w
+                    if spread or self.mode == "powercap-easy":
+                        dw = pw.extra_w(nodes)
+                        p0 = p_now + dw if t_from <= now else window_power(p_now + dw, t_from, drops)[0]
+                        return p0 <= (reduced if spread else rate) + _EPS
+                    return fits_energy(nodes, job, c_ea - reserve_j, rate, p_now)
+
+            taken = {a.job_id for a in plan.starts()}
+            power += plan_shutdown(snapshot, plan, state, head, head_energy_blocked, params.min_idle_s, pw, down,
+                                   (j for j in queue_order(snapshot, params.order)
+                                    if head is not None and j.id != head.id and j.id not in taken), fits)
         state.last_power_w = power if math.isfinite(power) else 0.0
         return plan
 
@@ -399,15 +440,27 @@ def window_power(power_w: float, t_from_s: float,
 
 
 def plan_shutdown(snapshot: Snapshot, plan: Plan, state: BudgetPolicyState, head: Job | None,
-                  head_energy_blocked: bool, min_idle_s: float, pw: _Power, power_down: bool = True) -> float:
+                  head_energy_blocked: bool, min_idle_s: float, pw: _Power, power_down: bool = True,
+                  candidates: Iterable[Job] = (), fits: Callable[[Job, tuple, float, float], bool] | None = None
+                  ) -> float:
     """Add opportunistic shutdown to ``plan``; return the change of estimated power.
 
     Idle nodes left after the plan's starts are powered down once idle for
     ``min_idle_s``, except those the head job will need before a node could be
     switched off and on again (``switch_off_s + switch_on_s``). When the head
     waits for nodes and nodes that are off (or switching on) would let it
-    start, the missing ones are powered up. Only idle, usable nodes are ever
-    powered down: never a drained or down node.
+    start, the missing ones are powered up. Then each backfill candidate
+    (``candidates``: the queued jobs behind the head that did not start, in
+    queue order) that the idle nodes left cannot hold, but the idle nodes and
+    the nodes off or switching on can, gets the missing nodes powered up (and
+    the idle ones kept) if it does not delay the head: it ends, from
+    ``now + switch_on_s``, by the head's reservation, or it uses nodes the head
+    does not need then; and if ``fits(job, nodes, added_w, start_s)`` (the
+    policy's backfill energy check) accepts it. The job itself starts at a
+    later call, once its nodes are on: the paper's scheduler allocates off
+    nodes like idle ones and switches them on for any job it starts, the head
+    or a backfilled one. Only idle, usable nodes are ever powered down: never
+    a drained or down node.
     """
     now = snapshot.now_s
     used = {n for a in plan.starts() for n in a.nodes}
@@ -418,38 +471,89 @@ def plan_shutdown(snapshot: Snapshot, plan: Plan, state: BudgetPolicyState, head
     states = snapshot.node_state
     keep = 0
     if head is not None:
+        models = snapshot.platform.nodes
+        arr = np.asarray(states)
+        switching = np.flatnonzero(arr == NodeState.SWITCHING_ON).tolist()
+        off = np.flatnonzero(arr == NodeState.OFF).tolist()
+        # A node powered up a moment ago may still read as off (a live resource manager shows the request
+        # only once its resume program runs): it is waking, not a node to power up again. Forgotten once it
+        # no longer reads as off, or after its switch-on time (and a minute) has passed.
+        woken = {n: t for n, t in state.woken_s.items()
+                 if n < len(arr) and arr[n] == NodeState.OFF and now - t <= models[n].power.switch_on_s + 60.0}
+        state.woken_s = woken
+        waking_nodes = switching + list(woken)
+        off = [n for n in off if n not in woken]
+        wake_s = max((models[n].power.switch_on_s for n in off + waking_nodes), default=0.0)
+        head_waking, head_woken = 0, False   # waking nodes the head takes; whether it gets nodes powered up
         if head_energy_blocked:
             keep = head.nodes
+            shadow, extra = now, len(left) - head.nodes
         else:
             started = [(now + snapshot.pending[a.job_id].walltime_s, len(a.nodes)) for a in plan.starts()]
-            shadow, _ = shadow_time(snapshot, head.nodes, len(left), started)
-            models = snapshot.platform.nodes
+            shadow, extra = shadow_time(snapshot, head.nodes, len(left), started)
             turn_s = max((models[n].power.switch_off_s + models[n].power.switch_on_s for n in left), default=0.0)
             if shadow - now <= turn_s:
                 keep = head.nodes
-            arr = np.asarray(states)
-            waking = int(np.count_nonzero(arr == NodeState.SWITCHING_ON))
-            off = np.flatnonzero(arr == NodeState.OFF).tolist()
-            # A node powered up a moment ago may still read as off (a live resource manager shows the request
-            # only once its resume program runs): it is waking, not a node to power up again. Forgotten once it
-            # no longer reads as off, or after its switch-on time (and a minute) has passed.
-            woken = {n: t for n, t in state.woken_s.items()
-                     if n < len(arr) and arr[n] == NodeState.OFF and now - t <= models[n].power.switch_on_s + 60.0}
-            state.woken_s = woken
-            waking += len(woken)
-            off = [n for n in off if n not in woken]
-            missing = head.nodes - len(left) - waking
-            wake_s = max((models[n].power.switch_on_s for n in off), default=0.0)
+            missing = head.nodes - len(left) - len(waking_nodes)
             if missing <= len(off) and now + wake_s < shadow:
                 # Waking nodes starts the head sooner than waiting for running jobs: keep the idle ones too.
-                keep = head.nodes
+                keep, head_woken = head.nodes, True
+                head_waking = min(len(waking_nodes), head.nodes - len(left))
                 for n in off[: max(0, missing)]:
                     plan.actions.append(PowerUp(n))
                     state.woken_s[n] = now
                     delta += pw.sw_on[n] - pw.off[n]
-    # Keep the highest-indexed idle nodes for the head (the policies take nodes from the end).
-    candidates = left[: max(0, len(left) - keep)] if power_down else []
-    for n in candidates:
+                off = off[max(0, missing):]
+                # The head starts once its nodes are on (every idle one among them): only the nodes still off or
+                # waking beyond its own are free of it.
+                shadow, extra = now + wake_s, 0
+        # Backfill candidates. The head's reservation counts the nodes off or waking as free, as the paper's
+        # scheduler does (it allocates them like idle ones): the candidate must end by its start or use nodes
+        # it does not need then.
+        idle_free = max(0, len(left) - keep)
+        waking_free = waking_nodes[head_waking:]
+        if head_energy_blocked:
+            extra = max(0, extra) + len(off) + len(waking_free)
+        elif not head_woken:
+            total = len(left) + len(off) + len(waking_free)
+            if total >= head.nodes:
+                shadow, extra = now + wake_s, total - head.nodes
+            else:
+                shadow, extra = shadow_time(snapshot, head.nodes, total, started)
+        else:
+            extra = len(off) + len(waking_free)
+        added_w = 0.0
+        for job in candidates if (off or waking_free) else ():
+            k = job.nodes
+            if k <= idle_free:
+                continue  # the idle nodes could hold it: the backfill refused it for time or energy
+            if k > idle_free + len(waking_free) + len(off):
+                continue
+            start_s = now + wake_s
+            uses_extra = start_s + job.walltime_s > shadow
+            if uses_extra and k > extra:
+                continue
+            n_idle = idle_free
+            n_waking = min(len(waking_free), k - n_idle)
+            n_off = k - n_idle - n_waking
+            nodes = (*left[idle_free - n_idle: idle_free], *waking_free[:n_waking], *off[:n_off])
+            if fits is not None and not fits(job, nodes, added_w, start_s):
+                continue
+            for n in off[:n_off]:
+                plan.actions.append(PowerUp(n))
+                state.woken_s[n] = now
+                delta += pw.sw_on[n] - pw.off[n]
+            added_w += pw.extra_w(nodes)
+            off, waking_free = off[n_off:], waking_free[n_waking:]
+            keep += n_idle
+            idle_free -= n_idle
+            if uses_extra:
+                extra -= k
+            if not off and not waking_free:
+                break
+    # Keep the highest-indexed idle nodes for the head and the woken candidates (the policies take nodes
+    # from the end).
+    for n in left[: max(0, len(left) - keep)] if power_down else ():
         if now - since[n] >= min_idle_s - _EPS:
             plan.actions.append(PowerDown(n))
             delta += pw.sw_off[n] - pw.idle[n]

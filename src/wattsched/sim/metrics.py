@@ -807,17 +807,33 @@ def budget_metrics(result: Any, start_s: float, end_s: float, energy_j: float | 
     }
 
 
-def normalize_between_subjects(values: dict[tuple[str, str], float]) -> dict[tuple[str, str], float]:
-    """Between-subject normalization (§V-D): each ``(workload, condition)`` value over its workload's mean.
+def normalize_between_subjects(values: dict[tuple[str, str], float],
+                               method: str = "additive") -> dict[tuple[str, str], float]:
+    """Between-subject normalization (Dutot et al. 2017 §V-D): remove each workload's own level.
+
+    ``values`` maps ``(workload, condition)`` to a measure. ``additive`` (the
+    default) is the method the paper cites, Morey 2008 after Cousineau 2005:
+    each value minus its workload's mean plus the grand mean of every value,
+    ``y − ȳ_w + ȳ``, so the normalized values keep the measure's unit and
+    mean. (Morey's correction itself widens the confidence intervals of such
+    data by ``√(M/(M−1))``, M conditions; it does not change the means.)
+    ``ratio`` divides each value by its workload's mean instead.
 
     >>> normalize_between_subjects({("w1", "a"): 2.0, ("w1", "b"): 6.0, ("w2", "a"): 1.0, ("w2", "b"): 1.0})
-    {('w1', 'a'): 0.5, ('w1', 'b'): 1.5, ('w2', 'a'): 1.0, ('w2', 'b'): 1.0}
+    {('w1', 'a'): 0.5, ('w1', 'b'): 4.5, ('w2', 'a'): 2.5, ('w2', 'b'): 2.5}
+    >>> normalize_between_subjects({("w1", "a"): 2.0, ("w1", "b"): 6.0}, method="ratio")
+    {('w1', 'a'): 0.5, ('w1', 'b'): 1.5}
     """
+    if method not in ("additive", "ratio"):
+        raise ValueError(f"normalize_between_subjects: method is 'additive' or 'ratio', got {method!r}")
     by: dict[str, list[float]] = {}
     for (w, _), v in values.items():
         by.setdefault(w, []).append(v)
     means = {w: float(np.mean(v)) for w, v in by.items()}
-    return {k: (v / means[k[0]] if means[k[0]] else math.nan) for k, v in values.items()}
+    if method == "ratio":
+        return {k: (v / means[k[0]] if means[k[0]] else math.nan) for k, v in values.items()}
+    grand = float(np.mean(list(values.values()))) if values else math.nan
+    return {k: v - means[k[0]] + grand for k, v in values.items()}
 
 
 def theoretical_baseline(easy_utilization: float, budget_fraction: float, budget_days: float = 3.0,
