@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from unittest.mock import patch
 
 import pytest
@@ -114,7 +115,8 @@ def test_window_lookahead_holds_jobs_only_from_the_window_start(name):
 def test_lookahead_mode_is_checked():
     from wattsched.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="params.lookahead: Input should be 'window', 'always' or 'off', got 'soon'"):
+    message = "params.lookahead: Input should be 'window', 'always' or 'off', got 'soon'"
+    with pytest.raises(ConfigError, match=re.escape(message)):
         make_policy("easy-pc", {"lookahead": "soon"})
 
 
