@@ -46,18 +46,19 @@ def variant_sweep(sweep: Path, dest: Path, *, lookahead: str | None, part: str |
     text = text.replace("metrics: [lwp_experiment.py:run_metrics]",
                         f"metrics: [{HERE / 'lwp_experiment.py'}:run_metrics]")
     if lookahead is not None:
-        text = text.replace("params: {check:", f"params: {{lookahead: {lookahead}, check:")
+        text = text.replace("lookahead: window,", f"lookahead: {lookahead},")
+    look = f"lookahead: {lookahead or 'window'}, "
     if part == "algorithms":
         # keep the uncapped reference and the four algorithms at 50 % (EASY FCFS is the easy-pc gaussian_99 run)
         grid = text.index("grid:")
         tail = text.index("cap_window:")
         block = ("grid:\n  - policies: [easy]\n    caps: [null]\n"
                  "  - policies:\n"
-                 f"      - {{name: easy-pc, params: {{{'lookahead: ' + lookahead + ', ' if lookahead else ''}"
+                 f"      - {{name: easy-pc, params: {{{look}"
                  "check: gaussian_99}}\n"
-                 f"      - {{name: easy-saf, params: {{{'lookahead: ' + lookahead + ', ' if lookahead else ''}"
+                 f"      - {{name: easy-saf, params: {{{look}"
                  "check: gaussian_99}}\n"
-                 f"      - {{name: knapsack, params: {{{'lookahead: ' + lookahead + ', ' if lookahead else ''}"
+                 f"      - {{name: knapsack, params: {{{look}"
                  "check: gaussian_99, profit: [wait, stretch]}}\n"
                  "    predictors: [history, oracle]\n    caps: [\"50%\"]\n")
         text = text[:grid] + block + text[tail:]
@@ -78,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="constant: a job draws its augmented mean power throughout (default); profile: seeded "
                          "1-hour steps around it (lightweight-predictions-profile.sweep.yaml)")
     ap.add_argument("--lookahead", choices=("window", "always"), default=None,
-                    help="window: jobs held to the cap only from the window's start, as the paper (the policies' "
-                         "default); always: from the start of the warm-up (the former behaviour)")
+                    help="window: jobs held to the cap only from the window's start, as the paper (the sweep files' "
+                         "setting); always: from the start of the warm-up (the former behaviour)")
     ap.add_argument("--part", choices=("all", "algorithms"), default="all",
                     help="algorithms: only the uncapped reference and the four algorithms at 50 %% (§6.6)")
     ap.add_argument("--accuracy-jobs", type=int, default=None,
@@ -101,7 +102,10 @@ def main(argv: list[str] | None = None) -> int:
                     *(["algorithms"] if args.part == "algorithms" else [])])
     out = Path(args.out) if args.out else Path(tempfile.gettempdir()) / tag
     sweep = Path(args.sweep) if args.sweep else (QUICK if args.quick else (PROFILE if profile else SWEEP))
-    if args.lookahead or args.part == "algorithms":
+    used = out / "sweep-file" / sweep.name
+    if args.report_only and used.exists():
+        sweep = used  # the variant the runs were made with
+    elif args.lookahead or args.part == "algorithms":
         sweep = variant_sweep(sweep, out / "sweep-file", lookahead=args.lookahead,
                               part=None if args.part == "all" else args.part)
     accuracy_jobs = args.accuracy_jobs if args.accuracy_jobs is not None else (

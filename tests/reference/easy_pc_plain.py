@@ -29,7 +29,7 @@ from wattsched.policies.power import PowerLedger
 
 
 class Params:
-    def __init__(self, check: str = "gaussian_99", order: str = "fcfs", lookahead: str | bool = "window"):
+    def __init__(self, check: str = "gaussian_99", order: str = "fcfs", lookahead: str | bool = "always"):
         if isinstance(lookahead, bool):
             lookahead = "always" if lookahead else "off"
         self.check, self.order, self.lookahead = check, order, lookahead

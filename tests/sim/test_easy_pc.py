@@ -81,8 +81,7 @@ def test_cap_window_ends_and_jobs_start():
 def test_lookahead_always_keeps_jobs_out_of_a_coming_window():
     jobs = [tj(1, 0, 100, nodes=1), tj(2, 0, 100, nodes=1)]
     cap = CapSchedule.window(50.0, 500.0, 600.0)  # from t=50 only one busy node fits
-    with_lookahead = starts(run(jobs, make_policy("easy-pc", {"check": "max", "lookahead": "always"}),
-                                make_predictor("naive"), cap=cap))
+    with_lookahead = starts(run(jobs, make_policy("easy-pc", {"check": "max"}), make_predictor("naive"), cap=cap))
     assert sorted(with_lookahead.values()) == [0, 100]
     # `true`, as configurations said before the modes, is `always`
     assert make_policy("easy-pc", {"lookahead": True}).params.lookahead == "always"
@@ -103,13 +102,14 @@ def test_window_lookahead_holds_jobs_only_from_the_window_start(name):
     def go(params):
         return starts(run(jobs, make_policy(name, {"check": "max", **params}), make_predictor("naive"), cap=cap))
 
-    # default `window`: nothing is held before t=50, so 1 and 2 both start at 0 (and run into the
-    # window); inside it, one busy node at a time: 3 when both end at 100, 4 when 3 ends at 200.
-    assert make_policy(name).params.lookahead == "window"
-    assert go({}) == {1: 0.0, 2: 0.0, 3: 100.0, 4: 200.0}
-    # `always` (the lookahead from now): 2 is held at t=0 because its requested time reaches the
-    # window, so the machine enters the window at the cap: 2 at 100, 3 at 200, 4 at 300.
-    assert go({"lookahead": "always"}) == {1: 0.0, 2: 100.0, 3: 200.0, 4: 300.0}
+    # `window` (the paper's, the reproduction's): nothing is held before t=50, so 1 and 2 both start
+    # at 0 (and run into the window); inside it, one busy node at a time: 3 when both end at 100, 4
+    # when 3 ends at 200.
+    assert go({"lookahead": "window"}) == {1: 0.0, 2: 0.0, 3: 100.0, 4: 200.0}
+    # `always` (the policies' default, the lookahead from now): 2 is held at t=0 because its requested
+    # time reaches the window, so the machine enters the window at the cap: 2 at 100, 3 at 200, 4 at 300.
+    assert make_policy(name).params.lookahead == "always"
+    assert go({}) == {1: 0.0, 2: 100.0, 3: 200.0, 4: 300.0}
 
 
 def test_lookahead_mode_is_checked():

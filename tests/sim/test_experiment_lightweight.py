@@ -40,7 +40,7 @@ def tiny_sweep(trace: Path, tmp_path: Path, reference_w: float, lookahead: str |
     """The campaign's sweep file cut down to one slice (day 31.5, 3 h warm-up, 2 h) and a 50 % cap."""
     text = (EXPERIMENT / "lightweight-predictions.sweep.yaml").read_text()
     if lookahead is not None:
-        text = text.replace("params: {check:", f"params: {{lookahead: {lookahead}, check:")
+        text = text.replace("lookahead: window,", f"lookahead: {lookahead},")
     text = text.replace("../../../shared/traces/RICC-2010-2.swf.gz", str(trace))
     text = re.sub(r"count: 30.*\n", "count: 1\n    t0_days: [31.5]\n", text)
     text = re.sub(r"length_h: 24 .*\n", "length_h: 2\n", text)

@@ -12,13 +12,12 @@ and its power (the ledger at the shadow time, with the head, still fits).
 ``easy-saf`` is the same with Smallest Area First order. With no cap in force
 the policy is plain EASY.
 
-Lookahead (``lookahead``): ``window`` (default), a job started while a cap is
-in force is checked against the lowest cap in force during its requested time,
-and a job started while no cap is in force is not held at all, as the paper
-applies the cap only inside its window; ``always``, a job is checked against
-the lowest cap during its requested time also before a window, so jobs are not
-started into a capped window (or a demand-response event) they would
-overshoot; ``off``, against the cap in force at its start only.
+Lookahead (``lookahead``): ``always`` (default), a job is checked against the
+lowest cap in force during its requested time, so jobs are not started into a
+capped window (or a demand-response event) they would overshoot; ``window``,
+only a job started while a cap is in force is, and a job started while no cap
+is in force is not held at all, as the paper applies the cap only inside its
+window; ``off``, against the cap in force at its start only.
 
 Speed: the policy is called after every event of a simulation. While no cap
 change is ahead, backfilling works on the jobs' power increments kept by the
@@ -56,8 +55,9 @@ from wattsched.policies.scan import Scanner
 
 Check = Literal["mean", "max", "gaussian_68", "gaussian_95", "gaussian_99"]
 Lookahead = Literal["window", "always", "off"]
-LOOKAHEAD_HELP = ("window (the paper's): the lowest cap during its requested time, for jobs started while a cap "
-                  "is in force only; always: before a window too (true); off: the cap in force at its start (false).")
+LOOKAHEAD_HELP = ("always (true): the lowest cap during its requested time, before a window too; window (the "
+                  "paper's): the same, for jobs started while a cap is in force only; off (false): the cap in force "
+                  "at its start.")
 
 
 def lookahead_mode(value):
@@ -76,7 +76,7 @@ class EasyPcParams(BaseModel):
 
     check: Check = Field("gaussian_99", description="Power verification: mean, max or gaussian_68/95/99.")
     order: Literal["fcfs", "saf"] = Field("fcfs", description="Queue order: fcfs or saf (smallest area first).")
-    lookahead: Lookahead = Field("window", description=LOOKAHEAD_HELP)
+    lookahead: Lookahead = Field("always", description=LOOKAHEAD_HELP)
 
     _lookahead = field_validator("lookahead", mode="before")(lookahead_mode)
 
@@ -125,7 +125,7 @@ class EasyPcPolicy(BasePolicy):
         cap = snapshot.cap
         now = snapshot.now_s
         # A cap in force now settles it without scanning the schedule (``is_uncapped`` does). With the
-        # ``window`` lookahead, no cap in force now is plain EASY whatever comes later (the paper's EASY).
+        # ``window`` lookahead, no cap in force now is plain EASY whatever comes later (the paper's).
         if cap.cap_at(now) == math.inf and (self.params.lookahead == "window" or cap.is_uncapped
                                             or cap.next_change_after(now) == math.inf):
             return self._easy.decide(snapshot, state)

@@ -40,10 +40,10 @@ FCFS, as in Algorithm 2 line 3: it delegates to EASY+PC (Algorithm 1) with the
 same check and lookahead, which is plain EASY when no cap is in force now or
 later, and keeps jobs out of a coming window they would overshoot otherwise.
 
-Lookahead: as in ``easy-pc``. Inside the window (``window``, the default, or
-``always``) a job is checked against the lowest cap in force during its
-requested time; outside it, ``window`` holds no job (the paper's EASY FCFS) and
-``always`` keeps out of a coming window the jobs that would overshoot it.
+Lookahead: as in ``easy-pc``. Inside the window (``always``, the default, or
+``window``) a job is checked against the lowest cap in force during its
+requested time; outside it, ``always`` keeps out of a coming window the jobs
+that would overshoot it and ``window`` holds no job (the paper's EASY FCFS).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class KnapsackParams(BaseModel):
         "wait", description="Profit of a job: 'wait' (waiting time) or 'stretch' ((wait + requested) / requested)."
     )
     check: Check = Field("gaussian_99", description="Power verification: mean, max or gaussian_68/95/99.")
-    lookahead: Lookahead = Field("window", description=LOOKAHEAD_HELP)
+    lookahead: Lookahead = Field("always", description=LOOKAHEAD_HELP)
 
     _lookahead = field_validator("lookahead", mode="before")(lookahead_mode)
 
@@ -125,7 +125,7 @@ class KnapsackPolicy(BasePolicy):
     check
         Power verification of :class:`~wattsched.policies.power.PowerLedger`.
     lookahead
-        ``window`` (default), ``always`` or ``off``: see :class:`~wattsched.policies.easy_pc.EasyPcParams`.
+        ``always`` (default), ``window`` or ``off``: see :class:`~wattsched.policies.easy_pc.EasyPcParams`.
     """
 
     name = "knapsack"
