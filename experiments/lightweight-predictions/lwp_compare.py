@@ -143,12 +143,12 @@ def claims(rows: list[dict], accuracy: dict[str, dict[str, float]]) -> list[tupl
     n = ("naive", "naive")
     checks = [k for k in methods if k != n and have[k]]
     if have[n] and checks:
-        most_waste = all(under(n) >= under(k) for k in checks)
+        most_waste = all(under(n) > under(k) for k in checks)
         add(("§6.5", "naive wastes the most power (under-utilisation of the allowed dynamic power)", "74 %",
              f"{_f(under(n))} % (next: {_f(max(under(k) for k in checks))} %)", _verdict(most_waste)))
         add(("§6.5", "naive increases the mean turnaround the most", "+14 %",
              f"{_f(tat[n], unit=' %', digits=1)} (next: {_f(max(tat[k] for k in checks), unit=' %')})",
-             _verdict(all(tat[n] >= tat[k] for k in checks))))
+             _verdict(all(tat[n] > tat[k] for k in checks))))
     else:
         add(("§6.5", "naive wastes the most power (under-utilisation of the allowed dynamic power)", "74 %", "—",
              "not run"))
@@ -167,19 +167,19 @@ def claims(rows: list[dict], accuracy: dict[str, dict[str, float]]) -> list[tupl
         add(("§6.5", "max is conservative: under-utilisation and turnaround increase between mean's and naive's",
              "≈ 44 % and ≈ +8 %", f"{_f(100 - util[('max', 'predicted')])} / {_f(100 - util[('max', 'real')])} % "
              f"and {pr(tat, 'max', unit=' %')}",
-             _verdict(all(under(("mean", v)) <= under(("max", v)) <= under(n) for v in ("predicted", "real"))
+             _verdict(all(under(("mean", v)) < under(("max", v)) < under(n) for v in ("predicted", "real"))
                       if both("mean") and have[n] else None)))
     if both("mean"):
         ms = [k for k in checks if k[0] != "mean"]
-        best_use = [all(util[("mean", v)] >= util[k] - 1e-9 for k in ms) for v in ("predicted", "real")]
+        best_use = [all(util[("mean", v)] > util[k] for k in ms) for v in ("predicted", "real")]
         add(("§6.5", "mean makes the best use of the power (under-utilisation, predicted / real)", "0.96 %",
              f"{_f(under(('mean', 'predicted')), 2)} / {_f(under(('mean', 'real')), 2)} %",
              _verdict(all(best_use), any(best_use))))
-        least = [all(tat[("mean", v)] <= tat[k] + 1e-9 for k in ms) for v in ("predicted", "real")]
+        least = [all(tat[("mean", v)] < tat[k] for k in ms) for v in ("predicted", "real")]
         add(("§6.5", "mean increases the turnaround the least (predicted / real)", "+1.65 %",
              pr(tat, "mean", 2, " %"), _verdict(all(least), any(least))))
         p, r = viol[("mean", "predicted")], viol[("mean", "real")]
-        most = [all(viol[("mean", v)] >= viol[k] for k in checks) for v in ("predicted", "real")]
+        most = [all(viol[("mean", v)] > viol[k] for k in checks if k[0] != "mean") for v in ("predicted", "real")]
         add(("§6.5", "mean goes above the cap in most instances (predicted / real)", "88 %",
              f"{pr(viol, 'mean', unit=' %')}", _verdict(all(most) and min(p, r) >= 50, any(most) and max(p, r) > 0)))
         ov = [over[("mean", v)] for v in ("predicted", "real")]
@@ -245,8 +245,8 @@ def claims(rows: list[dict], accuracy: dict[str, dict[str, float]]) -> list[tupl
                      "FCFS; SAF; Wait.; Stretch)", "Fig. 7a: closer to the cap",
              "; ".join(cell(a, "dyn_power_util", 100.0) for a, _ in ALGOS) + " %", _verdict(all(more), any(more))))
         tc = {a: am(a, "tat_change_pct") for a, _ in ALGOS}
-        worst = [all(tc["easy-pc"][i] >= tc[a][i] for a in others) for i in (0, 1)]
-        best = [all(tc["easy-saf"][i] <= tc[a][i] for a, _ in ALGOS) for i in (0, 1)]
+        worst = [all(tc["easy-pc"][i] > tc[a][i] for a in others) for i in (0, 1)]
+        best = [all(tc["easy-saf"][i] < tc[a][i] for a in ("easy-pc", *others[1:])) for i in (0, 1)]
         add(("§6.6", "EASY FCFS has the worst mean turnaround increase, EASY SAF the best (FCFS; SAF; Wait.; Stretch)",
              "Fig. 7b", "; ".join(cell(a, "tat_change_pct") for a, _ in ALGOS) + " %",
              _verdict(all(worst) and all(best), any(worst) or any(best))))

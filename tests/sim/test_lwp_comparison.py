@@ -99,8 +99,9 @@ def test_claims_are_computed_from_the_rows(compare):
     # naive: 80 % under-use, the most; +30 %, the most
     assert cells(text, "naive wastes")[3:] == ["80.0 % (next: 40.0 %)", "holds"]
     assert cells(text, "max never goes above")[-1] == "holds"
-    # mean (predicted) violates in 1 of 2 workloads (50 %), fewer than g68 (2 of 2); real in 2 of 2, the most
-    assert cells(text, "mean goes above the cap")[3:] == ["50.0 / 100.0 %", "partly"]
+    # mean (predicted) violates in 1 of 2 workloads (50 %), fewer than g68 (2 of 2); real in 2 of 2, as
+    # many as g68 and g95 real: a tie is not "the most"
+    assert cells(text, "mean goes above the cap")[3:] == ["50.0 / 100.0 %", "does not"]
     assert cells(text, "Gaussian checks cut the time")[3] == "15.0 / 20.0 / 10.0 / 5.0 %; 20.0 / 10.0 / 5.0 / 0.0 %"
     # predicted mean's time above (15 %) is below g68's (20 %): not monotone for predictions, monotone for real
     assert cells(text, "Gaussian checks cut the time")[-1] == "partly"
