@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench docs clean lwp reproduce-ahmed reproduce-borghesi reproduce-dutot
+.PHONY: demo test lint bench docs clean lwp reproduce-ahmed reproduce-borghesi reproduce-dutot reproduce-lwp
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,9 +47,14 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/daemon_cycle.py
 	$(BIN)/python benchmarks/cli_whole_process.py
 
-## lwp: the lightweight-predictions reproduction (1,530 runs as a sweep on a local Dask cluster)
+## lwp: the lightweight-predictions reproduction (1,530 runs as a sweep on a local Dask cluster) into its results/
 lwp: $(STAMP)
-	$(BIN)/python experiments/lightweight-predictions/run.py
+	$(BIN)/python experiments/lightweight-predictions/run.py --out experiments/lightweight-predictions/results
+
+## reproduce-lwp: the same with COMPARISON.md, in a temporary directory unless OUT=DIR
+##   (QUICK=1 for the smoke variant, ARGS="--part algorithms" for the knapsack question alone)
+reproduce-lwp: $(STAMP)
+	$(BIN)/python experiments/lightweight-predictions/run.py $(if $(OUT),--out $(OUT)) $(if $(QUICK),--quick) $(ARGS)
 
 ## reproduce-ahmed: Ahmed et al. 2017 (demand response) on SDSC-Par, 52 runs, about 22 min on 2 cores:
 ## OUT/COMPARISON.md (default runs/ahmed2017) answers each claim of the paper; QUICK=1 for 300 jobs (about 2 min)

@@ -29,14 +29,17 @@ from wattsched.policies.power import PowerLedger
 
 
 class Params:
-    def __init__(self, check: str = "gaussian_99", order: str = "fcfs", lookahead: bool = True):
+    def __init__(self, check: str = "gaussian_99", order: str = "fcfs", lookahead: str | bool = "always"):
+        if isinstance(lookahead, bool):
+            lookahead = "always" if lookahead else "off"
         self.check, self.order, self.lookahead = check, order, lookahead
 
 
 def cap_for(snapshot: Snapshot, params: Params, start_s: float, job: Job) -> float:
-    if params.lookahead:
-        return snapshot.lowest_cap(job.walltime_s, start_s)
-    return snapshot.cap.cap_at(start_s)
+    now_cap = snapshot.cap.cap_at(start_s)
+    if params.lookahead == "off" or (params.lookahead == "window" and now_cap == math.inf):
+        return now_cap
+    return snapshot.lowest_cap(job.walltime_s, start_s)
 
 
 def shadow(snapshot: Snapshot, params: Params, head: Job, free: int, ledger: PowerLedger,
@@ -96,7 +99,8 @@ def decide(snapshot: Snapshot, params: Params) -> tuple[Plan, str | None]:
     """The plan, and the head's reason had the pass computed the reservation it did not need (else None)."""
     cap = snapshot.cap
     now = snapshot.now_s
-    if cap.cap_at(now) == math.inf and (cap.is_uncapped or cap.next_change_after(now) == math.inf):
+    if cap.cap_at(now) == math.inf and (params.lookahead == "window" or cap.is_uncapped
+                                        or cap.next_change_after(now) == math.inf):
         return easy_plain.decide(snapshot, params.order), None
     actions: list[Start] = []
     plan = Plan(actions)

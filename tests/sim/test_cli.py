@@ -192,7 +192,7 @@ def test_simulate_summary_reads_as_text_not_python(tmp_path, capsys):
     assert main(["simulate", "--trace", str(trace), "--policy", "easy-pc", "--cap", "1500", "--out",
                  str(tmp_path / "run"), "-q", "--no-report"]) == 0
     printed = capsys.readouterr().out
-    assert "bad on 8 nodes, policy easy-pc (check: gaussian_99, order: fcfs, lookahead: yes)" in printed
+    assert "bad on 8 nodes, policy easy-pc (check: gaussian_99, order: fcfs, lookahead: always)" in printed
     assert "cleaning: dropped procs missing: 1 job\n" in printed
     assert not any(token in printed for token in ("{'", "True", "False", "None"))
 

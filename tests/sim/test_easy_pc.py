@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from unittest.mock import patch
 
 import pytest
@@ -77,14 +78,46 @@ def test_cap_window_ends_and_jobs_start():
     assert sorted(s.values()) == [0, 50, 50, 50]
 
 
-def test_lookahead_keeps_jobs_out_of_a_coming_window():
+def test_lookahead_always_keeps_jobs_out_of_a_coming_window():
     jobs = [tj(1, 0, 100, nodes=1), tj(2, 0, 100, nodes=1)]
     cap = CapSchedule.window(50.0, 500.0, 600.0)  # from t=50 only one busy node fits
     with_lookahead = starts(run(jobs, make_policy("easy-pc", {"check": "max"}), make_predictor("naive"), cap=cap))
     assert sorted(with_lookahead.values()) == [0, 100]
+    # `true`, as configurations said before the modes, is `always`
+    assert make_policy("easy-pc", {"lookahead": True}).params.lookahead == "always"
+    assert make_policy("easy-saf", {"lookahead": False}).params.lookahead == "off"
     without = starts(run(jobs, make_policy("easy-pc", {"check": "max", "lookahead": False}),
                          make_predictor("naive"), cap=cap, options=NO_FORESIGHT))
     assert sorted(without.values()) == [0, 0]
+
+
+@pytest.mark.parametrize("name", ["easy-pc", "easy-saf", "knapsack"])
+def test_window_lookahead_holds_jobs_only_from_the_window_start(name):
+    # 4 nodes (idle 100, busy 300 W), window [50, 500) at 600 W: 400 W idle + one busy node.
+    # Jobs 1 and 2 are submitted before the window (the warm-up) and would run into it; 3 and 4
+    # are submitted inside it.
+    jobs = [tj(1, 0, 100, nodes=1), tj(2, 0, 100, nodes=1), tj(3, 60, 100, nodes=1), tj(4, 60, 100, nodes=1)]
+    cap = CapSchedule.window(50.0, 500.0, 600.0)
+
+    def go(params):
+        return starts(run(jobs, make_policy(name, {"check": "max", **params}), make_predictor("naive"), cap=cap))
+
+    # `window` (the paper's, the reproduction's): nothing is held before t=50, so 1 and 2 both start
+    # at 0 (and run into the window); inside it, one busy node at a time: 3 when both end at 100, 4
+    # when 3 ends at 200.
+    assert go({"lookahead": "window"}) == {1: 0.0, 2: 0.0, 3: 100.0, 4: 200.0}
+    # `always` (the policies' default, the lookahead from now): 2 is held at t=0 because its requested
+    # time reaches the window, so the machine enters the window at the cap: 2 at 100, 3 at 200, 4 at 300.
+    assert make_policy(name).params.lookahead == "always"
+    assert go({}) == {1: 0.0, 2: 100.0, 3: 200.0, 4: 300.0}
+
+
+def test_lookahead_mode_is_checked():
+    from wattsched.errors import ConfigError
+
+    message = "params.lookahead: Input should be 'window', 'always' or 'off', got 'soon'"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        make_policy("easy-pc", {"lookahead": "soon"})
 
 
 job_strategy = st.tuples(st.integers(0, 30), st.integers(0, 25), st.integers(1, 25), st.integers(1, 5))
@@ -130,7 +163,8 @@ def test_indexed_backfilling_under_a_cap_matches_the_plain_scan(raw, check):
     cap = CapSchedule.window(10.0, 60.0, 6 * 100 + 3 * 150.0)  # lookahead matters before t=10
 
     def go():
-        return starts(run(jobs, make_policy("easy-pc", {"check": check}), make_predictor("history"), n=6, cap=cap))
+        return starts(run(jobs, make_policy("easy-pc", {"check": check, "lookahead": "always"}),
+                          make_predictor("history"), n=6, cap=cap))
 
     indexed = go()
     saved = easy_module.INDEX_MIN_QUEUE

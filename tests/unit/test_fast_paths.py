@@ -142,7 +142,7 @@ def test_easy_pc_fast_path_decides_as_the_plain_algorithm(scan):
         for seed in range(SNAPSHOTS):
             rng = random.Random(-seed)
             params = {"check": rng.choice(CHECKS), "order": rng.choice(["fcfs", "fcfs", "fcfs", "saf"]),
-                      "lookahead": rng.random() < 0.8}
+                      "lookahead": rng.choice(["window", "always", "always", "off"])}
             snap = random_snapshot(seed)
             want, unneeded = easy_pc_plain.decide(plain_copy(snap), easy_pc_plain.Params(**params))
             policy = EasyPcPolicy(params)

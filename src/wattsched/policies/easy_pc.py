@@ -12,9 +12,12 @@ and its power (the ledger at the shadow time, with the head, still fits).
 ``easy-saf`` is the same with Smallest Area First order. With no cap in force
 the policy is plain EASY.
 
-Lookahead: with ``lookahead`` (default), a job is checked against the lowest
-cap in force during its requested time, so jobs are not started into a capped
-window (or a demand-response event) they would overshoot.
+Lookahead (``lookahead``): ``always`` (default), a job is checked against the
+lowest cap in force during its requested time, so jobs are not started into a
+capped window (or a demand-response event) they would overshoot; ``window``,
+only a job started while a cap is in force is, and a job started while no cap
+is in force is not held at all, as the paper applies the cap only inside its
+window; ``off``, against the cap in force at its start only.
 
 Speed: the policy is called after every event of a simulation. While no cap
 change is ahead, backfilling works on the jobs' power increments kept by the
@@ -36,7 +39,7 @@ from itertools import islice
 from operator import itemgetter
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from wattsched.model.job import Job
 from wattsched.model.plan import Plan, Reason, Start
@@ -51,6 +54,21 @@ from wattsched.policies.scan import COMPILED as _SCAN
 from wattsched.policies.scan import Scanner
 
 Check = Literal["mean", "max", "gaussian_68", "gaussian_95", "gaussian_99"]
+Lookahead = Literal["window", "always", "off"]
+LOOKAHEAD_HELP = ("always (true): the lowest cap during its requested time, before a window too; window (the "
+                  "paper's): the same, for jobs started while a cap is in force only; off (false): the cap in force "
+                  "at its start.")
+
+
+def lookahead_mode(value):
+    """``lookahead`` as one of :data:`Lookahead`: ``true`` is ``always`` and ``false`` is ``off``, as before.
+
+    >>> lookahead_mode(True), lookahead_mode(False), lookahead_mode("window")
+    ('always', 'off', 'window')
+    """
+    if isinstance(value, bool):
+        return "always" if value else "off"
+    return value
 
 
 class EasyPcParams(BaseModel):
@@ -58,7 +76,9 @@ class EasyPcParams(BaseModel):
 
     check: Check = Field("gaussian_99", description="Power verification: mean, max or gaussian_68/95/99.")
     order: Literal["fcfs", "saf"] = Field("fcfs", description="Queue order: fcfs or saf (smallest area first).")
-    lookahead: bool = Field(True, description="Check each job against the lowest cap during its requested time.")
+    lookahead: Lookahead = Field("always", description=LOOKAHEAD_HELP)
+
+    _lookahead = field_validator("lookahead", mode="before")(lookahead_mode)
 
 
 class EasySafParams(EasyPcParams):
@@ -104,20 +124,27 @@ class EasyPcPolicy(BasePolicy):
         snapshot = snapshot.with_indexes()
         cap = snapshot.cap
         now = snapshot.now_s
-        # A cap in force now settles it without scanning the schedule (``is_uncapped`` does)
-        if cap.cap_at(now) == math.inf and (cap.is_uncapped or cap.next_change_after(now) == math.inf):
+        # A cap in force now settles it without scanning the schedule (``is_uncapped`` does). With the
+        # ``window`` lookahead, no cap in force now is plain EASY whatever comes later (the paper's).
+        if cap.cap_at(now) == math.inf and (self.params.lookahead == "window" or cap.is_uncapped
+                                            or cap.next_change_after(now) == math.inf):
             return self._easy.decide(snapshot, state)
         return self._decide_capped(snapshot, state)
 
     def _cap_for(self, snapshot: Snapshot, start_s: float, job: Job) -> float:
         """The cap ``job`` started at ``start_s`` must respect: the lookahead over its requested time."""
-        if self.params.lookahead:
-            return snapshot.lowest_cap(job.walltime_s, start_s)
-        return snapshot.cap.cap_at(start_s)
+        mode = self.params.lookahead
+        if mode == "off":
+            return snapshot.cap.cap_at(start_s)
+        if mode == "window" and snapshot.cap.cap_at(start_s) == math.inf:
+            return math.inf  # no cap in force at the start: not held before the window
+        return snapshot.lowest_cap(job.walltime_s, start_s)
 
     def _caps_for(self, snapshot: Snapshot, walls):
         """:meth:`_cap_for` at the snapshot's time for jobs requesting ``walls`` seconds (an array, or the cap now)."""
-        if not self.params.lookahead or snapshot.cap.next_change_after(snapshot.now_s) == math.inf:
+        mode = self.params.lookahead
+        if (mode == "off" or snapshot.cap.next_change_after(snapshot.now_s) == math.inf
+                or (mode == "window" and snapshot.cap_w == math.inf)):
             return snapshot.cap_w
         return snapshot.lowest_cap(walls)
 

@@ -40,8 +40,10 @@ FCFS, as in Algorithm 2 line 3: it delegates to EASY+PC (Algorithm 1) with the
 same check and lookahead, which is plain EASY when no cap is in force now or
 later, and keeps jobs out of a coming window they would overshoot otherwise.
 
-Lookahead: with ``lookahead`` (default), inside the window a job is checked
-against the lowest cap in force during its requested time, as in ``easy-pc``.
+Lookahead: as in ``easy-pc``. Inside the window (``always``, the default, or
+``window``) a job is checked against the lowest cap in force during its
+requested time; outside it, ``always`` keeps out of a coming window the jobs
+that would overshoot it and ``window`` holds no job (the paper's EASY FCFS).
 """
 
 from __future__ import annotations
@@ -51,14 +53,14 @@ import heapq
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from wattsched.model.job import Job, PowerEstimate
 from wattsched.model.plan import Plan, Reason, Start
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
 from wattsched.policies.base import BasePolicy, PolicyTags
-from wattsched.policies.easy_pc import Check, EasyPcPolicy, EasyPcState
+from wattsched.policies.easy_pc import LOOKAHEAD_HELP, Check, EasyPcPolicy, EasyPcState, Lookahead, lookahead_mode
 from wattsched.policies.power import PowerLedger
 
 WEIGHT_FLOOR_W = 1e-3
@@ -75,7 +77,9 @@ class KnapsackParams(BaseModel):
         "wait", description="Profit of a job: 'wait' (waiting time) or 'stretch' ((wait + requested) / requested)."
     )
     check: Check = Field("gaussian_99", description="Power verification: mean, max or gaussian_68/95/99.")
-    lookahead: bool = Field(True, description="Check each job against the lowest cap during its requested time.")
+    lookahead: Lookahead = Field("always", description=LOOKAHEAD_HELP)
+
+    _lookahead = field_validator("lookahead", mode="before")(lookahead_mode)
 
 
 def profit(job: Job, now_s: float, kind: str) -> float:
@@ -121,7 +125,7 @@ class KnapsackPolicy(BasePolicy):
     check
         Power verification of :class:`~wattsched.policies.power.PowerLedger`.
     lookahead
-        Check a job against the lowest cap during its requested time.
+        ``always`` (default), ``window`` or ``off``: see :class:`~wattsched.policies.easy_pc.EasyPcParams`.
     """
 
     name = "knapsack"
@@ -142,9 +146,10 @@ class KnapsackPolicy(BasePolicy):
         return self._decide_capped(snapshot)
 
     def _cap_for(self, snapshot: Snapshot, job: Job) -> float:
-        if self.params.lookahead:
-            return snapshot.lowest_cap(job.walltime_s)
-        return snapshot.cap_w
+        # called inside the window only (a cap in force now): window and always agree there
+        if self.params.lookahead == "off":
+            return snapshot.cap_w
+        return snapshot.lowest_cap(job.walltime_s)
 
     def order(self, snapshot: Snapshot) -> list[Job]:
         """Pending jobs by profit/weight, descending; ties by submission time, then id."""
