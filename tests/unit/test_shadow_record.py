@@ -305,3 +305,39 @@ def hostlist_of(names):
     from wattsched.daemon.slurm.hostlist import compress
 
     return compress(names)
+
+
+def test_an_acting_daemon_with_shadow_record_records_the_schedule_it_made(tmp_path):
+    """``shadow_record: true`` without ``shadow``: the daemon starts the jobs itself and records them as it goes."""
+    import time
+
+    from wattsched.daemon.loop import Daemon
+    from wattsched.daemon.metrics import DaemonMetrics
+    from wattsched.daemon.notify import Notifier
+    from wattsched.daemon.simcluster import SimCluster
+    from wattsched.model.platform import NodePowerModel, Platform
+    from wattsched.workload.records import TraceJob
+
+    power = {"idle_w": 100.0, "busy_w": 300.0, "off_w": 10.0}
+    platform = Platform.homogeneous_cluster(4, power=NodePowerModel(**power))
+    now = [0.0]
+    trace = [TraceJob(i, 0.0, rt, 2 * rt, n, n, user="u", mean_w=280.0, max_w=290.0, std_w=5.0)
+             for i, rt, n in ((1, 50.0, 2), (2, 80.0, 2), (3, 30.0, 4))]
+    sim = SimCluster(trace, platform, speedup=1.0, clock=lambda: now[0], epoch_s=float(int(time.time())))
+    cfg = DaemonConfig(policy="easy", shadow_record=True, poll_interval_s=10.0, node_power=power,
+                       state_dir=tmp_path / "state", heartbeat_file=tmp_path / "hb" / "heartbeat",
+                       telemetry={"source": "slurm"})
+    assert not cfg.dry_run and not cfg.shadow
+    d = Daemon(cfg, sim, metrics=DaemonMetrics(), notifier=Notifier(environ={}))
+    for step in range(16):
+        now[0] = step * 10.0
+        d.cycle()
+    applied = [e for e in d.store.audit_since(0) if e.action == "start"]
+    assert applied and not any(e.dry_run for e in applied), "the daemon started the jobs itself"
+    record = read_record(d.store.db, d.store.path)
+    d.store.close()
+    assert len(record.cycles) == 16
+    assert {j: [e.event for e in ev] for j, ev in record.jobs.items()} == {
+        1: ["submit", "start", "end"], 2: ["submit", "start", "end"], 3: ["submit", "start", "end"]}
+    start = {j: next(e.time for e in ev if e.event == "start") for j, ev in record.jobs.items()}
+    assert start[3] > max(start[1], start[2]), "the 4-node job waits for both"
