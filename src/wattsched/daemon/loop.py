@@ -122,7 +122,7 @@ class Daemon:
         """The act stage: plans applied to Slurm and the nodes under write-ahead intents."""
         self.history: PowerHistory | None = None
         self.shadow: ShadowRecorder | None = None
-        """The shadow record (``shadow`` or ``shadow_record: true``): what each cycle observed, for ``wattsched shadow replay``."""
+        """The shadow record (``shadow`` or ``shadow_record``): what each cycle observed, for ``shadow replay``."""
         self.apply_config(config)
 
     # ------------------------------------------------------------------ configuration
