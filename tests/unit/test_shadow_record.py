@@ -341,3 +341,27 @@ def test_an_acting_daemon_with_shadow_record_records_the_schedule_it_made(tmp_pa
         1: ["submit", "start", "end"], 2: ["submit", "start", "end"], 3: ["submit", "start", "end"]}
     start = {j: next(e.time for e in ev if e.event == "start") for j, ev in record.jobs.items()}
     assert start[3] > max(start[1], start[2]), "the 4-node job waits for both"
+
+
+def test_a_start_latency_delays_each_queued_start_and_platform_power_replaces_the_measured(tmp_path):
+    from wattsched.daemon.shadowreplay import shadow_replay
+
+    # submitted at once on an idle cluster, each started by Slurm 2 s after it could start
+    jobs = [(1, 100, 102, 112, 4), (2, 100, 114, 124, 4), (3, 100, 126, 130, 2)]
+    store = record_window(tmp_path / "s", jobs, t0=99.0, cycles=40)
+    record = read_record(store.db, store.path)
+    config = DaemonConfig.model_validate({"kind": "daemon", "policy": "fcfs", "state_dir": str(tmp_path / "s"),
+                                          "node_power": {"idle_w": 100, "busy_w": 300, "off_w": 10}})
+    plain = shadow_replay(config, record, tmp_path / "plain", report=False).comparison
+    late = shadow_replay(config, record, tmp_path / "late", report=False, start_latency_s=2.0,
+                         job_power="platform").comparison
+    starts = lambda c: [j["replay_start_s"] for j in sorted(c["jobs"], key=lambda j: j["id"])]  # noqa: E731
+    assert starts(plain) == pytest.approx([0.0, 10.0, 20.0]), "the replay starts each job at once"
+    assert starts(late) == pytest.approx([2.0, 14.0, 26.0]) == [j["live_start_s"] for j in late["jobs"]]
+    assert [j["replay_end_s"] for j in late["jobs"]] == pytest.approx([12.0, 24.0, 30.0])
+    # 2 s at idle, then the run at the platform's 300 W busy power (the record measured 250 W)
+    assert late["replay"]["energy_j"] > plain["replay"]["energy_j"]
+    assert any("start latency modelled: 2 s" in n for n in late["notes"])
+    assert any("300 W a node" in n for n in late["notes"])
+    with pytest.raises(ConfigError, match="--start-latency"):
+        shadow_replay(config, record, tmp_path / "bad", report=False, start_latency_s=-1.0)
