@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-cluster", action="store_true", help="leave the test cluster running afterwards")
     args = ap.parse_args(argv)
     figures = Path(args.figures) if args.figures else Path(tempfile.mkdtemp(prefix="twin-fidelity-"))
+    figures.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "WATTSCHED_TWIN_FIGURES": str(figures),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
     if args.keep_cluster:
