@@ -305,3 +305,63 @@ def hostlist_of(names):
     from wattsched.daemon.slurm.hostlist import compress
 
     return compress(names)
+
+
+def test_an_acting_daemon_with_shadow_record_records_the_schedule_it_made(tmp_path):
+    """``shadow_record: true`` without ``shadow``: the daemon starts the jobs itself and records them as it goes."""
+    import time
+
+    from wattsched.daemon.loop import Daemon
+    from wattsched.daemon.metrics import DaemonMetrics
+    from wattsched.daemon.notify import Notifier
+    from wattsched.daemon.simcluster import SimCluster
+    from wattsched.model.platform import NodePowerModel, Platform
+    from wattsched.workload.records import TraceJob
+
+    power = {"idle_w": 100.0, "busy_w": 300.0, "off_w": 10.0}
+    platform = Platform.homogeneous_cluster(4, power=NodePowerModel(**power))
+    now = [0.0]
+    trace = [TraceJob(i, 0.0, rt, 2 * rt, n, n, user="u", mean_w=280.0, max_w=290.0, std_w=5.0)
+             for i, rt, n in ((1, 50.0, 2), (2, 80.0, 2), (3, 30.0, 4))]
+    sim = SimCluster(trace, platform, speedup=1.0, clock=lambda: now[0], epoch_s=float(int(time.time())))
+    cfg = DaemonConfig(policy="easy", shadow_record=True, poll_interval_s=10.0, node_power=power,
+                       state_dir=tmp_path / "state", heartbeat_file=tmp_path / "hb" / "heartbeat",
+                       telemetry={"source": "slurm"})
+    assert not cfg.dry_run and not cfg.shadow
+    d = Daemon(cfg, sim, metrics=DaemonMetrics(), notifier=Notifier(environ={}))
+    for step in range(16):
+        now[0] = step * 10.0
+        d.cycle()
+    applied = [e for e in d.store.audit_since(0) if e.action == "start"]
+    assert applied and not any(e.dry_run for e in applied), "the daemon started the jobs itself"
+    record = read_record(d.store.db, d.store.path)
+    d.store.close()
+    assert len(record.cycles) == 16
+    assert {j: [e.event for e in ev] for j, ev in record.jobs.items()} == {
+        1: ["submit", "start", "end"], 2: ["submit", "start", "end"], 3: ["submit", "start", "end"]}
+    start = {j: next(e.time for e in ev if e.event == "start") for j, ev in record.jobs.items()}
+    assert start[3] > max(start[1], start[2]), "the 4-node job waits for both"
+
+
+def test_a_start_latency_delays_each_queued_start_and_platform_power_replaces_the_measured(tmp_path):
+    from wattsched.daemon.shadowreplay import shadow_replay
+
+    # submitted at once on an idle cluster, each started by Slurm 2 s after it could start
+    jobs = [(1, 100, 102, 112, 4), (2, 100, 114, 124, 4), (3, 100, 126, 130, 2)]
+    store = record_window(tmp_path / "s", jobs, t0=99.0, cycles=40)
+    record = read_record(store.db, store.path)
+    config = DaemonConfig.model_validate({"kind": "daemon", "policy": "fcfs", "state_dir": str(tmp_path / "s"),
+                                          "node_power": {"idle_w": 100, "busy_w": 300, "off_w": 10}})
+    plain = shadow_replay(config, record, tmp_path / "plain", report=False).comparison
+    late = shadow_replay(config, record, tmp_path / "late", report=False, start_latency_s=2.0,
+                         job_power="platform").comparison
+    starts = lambda c: [j["replay_start_s"] for j in sorted(c["jobs"], key=lambda j: j["id"])]  # noqa: E731
+    assert starts(plain) == pytest.approx([0.0, 10.0, 20.0]), "the replay starts each job at once"
+    assert starts(late) == pytest.approx([2.0, 14.0, 26.0]) == [j["live_start_s"] for j in late["jobs"]]
+    assert [j["replay_end_s"] for j in late["jobs"]] == pytest.approx([12.0, 24.0, 30.0])
+    # 2 s at idle, then the run at the platform's 300 W busy power (the record measured 250 W)
+    assert late["replay"]["energy_j"] > plain["replay"]["energy_j"]
+    assert any("start latency modelled: 2 s" in n for n in late["notes"])
+    assert any("300 W a node" in n for n in late["notes"])
+    with pytest.raises(ConfigError, match="--start-latency"):
+        shadow_replay(config, record, tmp_path / "bad", report=False, start_latency_s=-1.0)

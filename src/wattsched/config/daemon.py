@@ -851,6 +851,13 @@ class DaemonConfig(StrictModel):
         "power, the cap and demand-response events in force) in the state store, for `wattsched shadow replay`. "
         "Implies `dry_run` (`dry_run: false` with it is an error). Default: `false`.",
     )
+    shadow_record: bool = Field(
+        default=False,
+        description="Record what the daemon observed, as shadow mode does, while it acts (not a dry run): the "
+        "live schedule wattsched made can then be replayed with `wattsched shadow replay` and set beside the "
+        "simulator's, e.g. to measure how well a replay predicts the live cluster. Implied by `shadow`. "
+        "Default: `false`.",
+    )
     shadow_retention_s: float = Field(
         default=7 * 86400.0, gt=0,
         description="How far back the shadow record goes: cycles older than this are deleted as new ones are "

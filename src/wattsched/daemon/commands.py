@@ -142,6 +142,8 @@ def _run_daemon(args: argparse.Namespace, config, path) -> int:
                               f"{exc.strerror or exc} (set metrics.port, or 0 for no endpoint)") from exc
         log.info("metrics on http://%s:%d/metrics", config.metrics.address, config.metrics.port)
     mode = "SHADOW (dry-run, recording)" if config.shadow else "DRY-RUN" if config.dry_run else "gate " + config.gate
+    if config.shadow_record and not config.shadow:
+        mode += ", recording"
     log.info("wattsched daemon: policy %s, backend %s, %s, state %s, every %g s", config.policy,
              config.slurm.backend, mode, config.state_dir, config.poll_interval_s)
     if config.slurm.backend == "sim":
@@ -337,7 +339,7 @@ def _print_shadow(store, config) -> None:
 
     r = record_summary(store.db)
     if r is None:
-        if config.shadow:
+        if config.shadow or config.shadow_record:
             print("shadow record: empty (no cycle recorded yet)")
         return
     hours = (r["end"] - r["start"]) / 3600

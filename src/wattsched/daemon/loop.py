@@ -122,7 +122,7 @@ class Daemon:
         """The act stage: plans applied to Slurm and the nodes under write-ahead intents."""
         self.history: PowerHistory | None = None
         self.shadow: ShadowRecorder | None = None
-        """The shadow record (``shadow: true``): what each cycle observed, for ``wattsched shadow replay``."""
+        """The shadow record (``shadow`` or ``shadow_record``): what each cycle observed, for ``shadow replay``."""
         self.apply_config(config)
 
     # ------------------------------------------------------------------ configuration
@@ -182,9 +182,10 @@ class Daemon:
         else:  # a reload keeps the events received; the new rule decides the next ones
             self.grid.rule = rule
         self.inputs.configure(config, self.constraints, self.grid)
-        if config.shadow and self.shadow is None:
+        recording = config.shadow or config.shadow_record
+        if recording and self.shadow is None:
             self.shadow = ShadowRecorder(self.store.db, self.store.path)
-        elif not config.shadow:
+        elif not recording:
             self.shadow = None
         self.metrics.dry_run.set(1 if config.dry_run else 0)
         self.metrics.info.info({

@@ -94,8 +94,17 @@ def _cap_entries(record: ShadowRecord, origin: float) -> tuple[float | None, lis
 
 
 def shadow_replay(config, record: ShadowRecord, out: Path, *, policy: str | None = None, params: dict | None = None,
-                  cap: str | None = None, seed: int = 0, report: bool = True) -> ShadowReplay:
-    """Replay ``record`` through ``policy`` (the daemon's by default) into the run directory ``out``."""
+                  cap: str | None = None, seed: int = 0, report: bool = True,
+                  start_latency_s: float = 0.0, job_power: str = "measured") -> ShadowReplay:
+    """Replay ``record`` through ``policy`` (the daemon's by default) into the run directory ``out``.
+
+    ``start_latency_s`` models the time between a decision to start a job and Slurm starting it (the daemon's
+    poll, Slurm's own scheduling pass): each job that queues holds its nodes that long before its recorded run,
+    drawing idle power (the ``node_power`` idle) then, and its replay start is reported that much after the
+    decision, as a live start would be. ``job_power`` ``platform`` gives every job the ``node_power`` busy power
+    instead of the power measured over its run (which reads low for jobs shorter than the telemetry's rate
+    window: the energy they drew shows after their end).
+    """
     from pydantic import ValidationError
 
     from wattsched.config.sim import SimConfig
@@ -114,15 +123,31 @@ def shadow_replay(config, record: ShadowRecord, out: Path, *, policy: str | None
     imported = import_accounting(inputs.acct, power="prometheus", prometheus=RecordedPower(record),
                                  measured_name="shadow")
     hot = {j.job_id for j in inputs.live if j.hot}
+    if start_latency_s < 0 or not math.isfinite(start_latency_s):
+        raise ConfigError(f"--start-latency: {start_latency_s:g} is not a duration of 0 s or more")
+    idle_w = config.node_power.idle_w if config.node_power is not None else None
+    if job_power not in ("measured", "platform"):
+        raise ConfigError(f"--job-power: {job_power!r} is not one of measured, platform")
+    if job_power == "platform":
+        if config.node_power is None:
+            raise ConfigError("--job-power platform: the daemon's config has no node_power (its busy_w is the "
+                              "power it gives every job)")
+        for job in imported.jobs:
+            job.mean_w = job.max_w = config.node_power.busy_w
+            job.std_w = 0.0
     for job in imported.jobs:
         if job.id in hot:
             job.extra["running_at_start"] = True
+        elif start_latency_s > 0:
+            _hold_before(job, start_latency_s, idle_w)
     origin = imported.origin_unix_s
     notes = list(inputs.notes) + list(imported.notes)
+    if job_power == "platform":
+        notes.append(f"job power: the node_power busy power, {config.node_power.busy_w:g} W a node, for every job")
     if hot:
         notes.append(f"{len(hot)} jobs were running when the window began: the replay starts them at once with the "
                      "rest of their run")
-    if imported.sources.get("none"):
+    if imported.sources.get("none") and job_power == "measured":
         notes.append(f"jobs without measured power over their run in the record: {imported.sources['none']}; the "
                      "replay augments their power")
     work = Path(tempfile.mkdtemp(prefix="wattsched-shadow-"))
@@ -161,7 +186,9 @@ def shadow_replay(config, record: ShadowRecord, out: Path, *, policy: str | None
         queue = (outcome.verdicts or {}).get("queue") or {}
         if queue and not queue.get("drained", True):
             notes.append(f"replay: {queue['text']} (a cap below what the jobs need leaves them waiting)")
-        comparison = side_by_side(record, inputs.live, origin, outcome, sim_config, notes)
+        if start_latency_s > 0:
+            notes.append(f"start latency modelled: {start_latency_s:g} s between each decision and the job's start")
+        comparison = side_by_side(record, inputs.live, origin, outcome, sim_config, notes, start_latency_s)
         out_dir = outcome.out_dir
         shutil.copy(trace, out_dir / "shadow-trace.csv")
         if config.platform is None:
@@ -171,6 +198,24 @@ def shadow_replay(config, record: ShadowRecord, out: Path, *, policy: str | None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return ShadowReplay(outcome, comparison, notes)
+
+
+def _hold_before(job, latency_s: float, idle_w: float | None) -> None:
+    """Make ``job`` hold its nodes ``latency_s`` before its run: that much longer, at idle power then.
+
+    >>> from wattsched.workload.records import TraceJob
+    >>> j = TraceJob(1, 0.0, 10.0, 60.0, 2, 2, mean_w=250.0, max_w=260.0, std_w=5.0)
+    >>> _hold_before(j, 2.0, 100.0)
+    >>> j.runtime_s, j.walltime_s, j.mean_w, j.max_w
+    (12.0, 62.0, 225.0, 260.0)
+    """
+    run = job.runtime_s
+    job.runtime_s = run + latency_s
+    job.walltime_s = job.walltime_s + latency_s
+    if job.mean_w is not None and idle_w is not None and run + latency_s > 0:
+        job.mean_w = (job.mean_w * run + idle_w * latency_s) / (run + latency_s)
+        if job.max_w is not None:
+            job.max_w = max(job.max_w, job.mean_w)
 
 
 def _live_summary(record: ShadowRecord, live: list[LiveJob], origin: float, bsld_s: float | None,
@@ -233,15 +278,18 @@ def _platform_w(cycle) -> float:
 
 
 def side_by_side(record: ShadowRecord, live: list[LiveJob], origin: float, outcome, sim_config,
-                 notes: list[str]) -> dict:
-    """The replay beside the live window: the metrics of :data:`COMPARED`, the start order, each job's starts."""
+                 notes: list[str], start_latency_s: float = 0.0) -> dict:
+    """The replay beside the live window: the metrics of :data:`COMPARED`, the start order, each job's starts
+    (a queued job's replay start ``start_latency_s`` after the replay's decision, see :func:`shadow_replay`)."""
     from wattsched.sim.metrics import bsld_settings
 
     bsld_def, bsld_s = bsld_settings(sim_config.policy, sim_config.bsld_definition, sim_config.bsld_threshold_s)
     live_summary = _live_summary(record, live, origin, bsld_s, bsld_def, outcome.result.info.get("cap") or [])
     replay_summary = outcome.summary
     rj = outcome.result.jobs
-    replay_start = {int(i): float(s) for i, s in zip(rj["id"], rj["start_s"], strict=True)}
+    hot = {j.job_id for j in live if j.hot}
+    replay_start = {int(i): float(s) + (0.0 if int(i) in hot else start_latency_s)
+                    for i, s in zip(rj["id"], rj["start_s"], strict=True)}
     replay_end = {int(i): float(e) for i, e in zip(rj["id"], rj["end_s"], strict=True)}
     queued = [j for j in live if not j.hot]
     live_order = [j.job_id for j in sorted(queued, key=lambda j: (j.start, j.job_id))]
@@ -351,7 +399,8 @@ def cmd_shadow_replay(args: argparse.Namespace) -> int:
         store.close()
     params = dict(args.param or ())
     result = shadow_replay(config, record, Path(args.out), policy=args.policy, params=params, cap=args.cap,
-                           seed=args.seed, report=not args.no_report)
+                           seed=args.seed, report=not args.no_report, start_latency_s=args.start_latency,
+                           job_power=args.job_power)
     c = result.comparison
     print(f"replayed {len(c['jobs'])} jobs of {c['window']['cycles']} recorded cycles through {c['policy']}")
     print(f"{'':<24}{'live':>14}{'replay':>14}")
@@ -393,6 +442,13 @@ def add_shadow_commands(sub) -> None:
     r.add_argument("--cap", metavar="W|PCT",
                    help="a constant cap for the replay, watts or a percentage such as 70%% (default: the cap "
                    "recorded in force each cycle, demand-response events included)")
+    r.add_argument("--start-latency", type=float, default=0.0, metavar="S",
+                   help="seconds between a decision to start a job and its start, as the live cluster takes them "
+                   "(the daemon's poll, Slurm's scheduling pass): each queued job holds its nodes that long, "
+                   "at idle power, before its recorded run (default 0: the replay starts jobs at once)")
+    r.add_argument("--job-power", choices=("measured", "platform"), default="measured",
+                   help="each job's power: measured over its run from the record (default), or the node_power "
+                   "busy power for every job (for jobs shorter than the telemetry's rate window, which read low)")
     r.add_argument("--seed", type=seed, default=0, help="seed of the replay (default 0)")
     r.add_argument("--no-report", action="store_true", help="no report.html")
     r.add_argument("--out", "-o", required=True, metavar="DIR", help="run directory to write")
