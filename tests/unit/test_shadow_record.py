@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -365,3 +366,24 @@ def test_a_start_latency_delays_each_queued_start_and_platform_power_replaces_th
     assert any("300 W a node" in n for n in late["notes"])
     with pytest.raises(ConfigError, match="--start-latency"):
         shadow_replay(config, record, tmp_path / "bad", report=False, start_latency_s=-1.0)
+
+
+def test_a_job_that_ended_before_the_record_began_is_not_recorded(tmp_path):
+    """Slurm lists finished jobs for MinJobAge: a job that ran and ended before the record began is not part of it;
+    one that ran and ended between two cycles of the record is."""
+    before = SlurmJob(4, "COMPLETED", submit_time=1.0, start_time=2.0, end_time=5.0, nodes=("n1",))
+    inside = SlurmJob(5, "COMPLETED", submit_time=8.0, start_time=9.0, end_time=11.0, nodes=("n2",))
+    last: dict[int, str] = {}
+    assert job_events(last, [before], 10.0, since=10.0) == [] and last == {}
+    got = job_events(last, [before, inside], 12.0, since=10.0)
+    assert [(e.job_id, e.event) for e in got] == [(5, "submit"), (5, "start"), (5, "end")]
+    # without a beginning (an old caller), the finished job is recorded as it was
+    assert [e.event for e in job_events({}, [before], 10.0)] == ["submit", "start", "end"]
+
+
+def test_a_recorder_begins_at_its_first_cycle_or_where_an_earlier_record_ends(tmp_path):
+    db = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    rec = ShadowRecorder(db, tmp_path / "state.db")
+    assert rec.since(100.0) == 100.0 and rec.since(200.0) == 100.0
+    rec.record(1, CycleObservation(150.0, {"n1": "IDLE"}, {}, {"n1": 2}, 0.0, None, ()), [], 86400.0)
+    assert ShadowRecorder(db, tmp_path / "state.db").since(300.0) == 150.0  # a restart goes on from the record

@@ -357,7 +357,7 @@ class Daemon:
         snap = view.snapshot
         parts = self.partitions
         jobs = [j for j in state.jobs if not parts or parts.intersection(j.partition.split(","))]
-        events = job_events(self.shadow.last, jobs, now, state.skipped_jobs)
+        events = job_events(self.shadow.last, jobs, now, state.skipped_jobs, since=self.shadow.since(now))
         dr = tuple((e.event.label, e.event.start_s, e.event.end_s, e.cap_w) for e in snap.dr_events
                    if e.event.start_s <= now < e.event.end_s)
         states = {n.name: "+".join((n.state, *sorted(n.flags))) for n in nodes}

@@ -135,10 +135,13 @@ class ShadowRecord:
 # --------------------------------------------------------------------------- observing
 
 
-def job_events(last: dict[int, str], jobs: Iterable, now: float, skipped: Iterable[int] = ()) -> list[JobEvent]:
+def job_events(last: dict[int, str], jobs: Iterable, now: float, skipped: Iterable[int] = (),
+               since: float | None = None) -> list[JobEvent]:
     """The events of this cycle's Slurm jobs against ``last`` (job id to its last recorded event), which is updated.
 
-    A job seen for the first time is submitted; a running job whose last event
+    A job seen for the first time is submitted, unless it ended before
+    ``since`` (when the record began: Slurm lists finished jobs for
+    ``MinJobAge``, and what ran before the record is not part of it); a running job whose last event
     is not ``start`` started (again, after a requeue); a job that finished, was
     requeued, or is no longer listed (but for ``skipped``, records Slurm sent
     that could not be read) ended. Jobs whose end is recorded and that Slurm no
@@ -162,8 +165,11 @@ def job_events(last: dict[int, str], jobs: Iterable, now: float, skipped: Iterab
         prev = last.get(jid)
         state = job.state
         if prev is None:
-            if state not in _RUNNING and state not in _PENDING and not job.nodes:
-                continue  # ended without running before it was ever seen: nothing to replay
+            if state not in _RUNNING and state not in _PENDING:
+                if not job.nodes:
+                    continue  # ended without running before it was ever seen: nothing to replay
+                if since is not None and job.end_time is not None and job.end_time < since:
+                    continue  # ended before the record began
             out.append(JobEvent(jid, "submit", _finite(job.submit_time, now), job.node_count, "",
                                 job.time_limit_s, job.cpus or None, job.user, job.partition, state))
             prev = "submit"
@@ -214,8 +220,16 @@ class ShadowRecorder:
             for r in db.execute("SELECT job_id, event, state FROM shadow_jobs WHERE id IN "
                                 "(SELECT MAX(id) FROM shadow_jobs GROUP BY job_id)")
         }
+        last_cycle = db.execute("SELECT MAX(time) FROM shadow_cycles").fetchone()[0]
+        self.began_s: float | None = last_cycle  # jobs that ended before this are not recorded (see job_events)
         self._states: dict[str, str] | None = None  # the states as last written (None: write them all)
         self._nodesets: dict[tuple[str, str], int] = {}
+
+    def since(self, now: float) -> float:
+        """When the record began: the last recorded cycle of an earlier run of the daemon, else this first cycle."""
+        if self.began_s is None:
+            self.began_s = now
+        return self.began_s
 
     def record(self, cycle: int, obs: CycleObservation, events: Sequence[JobEvent], retention_s: float) -> None:
         """Write one cycle and its job events in one transaction, then delete what is older than ``retention_s``."""
