@@ -48,8 +48,9 @@ def test_dynshare_mixed_on_a_kth_slice_reports_node_caps_over_time(tmp_path, cap
 
 @pytest.mark.slow
 def test_the_response_option_and_standard_bsld_on_the_command_line(tmp_path, capsys):
-    base = ["simulate", "--trace", str(KTH), "--policy", "simple", "--cap", "50%", "--time-limit", "43200", "-q",
-            "--json"]
+    # the even split caps every running job's nodes, so the response model decides how much they slow down
+    base = ["simulate", "--trace", str(KTH), "--policy", "simple", "--param", "allocation=even", "--cap", "50%",
+            "--time-limit", "43200", "-q", "--json"]
     runs = {}
     for name, extra in (("f0", ["--response", "0"]), ("f1", ["--response", "1"]),
                         ("std", ["--response", "1", "--bsld-definition", "standard", "--bsld-threshold", "10"])):
