@@ -11,12 +11,14 @@ from dataclasses import replace
 import numpy as np
 import pydantic
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import wattsched.workload.augment as aug
 from wattsched.errors import ConfigError
 from wattsched.model.platform import NodePowerModel
 from wattsched.workload.augment import AugmentParams, augment, augment_workload, job_uniforms, splitmix64, stable_hash
-from wattsched.workload.records import TraceJob, Workload
+from wattsched.workload.records import TraceJob, Workload, true_power
 
 POWER = NodePowerModel()
 
@@ -54,7 +56,7 @@ def test_vectorized_uniforms_match_the_reference():
 
 
 def test_job_values_follow_the_documented_draws():
-    p = AugmentParams(job_sigma_rel=0.0, std_rel_min=0.05, std_rel_max=0.25, max_k=100.0)
+    p = AugmentParams(job_sigma_rel=0.0, std_rel_min=0.05, std_rel_max=0.25, max_k=100.0, profile="constant")
     jobs = make_jobs(50)
     for job in augment(jobs, POWER, p, seed=5):
         u = job_uniforms(5, job.id)
@@ -93,7 +95,7 @@ def test_streaming_is_lazy():
 
 
 def test_per_user_values_are_stable():
-    p = AugmentParams(job_sigma_rel=0.0, class_switch_prob=0.0)
+    p = AugmentParams(job_sigma_rel=0.0, class_switch_prob=0.0, profile="constant")
     jobs = make_jobs(2000, n_users=40)
     out = list(augment(jobs, POWER, p, seed=9))
     per_user = {}
@@ -110,7 +112,7 @@ def test_per_user_values_are_stable():
 
 
 def test_job_spread_around_the_user_mean():
-    p = AugmentParams(job_sigma_rel=0.05, class_switch_prob=0.0)
+    p = AugmentParams(job_sigma_rel=0.05, class_switch_prob=0.0, profile="constant")
     jobs = [TraceJob(i, 0.0, 1.0, 1.0, 1, 1, user="solo") for i in range(4000)]
     user_mean = next(augment(jobs[:1], POWER, p.model_copy(update={"job_sigma_rel": 0.0}), seed=3)).mean_w
     means = np.array([j.mean_w for j in augment(jobs, POWER, p, seed=3)])
@@ -120,7 +122,7 @@ def test_job_spread_around_the_user_mean():
 
 def test_values_stay_within_the_node_model():
     model = NodePowerModel(idle_w=100.0, busy_min_w=250.0, busy_w=400.0)
-    p = AugmentParams(job_sigma_rel=0.8, std_rel_min=0.0, std_rel_max=0.5, max_k=3.0)
+    p = AugmentParams(job_sigma_rel=0.8, std_rel_min=0.0, std_rel_max=0.5, max_k=3.0, profile="constant")
     out = list(augment(make_jobs(20_000, n_users=500), model, p, seed=1))
     mean = np.array([j.mean_w for j in out])
     mx = np.array([j.max_w for j in out])
@@ -182,7 +184,9 @@ def test_keyword_and_positional_builders_agree():
     job = TraceJob(3, 1.0, 2.0, 3.0, 4, 5, user="u", group="g", partition="p", status=0,
                    power_series=((0.0, 1.0),), gpus_per_node=2, min_nodes=1, max_nodes=9, malleable=True,
                    extra={"a": 1})
-    assert aug._with_power_pos(job, 150.0, 160.0, 3.0, "cpu") == aug._with_power_kw(job, 150.0, 160.0, 3.0, "cpu")
+    series = ((0.0, 150.0), (1.0, 170.0))
+    assert aug._with_power_pos(job, 150.0, 160.0, 3.0, "cpu", series) == aug._with_power_kw(job, 150.0, 160.0, 3.0,
+                                                                                          "cpu", series)
 
 
 def test_augment_workload_sets_has_power():
@@ -223,7 +227,8 @@ def test_params_are_validated():
 def test_user_values_follow_the_documented_generator():
     # per user: Generator(Philox(key=(seed, stable_hash(user)))) draws Beta, then the class uniform;
     # interleaving users checks that re-keying the shared generator leaves nothing behind
-    p = AugmentParams(user_mean_alpha=2.5, user_mean_beta=1.5, job_sigma_rel=0.0, class_switch_prob=0.0)
+    p = AugmentParams(user_mean_alpha=2.5, user_mean_beta=1.5, job_sigma_rel=0.0, class_switch_prob=0.0,
+                      profile="constant")
     names = ["ann", "bo", "ann", "cy", "bo", "dee"]
     jobs = [TraceJob(i, 0.0, 1.0, 1.0, 1, 1, user=u) for i, u in enumerate(names)]
     classes = sorted(p.class_probs)
@@ -346,3 +351,104 @@ def test_traces_augment_gives_jobs_of_units_per_unit_power(tmp_path):
         share = 0.25 if j.id == 1 else 1.0
         assert (j.mean_w, j.max_w) == pytest.approx((idle + (w[0] - idle) * share, idle + (w[1] - idle) * share),
                                                     rel=1e-12)
+
+
+# --------------------------------------------------------------------------- fluctuating power (profile ar1)
+
+CONSTANT = AugmentParams(profile="constant")
+
+
+def long_jobs(n, n_users=20, start=1):
+    """Jobs of run times from 1 s to about 20 h: one step, a few, and max_steps longer steps."""
+    return [TraceJob(i, float(i), float(1 + (i * 7919) % 72000), 72000.0, 1, 1 + i % 4, user=f"u{i % n_users}")
+            for i in range(start, start + n)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**64 - 1), step_s=st.floats(1.0, 5000.0), max_steps=st.integers(1, 30),
+       step_corr=st.floats(0.0, 0.99), std_rel=st.floats(0.0, 0.6), max_k=st.floats(0.0, 4.0))
+def test_power_series_respect_their_bounds_and_replay_the_same(seed, step_s, max_steps, step_corr, std_rel, max_k):
+    model = NodePowerModel(idle_w=100.0, busy_min_w=120.0, busy_w=300.0)
+    base = dict(std_rel_min=0.0, std_rel_max=std_rel, max_k=max_k, job_sigma_rel=0.5)
+    p = AugmentParams(step_s=step_s, max_steps=max_steps, step_corr=step_corr, **base)
+    jobs = long_jobs(300)
+    drawn = {j.id: j for j in augment(jobs, model, p.model_copy(update={"profile": "constant"}), seed=seed)}
+    out = list(augment(jobs, model, p, seed=seed))
+    for job, src in zip(out, jobs):
+        nominal = drawn[job.id]
+        lo = max(model.idle_w, 2 * nominal.mean_w - nominal.max_w)
+        n = min(max(math.ceil(src.runtime_s / step_s), 1), max_steps)
+        if job.power_series is None:  # constant: one step, or every step the same
+            assert job.std_w == 0.0 and job.max_w == job.mean_w
+            values = [job.mean_w]
+        else:
+            offsets = [t for t, _ in job.power_series]
+            values = [w for _, w in job.power_series]
+            assert len(values) == n and offsets[0] == 0.0
+            assert offsets == pytest.approx([k * src.runtime_s / n for k in range(n)])
+        assert all(lo - 1e-9 <= w <= nominal.max_w + 1e-9 for w in values), (job.id, values, lo, nominal)
+        # the job's figures are its series' own (what a meter shows, what the oracle predicts)
+        assert job.mean_w == pytest.approx(float(np.mean(values)), rel=1e-12)
+        assert job.max_w == max(values)
+        assert job.std_w == pytest.approx(float(np.std(values)), rel=1e-9, abs=1e-9)
+        true = true_power(job, None)
+        assert (true.mean_w, true.max_w) == pytest.approx((job.mean_w, job.max_w), rel=1e-12)
+    again = list(augment(reversed(jobs), model, p, seed=seed))
+    assert {j.id: j.power_series for j in again} == {j.id: j.power_series for j in out}
+
+
+def test_power_series_depend_on_the_seed_and_not_on_the_order_or_chunks():
+    jobs = long_jobs(3000)
+    whole = {j.id: j.power_series for j in augment(jobs, POWER, AugmentParams(), seed=11)}
+    assert sum(s is not None for s in whole.values()) > 2000
+    pieces = {}
+    for lo, hi in [(0, 1), (1, 2500), (2500, 3000)]:
+        pieces.update({j.id: j.power_series for j in augment(jobs[lo:hi], POWER, AugmentParams(), seed=11)})
+    assert pieces == whole
+    other = {j.id: j.power_series for j in augment(jobs, POWER, AugmentParams(), seed=12)}
+    both = [k for k in whole if whole[k] is not None and other[k] is not None]
+    assert len(both) > 2000 and sum(whole[k] != other[k] for k in both) > 0.99 * len(both)
+    # one job alone, through the public single-job function, gives its series in the stream
+    nominal = next(augment(jobs[41:42], POWER, CONSTANT, seed=11))
+    alone = aug.power_profile(nominal, AugmentParams(), 11, floor_w=POWER.idle_w)
+    assert alone.power_series == whole[jobs[41].id]
+
+
+def test_power_series_are_autocorrelated_as_asked():
+    # means near the middle of a wide busy range, clipped only at 4 std (rarely): the AR(1) process itself
+    p = AugmentParams(step_s=100.0, max_steps=200, step_corr=0.8, std_rel_min=0.1, std_rel_max=0.1, max_k=4.0,
+                      job_sigma_rel=0.0, user_mean_alpha=50.0, user_mean_beta=50.0)
+    jobs = [TraceJob(i, 0.0, 20000.0, 20000.0, 1, 1, user=f"u{i}") for i in range(1, 201)]
+    wide = NodePowerModel(idle_w=0.0, busy_min_w=1e3, busy_w=1e6)
+    lag1 = []
+    for job in augment(jobs, wide, p, seed=3):
+        x = np.array([w for _, w in job.power_series])
+        x = (x - x.mean()) / x.std()
+        lag1.append(float(np.mean(x[1:] * x[:-1])))
+    assert np.mean(lag1) == pytest.approx(0.8, abs=0.05)
+    lag0 = []
+    for job in augment(jobs, wide, p.model_copy(update={"step_corr": 0.0}), seed=3):
+        x = np.array([w for _, w in job.power_series])
+        x = (x - x.mean()) / x.std()
+        lag0.append(float(np.mean(x[1:] * x[:-1])))
+    assert abs(np.mean(lag0)) < 0.05
+
+
+def test_constant_profile_gives_no_series_and_the_drawn_power():
+    out = list(augment(long_jobs(500), POWER, CONSTANT, seed=5))
+    assert all(j.power_series is None for j in out)
+    assert all(j.std_w > 0 for j in out)
+
+
+def test_a_job_with_a_measured_series_keeps_it():
+    measured = ((0.0, 150.0), (30.0, 170.0))
+    job = TraceJob(5, 0.0, 60.0, 60.0, 1, 1, user="u", power_series=measured)
+    out = next(augment([job], POWER, AugmentParams(), seed=1))
+    assert out.power_series == measured
+
+
+@pytest.mark.parametrize("bad", [{"profile": "wavy"}, {"step_s": 0}, {"max_steps": 0}, {"step_corr": 1.0},
+                                 {"step_corr": -0.1}])
+def test_bad_profile_options_are_refused(bad):
+    with pytest.raises(pydantic.ValidationError):
+        AugmentParams(**bad)

@@ -209,8 +209,10 @@ class SimConfig(StrictModel):
         default_factory=dict,
         description=(
             "Options of the power augmentation, which gives jobs of a trace without power data a "
-            "seeded per-user mean power, per-job spread and an application class; passed through "
-            "unchanged and checked by the augmentation itself. Default: `{}` (its defaults)."
+            "seeded per-user mean power, per-job spread, an application class and a fluctuating power "
+            "series (docs/simulator.md 2.4); passed through unchanged and checked by the augmentation "
+            "itself. `{profile: constant}` keeps each job at its mean power; `{enabled: false}` turns it "
+            "off. Default: `{}` (its defaults). Example: `{profile: constant}`."
         ),
     )
     naive_cpu_w: float | None = Field(

@@ -903,8 +903,9 @@ class Ledger:
         if run.pass_model is not None:
             self._rate_pass(run)
             return
-        if self.homogeneous and not (self.node_cap_w or self.node_freq_hz) and run.truth.power_series is None:
-            p = run.truth.mean_w
+        if self.homogeneous and not (self.node_cap_w or self.node_freq_hz):
+            series = run.truth.power_series
+            p = run.truth.mean_w if series is None else series[run.step_index][1]
             if p is None:
                 p = self.busy_w[0] + run.truth.gpus_per_node * self.gpu_tdp_w[0]
             run.speed = 1.0

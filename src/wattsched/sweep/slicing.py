@@ -84,7 +84,7 @@ class SliceSpec:
     cores_per_node: int
     prime_history: bool = False
     profile_step_s: float | None = None
-    """With a value: jobs get a seeded step profile of power (see :func:`add_profiles`)."""
+    """With a value: the step of the augmentation's power series (:func:`wattsched.workload.augment.power_profile`)."""
     profile_max_steps: int | None = None
 
     def as_dict(self) -> dict:
@@ -165,45 +165,6 @@ def slice_specs(cfg, machine_nodes: int) -> list[SliceSpec]:
                       None if profile is None else profile.max_steps) for i, t0 in enumerate(t0s)]
 
 
-def add_profiles(jobs, seed: int, step_s: float, max_steps: int, *, series_for: int = 0) -> list[TraceJob]:
-    """Give jobs a seeded power profile; their mean/max/std become the profile's.
-
-    A job of runtime ``r`` gets ``n = clip(ceil(r / step_s), 1, max_steps)``
-    equal steps; step values are ``mean + std * Z`` (``Z`` standard normal)
-    clipped to ``[mean - 2 std, max]`` with the augmented mean, std and max.
-    All the nodes of a job move together. The job's ``mean_w``/``max_w``/``std_w``
-    are replaced by the realised values, so the oracle, the history predictor
-    and the engine agree. Only the last ``series_for`` jobs get the series
-    itself (the others are history: only their statistics are needed).
-    """
-    rng = np.random.default_rng([seed, 0x70F11E])
-    out: list[TraceJob] = []
-    n_all = len(jobs)
-    chunk = 16384
-    for a in range(0, n_all, chunk):
-        block = jobs[a : a + chunk]
-        mean = np.array([j.mean_w for j in block])
-        std = np.array([j.std_w for j in block])
-        top = np.array([j.max_w for j in block])
-        rt = np.array([j.runtime_s for j in block])
-        n = np.clip(np.ceil(rt / step_s), 1, max_steps).astype(int)
-        z = rng.standard_normal((len(block), max_steps))
-        v = np.clip(mean[:, None] + std[:, None] * z, (mean - 2 * std)[:, None], top[:, None])
-        mask = np.arange(max_steps)[None, :] < n[:, None]
-        cnt = mask.sum(axis=1)
-        m_r = np.where(mask, v, 0.0).sum(axis=1) / cnt
-        x_r = np.where(mask, v, -np.inf).max(axis=1)
-        s_r = np.sqrt(np.maximum(0.0, np.where(mask, (v - m_r[:, None]) ** 2, 0.0).sum(axis=1) / cnt))
-        for k, j in enumerate(block):
-            series = None
-            if a + k >= n_all - series_for:
-                dt = j.runtime_s / n[k] if j.runtime_s > 0 else 0.0
-                series = tuple((i * dt, float(v[k, i])) for i in range(n[k]))
-            out.append(replace(j, mean_w=float(m_r[k]), max_w=float(x_r[k]), std_w=float(s_r[k]),
-                               power_series=series))
-    return out
-
-
 @dataclass
 class PreparedSlice:
     """A slice ready to replay: rebased, augmented jobs, the primed history predictor (or None), facts."""
@@ -234,6 +195,12 @@ def prepare_slice(spec: SliceSpec, platform, augment_params, seed: int) -> Prepa
     picked = [tr.jobs[k] for k in hist_idx] + tr.jobs[lo:hi]
     rebased = [replace(j, submit_s=j.submit_s - origin) for j in picked]
     wl = Workload(name=f"slice{spec.index:02d}", jobs=iter(rebased))
+    if spec.profile_step_s is not None:
+        if augment_params is None:
+            raise ValueError("slices.power_profile needs augmented power (augment.enabled must stay true)")
+        # the augmentation's own power series, with the slices' steps
+        augment_params = augment_params.model_copy(update={
+            "profile": "ar1", "step_s": spec.profile_step_s, "max_steps": spec.profile_max_steps or 12})
     if augment_params is not None:
         # the platform's reference node, as every run's augmentation (wattsched.sim.build.prepare_trace)
         aug = list(augment_workload(wl, platform.reference_power, augment_params, seed,
@@ -241,11 +208,6 @@ def prepare_slice(spec: SliceSpec, platform, augment_params, seed: int) -> Prepa
     else:
         aug = rebased
     n_hist = len(hist_idx)
-    if spec.profile_step_s is not None:
-        if augment_params is None:
-            raise ValueError("slices.power_profile needs augmented power (augment.enabled must stay true)")
-        aug = add_profiles(aug, seed, spec.profile_step_s, spec.profile_max_steps or 12,
-                           series_for=len(aug) - n_hist)
     hist, jobs = aug[:n_hist], aug[n_hist:]
     predictor = None
     mae = {}

@@ -47,7 +47,7 @@ class PluginEntry(StrictModel):
 
 
 class PowerProfileConfig(StrictModel):
-    """A seeded step profile of each job's power around its augmented mean (fluctuating real power)."""
+    """The steps of the augmentation's seeded power series (fluctuating real power) for a sweep's slices."""
 
     doc_name: ClassVar[str] = "power profile"
 
@@ -96,9 +96,11 @@ class SlicesConfig(StrictModel):
     power_profile: PowerProfileConfig | None = Field(
         default=None,
         description=(
-            "Give each job a seeded step profile of power: `mean + std·Z` per step, clipped to "
-            "`[mean - 2 std, max]`, all nodes together; the job's mean, max and std become the profile's. "
-            "Default: none (a job draws its mean power throughout). Example: `{step_s: 3600, max_steps: 12}`."
+            "Steps of the augmentation's seeded power series for the slices' jobs (the `ar1` profile of "
+            "`augment`, docs/simulator.md 2.4, with this `step_s` and `max_steps`; it is on even if the "
+            "base sets `augment: {profile: constant}`). Default: none (the base's `augment` block decides: "
+            "its defaults are fluctuating power with 600 s steps, at most 6). "
+            "Example: `{step_s: 3600, max_steps: 12}`."
         ),
     )
 

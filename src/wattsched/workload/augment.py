@@ -36,6 +36,12 @@ above drawn as for a node, and ``share`` the mean over the job's units of
 * ``max_w = idle + (max_w - idle) · share``;
 * ``std_w = std_w · share``.
 
+With ``p.profile == "ar1"`` (the default) every augmented job then gets a
+fluctuating power series around these values (:func:`power_profile`; the job's
+``mean_w``, ``max_w`` and ``std_w`` become the series' realised statistics);
+``"constant"`` leaves the job at ``mean_w``. The series' normals come from
+splitmix64 as below, keyed with ``seed ^ 0x70F11E`` (a stream of their own).
+
 Jobs that already have ``mean_w`` are passed through unchanged (the same
 object). GPU power is not augmented (neither for ``gpus_per_node`` nor for
 the GPUs of units). Output order is input order.
@@ -75,14 +81,16 @@ from dataclasses import fields, replace
 from itertools import islice
 
 import numpy as np
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from wattsched.errors import ConfigError
 from wattsched.model.platform import NodePowerModel, Platform
 from wattsched.workload.records import TraceJob, Workload
 
-__all__ = ["AugmentParams", "augment", "augment_workload", "job_uniforms", "reference_cores", "splitmix64",
-           "stable_hash"]
+__all__ = ["AugmentParams", "augment", "augment_workload", "job_uniforms", "power_profile", "reference_cores",
+           "splitmix64", "stable_hash"]
 
 _MASK64 = (1 << 64) - 1
 _GAMMA = 0x9E3779B97F4A7C15
@@ -90,6 +98,7 @@ _M1 = 0xBF58476D1CE4E5B9
 _M2 = 0x94D049BB133111EB
 _N_UNIFORMS = 5
 _BLOCK = 4096
+_PROFILE_KEY = 0x70F11E  # mixed into the seed: the power series draw from a stream of their own
 
 
 class AugmentParams(BaseModel):
@@ -113,6 +122,16 @@ class AugmentParams(BaseModel):
         Probability of each application class (they must sum to 1).
     class_switch_prob
         Probability that a job redraws its class instead of taking its user's.
+    profile
+        ``ar1`` (default): every augmented job gets a seeded power series
+        (:func:`power_profiles`); ``constant``: a job draws its ``mean_w`` for
+        its whole run.
+    step_s, max_steps
+        A job of run time ``r`` gets ``clip(ceil(r / step_s), 1, max_steps)``
+        equal steps (longer steps for jobs longer than ``max_steps · step_s``).
+    step_corr
+        Correlation of two consecutive steps of ``step_s`` seconds (AR(1));
+        steps of length ``d`` are correlated by ``step_corr ** (d / step_s)``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -125,6 +144,10 @@ class AugmentParams(BaseModel):
     max_k: float = Field(2.0, ge=0)
     class_probs: dict[str, float] = Field(default_factory=lambda: {"cpu": 0.4, "memory": 0.3, "mixed": 0.3})
     class_switch_prob: float = Field(0.1, ge=0, le=1)
+    profile: Literal["ar1", "constant"] = "ar1"
+    step_s: float = Field(600.0, gt=0, allow_inf_nan=False)
+    max_steps: int = Field(6, ge=1, le=1000)
+    step_corr: float = Field(0.5, ge=0, lt=1)
 
     @field_validator("class_probs")
     @classmethod
@@ -186,8 +209,8 @@ def job_uniforms(seed: int, job_id: int, n: int = _N_UNIFORMS) -> list[float]:
     return [((splitmix64((base + (k - 1) * _GAMMA) & _MASK64) >> 11) + 0.5) * 2.0**-53 for k in range(1, n + 1)]
 
 
-def _uniforms_block(seed_key: np.uint64, ids: np.ndarray) -> np.ndarray:
-    """Vectorized :func:`job_uniforms`: an ``(n_uniforms, len(ids))`` array."""
+def _uniforms_block(seed_key: np.uint64, ids: np.ndarray, n: int = _N_UNIFORMS) -> np.ndarray:
+    """Vectorized :func:`job_uniforms`: an ``(n, len(ids))`` array."""
     gamma, m1, m2 = np.uint64(_GAMMA), np.uint64(_M1), np.uint64(_M2)
     s30, s27, s31, s11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
 
@@ -198,12 +221,86 @@ def _uniforms_block(seed_key: np.uint64, ids: np.ndarray) -> np.ndarray:
 
     with np.errstate(over="ignore"):
         base = mix(ids + seed_key + gamma)
-        out = np.empty((_N_UNIFORMS, len(ids)))
+        out = np.empty((n, len(ids)))
         z = base
-        for k in range(_N_UNIFORMS):
+        for k in range(n):
             z = z + gamma
             out[k] = ((mix(z) >> s11).astype(np.float64) + 0.5) * 2.0**-53
     return out
+
+
+def _profiles_block(seed_key: np.uint64, ids: np.ndarray, mean: np.ndarray, std: np.ndarray, top: np.ndarray,
+                    floor_w: float, runtime: np.ndarray, p: AugmentParams):
+    """Power series of a block of jobs (see :func:`power_profile`), vectorized.
+
+    Returns ``(steps, values, mean, max, std)``: the number of steps of each job,
+    an ``(n_max, len(ids))`` array of step values (rows past a job's steps are
+    unused) and the realised statistics of each job's steps.
+    """
+    steps = np.clip(np.ceil(runtime / p.step_s), 1, p.max_steps).astype(np.int64)
+    n_max = int(steps.max()) if len(steps) else 1
+    u = _uniforms_block(seed_key, ids, 2 * n_max)
+    z = np.sqrt(-2.0 * np.log(u[0::2])) * np.cos(2.0 * math.pi * u[1::2])
+    dt = np.where(steps > 0, runtime / steps, 0.0)
+    phi = p.step_corr ** (dt / p.step_s)
+    innov = np.sqrt(1.0 - phi * phi)
+    x = np.empty_like(z)
+    x[0] = z[0]
+    for k in range(1, n_max):
+        x[k] = phi * x[k - 1] + innov * z[k]
+    lo = np.maximum(floor_w, 2.0 * mean - top)
+    values = np.clip(mean + std * x, lo, top)
+    used = np.arange(n_max)[:, None] < steps[None, :]
+    m_r = np.where(used, values, 0.0).sum(axis=0) / steps
+    x_r = np.where(used, values, -np.inf).max(axis=0)
+    s_r = np.sqrt(np.where(used, (values - m_r) ** 2, 0.0).sum(axis=0) / steps)
+    return steps, values, m_r, x_r, s_r, dt
+
+
+def _series(steps: np.ndarray, values: np.ndarray, dt: np.ndarray, std: np.ndarray) -> list:
+    """The ``power_series`` tuples of a block (None for a constant one: one step, or every step the same)."""
+    flat = (steps == 1) | (std == 0.0)
+    cols = values.T.tolist()
+    out = []
+    for n, row, d, f in zip(steps.tolist(), cols, dt.tolist(), flat.tolist()):
+        out.append(None if f else tuple(zip([i * d for i in range(n)], row[:n])))
+    return out
+
+
+def power_profile(job: TraceJob, params: AugmentParams, seed: int, *, floor_w: float = 0.0) -> TraceJob:
+    """The fluctuating power of one job with ``mean_w``, ``std_w`` and ``max_w``, as :func:`augment` gives it.
+
+    The job's run of ``r`` seconds is cut into ``n = clip(ceil(r / step_s), 1,
+    max_steps)`` equal steps of ``d = r / n``. The steps follow a stationary
+    AR(1) process: ``x_0 = Z_0``, ``x_k = φ x_{k-1} + sqrt(1 - φ²) Z_k`` with
+    ``φ = step_corr ** (d / step_s)``, and step ``k`` draws ``clip(mean_w +
+    std_w · x_k, lo, max_w)`` with ``lo = max(floor_w, 2 mean_w - max_w)``
+    (symmetric around the mean unless the floor is higher). The ``Z_k`` are
+    standard normals (Box-Muller) from splitmix64 on ``(seed, job id)``, a
+    stream of their own (:func:`job_uniforms` with another key), so a job's
+    series depends only on the seed, its id and its own power and run time.
+    The returned copy's ``mean_w``, ``max_w`` and ``std_w`` are the realised
+    statistics of its steps (what a meter would show); a job whose steps are
+    all equal (one step, or a spread of zero) gets no series: its power is
+    constant.
+
+    >>> job = TraceJob(7, 0.0, 3600.0, 3600.0, 1, 1, mean_w=200.0, max_w=240.0, std_w=20.0)
+    >>> out = power_profile(job, AugmentParams(), seed=1)
+    >>> len(out.power_series), all(160.0 <= w <= 240.0 for _, w in out.power_series)
+    (6, True)
+    >>> out.power_series == power_profile(job, AugmentParams(), seed=1).power_series
+    True
+    """
+    if job.mean_w is None:
+        raise ConfigError(f"job {job.id} has no mean_w: power_profile needs its mean, std and max power")
+    seed = _check_seed(seed)
+    one = np.array
+    steps, values, m_r, x_r, s_r, dt = _profiles_block(
+        np.uint64(splitmix64(seed ^ _PROFILE_KEY)), one([job.id & _MASK64], dtype=np.uint64), one([job.mean_w]),
+        one([job.std_w or 0.0]), one([job.max_w if job.max_w is not None else job.mean_w]), float(floor_w),
+        one([float(job.runtime_s)]), params)
+    series = _series(steps, values, dt, s_r)[0]
+    return replace(job, mean_w=float(m_r[0]), max_w=float(x_r[0]), std_w=float(s_r[0]), power_series=series)
 
 
 def reference_cores(platform: Platform) -> int:
@@ -230,13 +327,18 @@ def _unit_share(units_of: list[tuple], cores_per_node: int | None, ids: list[int
     return np.add.reduceat(np.minimum(cores / cores_per_node, 1.0), starts) / counts
 
 
-def _check(node_power: NodePowerModel, seed: int) -> int:
+def _check_seed(seed: int) -> int:
     try:
         value = operator.index(seed)  # ints and NumPy integers, not floats
     except TypeError:
         value = -1
     if isinstance(seed, bool) or not 0 <= value <= _MASK64:
         raise ConfigError(f"seed must be an integer in [0, 2**64), got {seed!r}; e.g. augment(jobs, power, params, 1)")
+    return value
+
+
+def _check(node_power: NodePowerModel, seed: int) -> int:
+    value = _check_seed(seed)
     if not node_power.idle_w <= node_power.busy_w or not node_power.busy_min_w <= node_power.busy_w:
         raise ConfigError(
             "power augmentation needs idle_w <= busy_w and busy_min_w <= busy_w in the node power model, got "
@@ -314,6 +416,8 @@ def _augment(jobs: Iterator[TraceJob], node_power: NodePowerModel, p: AugmentPar
     cum_list = cum.tolist()
     users: dict[str, tuple[float, int]] = {}  # name -> (mean power, class index)
     seed_key = np.uint64(splitmix64(seed))
+    profile_key = np.uint64(splitmix64(seed ^ _PROFILE_KEY))
+    fluctuate = p.profile == "ar1"
     # One generator, re-keyed for each new user: Philox is counter-based, so setting its key
     # to (seed, hash(user)) and its counter to 0 gives each user its own fixed stream without
     # the cost of building a generator (and hashing a SeedSequence) per user.
@@ -343,7 +447,8 @@ def _augment(jobs: Iterator[TraceJob], node_power: NodePowerModel, p: AugmentPar
         per_user = [get(j.user) or new_user(j.user) for j in todo]
         user_mean = np.fromiter((v[0] for v in per_user), dtype=np.float64, count=len(todo))
         user_class = np.fromiter((v[1] for v in per_user), dtype=np.intp, count=len(todo))
-        u = _uniforms_block(seed_key, np.fromiter((j.id & _MASK64 for j in todo), dtype=np.uint64, count=len(todo)))
+        ids = np.fromiter((j.id & _MASK64 for j in todo), dtype=np.uint64, count=len(todo))
+        u = _uniforms_block(seed_key, ids)
 
         z = np.sqrt(-2.0 * np.log(u[0])) * np.cos(2.0 * math.pi * u[1])
         mean = np.clip(user_mean * (1.0 + p.job_sigma_rel * z), idle_w, busy_w)
@@ -358,17 +463,29 @@ def _augment(jobs: Iterator[TraceJob], node_power: NodePowerModel, p: AugmentPar
             std[at] *= share
         switched = np.searchsorted(cum, u[4], side="right")
         cls = np.where(u[3] < p.class_switch_prob, switched, user_class)
+        if fluctuate:
+            # the job's fields become the realised statistics of its series (what a meter shows)
+            runtime = np.fromiter((j.runtime_s for j in todo), dtype=np.float64, count=len(todo))
+            steps, values, m_r, x_r, s_r, dt = _profiles_block(profile_key, ids, mean, std, mx, idle_w, runtime, p)
+            series = _series(steps, values, dt, s_r)
+            own = [k for k, j in enumerate(todo) if j.power_series is not None]
+            for k in own:  # a job with a measured series of its own keeps it, and the drawn statistics
+                series[k] = todo[k].power_series
+                m_r[k], x_r[k], s_r[k] = mean[k], mx[k], std[k]
+            mean, mx, std = m_r, x_r, s_r
+        else:
+            series = [j.power_series for j in todo]
 
         if in_place:
-            for j, m, x, s, c in zip(todo, mean.tolist(), mx.tolist(), std.tolist(), cls.tolist()):
-                j.mean_w, j.max_w, j.std_w = m, x, s
+            for j, m, x, s, c, ps in zip(todo, mean.tolist(), mx.tolist(), std.tolist(), cls.tolist(), series):
+                j.mean_w, j.max_w, j.std_w, j.power_series = m, x, s, ps
                 if not j.app_class:
                     j.app_class = classes[c]
             yield from block
             continue
         made = iter([
-            _with_power(j, m, x, s, j.app_class or classes[c])
-            for j, m, x, s, c in zip(todo, mean.tolist(), mx.tolist(), std.tolist(), cls.tolist())
+            _with_power(j, m, x, s, j.app_class or classes[c], ps)
+            for j, m, x, s, c, ps in zip(todo, mean.tolist(), mx.tolist(), std.tolist(), cls.tolist(), series)
         ])
         for j in block:
             yield next(made) if j.mean_w is None else j
@@ -377,20 +494,22 @@ def _augment(jobs: Iterator[TraceJob], node_power: NodePowerModel, p: AugmentPar
 _units_of = operator.attrgetter("units")
 
 
-def _with_power_kw(job: TraceJob, mean_w: float, max_w: float, std_w: float, app_class: str) -> TraceJob:
+def _with_power_kw(job: TraceJob, mean_w: float, max_w: float, std_w: float, app_class: str,
+                   power_series) -> TraceJob:
     return TraceJob(
         id=job.id, submit_s=job.submit_s, runtime_s=job.runtime_s, walltime_s=job.walltime_s,
         procs=job.procs, nodes=job.nodes, user=job.user, group=job.group, partition=job.partition,
         status=job.status, mean_w=mean_w, max_w=max_w, std_w=std_w, app_class=app_class,
-        power_series=job.power_series, gpus_per_node=job.gpus_per_node, min_nodes=job.min_nodes,
+        power_series=power_series, gpus_per_node=job.gpus_per_node, min_nodes=job.min_nodes,
         max_nodes=job.max_nodes, malleable=job.malleable, extra=dict(job.extra), units=job.units,
     )
 
 
-def _with_power_pos(job: TraceJob, mean_w: float, max_w: float, std_w: float, app_class: str) -> TraceJob:
+def _with_power_pos(job: TraceJob, mean_w: float, max_w: float, std_w: float, app_class: str,
+                    power_series) -> TraceJob:
     return TraceJob(
         job.id, job.submit_s, job.runtime_s, job.walltime_s, job.procs, job.nodes, job.user, job.group,
-        job.partition, job.status, mean_w, max_w, std_w, app_class, job.power_series, job.gpus_per_node,
+        job.partition, job.status, mean_w, max_w, std_w, app_class, power_series, job.gpus_per_node,
         job.min_nodes, job.max_nodes, job.malleable, dict(job.extra), job.units,
     )
 
