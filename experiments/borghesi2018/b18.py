@@ -218,7 +218,9 @@ def make_instance(family: Family, index: int, platform, units: bool = False) -> 
         wl = generate(family.n_jobs, window_s=family.window_s, arrival=family.arrival, seed=seed,
                       hot_start=family.hot_start, units=units, **kw)
         jobs = list(wl.jobs)
-    return list(augment(jobs, node_power, AugmentParams(), seed=seed, cores_per_node=platform.nodes[-1].cores))
+    # constant job power, as the paper models it (a job draws its average power throughout; docs/simulator.md 2.4)
+    return list(augment(jobs, node_power, AugmentParams(profile="constant"), seed=seed,
+                        cores_per_node=platform.nodes[-1].cores))
 
 
 def _job(j, **kw):

@@ -70,6 +70,12 @@ class PolicyTags:
         (energy-budget windows) and ``"dr_events"`` (the events themselves);
         ``None``: undeclared. A run given a constraint its policy does not
         declare is warned about (the run goes on).
+    ignores_power_steps
+        The policy's decisions depend on no job's measured power, only on the
+        queue, the nodes, the jobs' estimates and the time: in replay it is not
+        called at a time when the only events were steps of jobs' power
+        profiles (no submission, completion or control event), where it could
+        decide nothing new. ``False`` (the default) calls it after every event.
     response_scenario
         How jobs respond to a cap in replay (Borghesi et al. 2018, §5.1.1),
         as the policy's ``response`` parameter names it; ``None``: the
@@ -88,6 +94,7 @@ class PolicyTags:
     response_scenario: ResponseScenario | None = None
     tick_param: str | None = None
     constraints: frozenset[str] | None = None
+    ignores_power_steps: bool = False
 
 
 @runtime_checkable
@@ -112,7 +119,8 @@ def policy_tags(policy: Any) -> PolicyTags:
 
     >>> policy_tags(object())
     PolicyTags(wants_empty_queue_calls=False, wants_end_table=False, wants_forecast=False, \
-maps_units=False, tick_period_s=None, response_scenario=None, tick_param=None, constraints=None)
+maps_units=False, tick_period_s=None, response_scenario=None, tick_param=None, constraints=None, \
+ignores_power_steps=False)
     """
     return declared_tags(policy, PolicyTags, PolicyError, "policy")
 

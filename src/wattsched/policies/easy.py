@@ -123,7 +123,8 @@ class EasyPolicy(BasePolicy):
     State = EasyState
 
     def tags(self) -> PolicyTags:
-        return dataclasses.replace(super().tags(), constraints=frozenset())  # power-unaware
+        return dataclasses.replace(super().tags(), constraints=frozenset(),  # power-unaware
+                                   ignores_power_steps=True)
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         # The simulator and the daemon hand over the queue index; a snapshot made by hand gets one.

@@ -16,7 +16,8 @@ class FcfsPolicy(BasePolicy):
     name = "fcfs"
 
     def tags(self) -> PolicyTags:
-        return dataclasses.replace(super().tags(), constraints=frozenset())  # power-unaware
+        return dataclasses.replace(super().tags(), constraints=frozenset(),  # power-unaware
+                                   ignores_power_steps=True)
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         free = snapshot.free_nodes

@@ -19,7 +19,7 @@ cdef class Engine:
     cdef dict __dict__
     cdef public double now, _until, _limit, _cap_now
     cdef public Py_ssize_t _seq, epoch, _events, _calls
-    cdef public bint _hold_open, _stopping, _always_call
+    cdef public bint _hold_open, _stopping, _always_call, _skip_steps, _moved
     cdef public Ledger ledger
     cdef public Intake intake
     cdef public Recorder recorder

@@ -143,6 +143,7 @@ class Engine:
         self._forecast_horizon_s = forecast_horizon(opts, tags.wants_forecast)
         self._until = math.inf
         self._hold_open = self._stopping = False
+        self._skip_steps = self._moved = False
         self._gen: Iterator[None] | None = None
         self.result_: SimResult | None = None
         self.predictor = predictor
@@ -268,11 +269,13 @@ class Engine:
             if t > self.now:
                 self.ledger.advance(t)
                 self.now = t
+            self._moved = False
             control = self._events_at(t)
             self._submit_at(t)
             # A queue-only policy has nothing to do with an empty queue; control events
-            # (cap changes, ticks, ...) and node-managing policies are always served.
-            if pending or control or self._always_call:
+            # (cap changes, ticks, ...) and node-managing policies are always served. A policy
+            # that ignores power steps is not called when only jobs' power changed.
+            if (pending and (self._moved or not self._skip_steps)) or control or self._always_call:
                 self._decide(t)
             self.recorder.row(t, self._cap_now)  # through self: a C call (a generator's locals are untyped)
         self._wrap_up(wall0)
@@ -301,6 +304,7 @@ class Engine:
         self._limit = opts.time_limit_s if opts.time_limit_s is not None else math.inf
         self._cap_now = controls.cap.cap_at(self.now)
         self._always_call = self.policy_tags.wants_empty_queue_calls
+        self._skip_steps = self.policy_tags.ignores_power_steps
 
     def _next_time(self) -> float:
         """Time of the next event, superseded ones dropped (a job's old end: it neither moves the clock nor calls
@@ -333,6 +337,7 @@ class Engine:
                 run = runs.get(obj)
                 if run is not None and run.version == version:
                     self._end(run)
+                    self._moved = True
             elif kind == _STEP:
                 run = runs.get(obj)
                 if run is not None and run.version == version:
@@ -382,6 +387,7 @@ class Engine:
         first_new = intake.submitted
         hot = intake.submit_until(t)
         self._events += intake.submitted - first_new
+        self._moved = True
         if hot:
             self._start_hot(hot)
 
