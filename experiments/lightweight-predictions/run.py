@@ -76,8 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=None, help="local Dask workers (default: one per core)")
     ap.add_argument("--scheduler", default=None, help="a running Dask scheduler to use instead of a local cluster")
     ap.add_argument("--power-model", choices=("constant", "profile"), default="constant",
-                    help="constant: a job draws its augmented mean power throughout (default); profile: seeded "
-                         "1-hour steps around it (lightweight-predictions-profile.sweep.yaml)")
+                    help="constant: a job draws its augmented mean power throughout (default); profile: the "
+                         "augmentation's fluctuating series in 1-hour steps "
+                         "(lightweight-predictions-profile.sweep.yaml)")
     ap.add_argument("--lookahead", choices=("window", "always"), default=None,
                     help="window: jobs held to the cap only from the window's start, as the paper (the sweep files' "
                          "setting); always: from the start of the warm-up (the former behaviour)")

@@ -79,10 +79,9 @@ import operator
 from collections.abc import Iterable, Iterator
 from dataclasses import fields, replace
 from itertools import islice
-
-import numpy as np
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from wattsched.errors import ConfigError
