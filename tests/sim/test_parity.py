@@ -176,6 +176,25 @@ caps that a job's power does not fill exactly (Borghesi et al. 2018); ``performa
 baseline that runs at full speed."""
 
 
+MEAN_PLANNERS = {"dr": 0.03}
+"""Policies that plan a job at its predicted mean power (Ahmed et al. 2017): the jobs' power fluctuates around
+it (the augmentation's series), so the platform goes over the cap by a little, here at most this share."""
+
+
+def _alike(a, b) -> bool:
+    """The same decision (or time): ids and nodes equal, times and watts to the last digits.
+
+    The daemon's measured power comes through Slurm's node records, the simulator's from the ledger per job:
+    a share of the budget computed from them (a RAPL method's node caps) can differ in its last digit, and so
+    the end of a capped job whose power fluctuates, and the decision made then.
+    """
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(map(_alike, a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-12)
+    return a == b
+
+
 def _cases():
     from wattsched.policies import available
 
@@ -208,16 +227,19 @@ def test_simulator_and_daemon_on_the_simulated_cluster_decide_alike(workload, po
     # The same decisions, node for node, in the same order.
     expected, got = replay_policy.starts, daemon_policy.starts
     assert len(expected) > JOBS // 2
-    first = next((i for i, (a, b) in enumerate(zip(expected, got)) if a != b), min(len(expected), len(got)))
-    assert got == expected, f"first difference at decision {first}: simulator {expected[first:first + 1]}, " \
-                            f"daemon {got[first:first + 1]}"
+    first = next((i for i, (a, b) in enumerate(zip(expected, got)) if not _alike(a, b)),
+                 min(len(expected), len(got)))
+    assert len(got) == len(expected) and first == len(got), \
+        f"first difference at decision {first}: simulator {expected[first:first + 1]}, daemon {got[first:first + 1]}"
     # The guard rejected the same plans on both sides, for the same reasons (the budget's energy left).
     assert rejected == engine.rejections
     # The daemon applied the others: released the job pinned to those nodes at that time.
     applied = replay_policy.applied
-    assert daemon_policy.applied == applied
+    assert len(daemon_policy.applied) == len(applied)
+    assert all(map(_alike, daemon_policy.applied, applied))
     names = [n.name for n in platform.nodes]
-    assert sim.releases == [(t, jid, tuple(names[i] for i in nodes)) for t, jid, nodes, _, _ in applied]
+    assert len(sim.releases) == len(applied)
+    assert all(map(_alike, sim.releases, [(t, jid, tuple(names[i] for i in nodes)) for t, jid, nodes, _, _ in applied]))
     assert started == [jid for _, jid, *_ in applied]
     # Both counted the budget's energy alike (the daemon from the nodes' energy counters, in µJ), whenever both
     # called the policy (the daemon calls a queue-only policy with running jobs and no queue too).
@@ -230,7 +252,7 @@ def test_simulator_and_daemon_on_the_simulated_cluster_decide_alike(workload, po
     want = dict(zip(replay.jobs["id"].tolist(), replay.jobs["start_s"].tolist(), strict=True))
     have = dict(zip(live.jobs["id"].tolist(), live.jobs["start_s"].tolist(), strict=True))
     assert set(want) == set(have) == {j.id for j in jobs}
-    assert all(want[j] == have[j] or (math.isnan(want[j]) and math.isnan(have[j])) for j in want)
+    assert all(_alike(want[j], have[j]) for j in want)
     # The cap shaped the schedule: it binds in the planned window (policies that plan against it respect it;
     # a reduction may ask for less than the running jobs draw, which no start can fix), and both events
     # were announced to the daemon at the simulator's baseline power.
@@ -238,7 +260,9 @@ def test_simulator_and_daemon_on_the_simulated_cluster_decide_alike(workload, po
     inside = (t_s >= cap.steps[0].start_s) & (t_s < cap.steps[1].start_s)
     assert inside.any()
     if "cap" in (policy_tags(replay_policy).constraints or ()) and policy not in OVER_THE_CAP:
-        assert (live.timeline["power_w"][inside] <= live.timeline["cap_w"][inside] * (1 + 1e-6)).all()
+        ratio = float(np.max(live.timeline["power_w"][inside] / live.timeline["cap_w"][inside]))
+        # a job's power moves around its mean: a policy that plans on the mean goes over by some of that
+        assert ratio <= (1 + MEAN_PLANNERS.get(policy, 0.0)) * (1 + 1e-6), ratio
     # Policies that plan against the budget keep within it.
     if "budgets" in (policy_tags(replay_policy).constraints or ()):
         budget = budgets[0]

@@ -206,13 +206,18 @@ class SimCluster:
         return self.epoch_s + (t - self.epoch_s) / self.speedup
 
     def _advance(self) -> None:
-        now = self.origin_s + (self.clock() - self._t0) * self.speedup
+        reading = self.clock()
+        now = self.origin_s + (reading - self._t0) * self.speedup
         eng = self.engine
         if now >= eng.now:
             # event by event: node power holds between two events, and changes at them
-            while (t := eng.next_event_s()) <= now:
+            while (t := eng.next_event_s()) <= now or (t < math.inf and self.clock_time_of(t) <= reading):
                 self._count_energy(t)
                 eng.advance_to(t)
+                if t > now or self.clock_time_of(t) == reading:
+                    # the clock reads the event's own time: the cluster stands at it exactly (mapping the
+                    # reading back to trace time may round it by a last digit)
+                    now = t
             self._count_energy(now)
             eng.advance_to(now)
         self._sync()

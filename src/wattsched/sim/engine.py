@@ -224,10 +224,8 @@ class Engine:
         return self.result_
 
     def next_event_s(self) -> float:
-        """Time of the next event (a submission included), or ``inf``."""
-        t = self._heap[0][0] if self._heap else math.inf
-        nxt = self.intake.next_job
-        return min(t, nxt.submit_s) if nxt is not None else t
+        """Time of the next event (a submission included; a superseded end or power step is none), or ``inf``."""
+        return self._next_time()
 
     def apply(self, plan: Plan) -> list[str]:
         """Apply ``plan`` now, as the policy's plans are; returns the guard's problems (nothing applied then)."""
