@@ -83,5 +83,8 @@ cdef class Ledger:
     @cython.locals(total=cython.double, mult=cython.double)
     cpdef rate(self, Run run)
 
+    @cython.locals(old=cython.double)
+    cpdef power_step(self, Run run)
+
     @cython.locals(total=cython.double, lowest=cython.double, p=cython.double, base=cython.double)
     cpdef _rate_pass(self, Run run)

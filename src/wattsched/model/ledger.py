@@ -609,7 +609,11 @@ class Ledger:
         run.step_index += 1
         self.rate(run)
         self.set_power(_BUSY, run.power_w - old)
-        self._replace_view(run)
+        v = run.view
+        # the same nodes and limits: the view changes in its power (and speed, if a cap holds it back)
+        run.view = running_job_from_fields(v.job, v.start_s, v.nodes, v.expected_end_s, run.power_w, run.speed,
+                                           v.freq_hz, v.cap_w, run.work_done_s, run.last_s)
+        self.running[run.job.id] = run.view
         if run.unit_dyn_w is not None:  # its units' new draw changes the share of the others on capped nodes
             self._rerate(self._capped_neighbours(run))
 

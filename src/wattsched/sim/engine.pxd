@@ -45,6 +45,12 @@ cdef class Engine:
     @cython.locals(now=cython.double, finish=cython.double, kill=cython.double)
     cpdef _schedule_end(self, Run run)
 
+    @cython.locals(at=cython.double, offset=cython.double)
+    cpdef _schedule_step(self, Run run, double finish)
+
+    @cython.locals(ledger=Ledger, speed=cython.double)
+    cpdef _power_step(self, Run run)
+
     @cython.locals(run=Run, ledger=Ledger)
     cpdef _start(self, object action)
 

@@ -446,10 +446,14 @@ class Engine:
             if kill < finish:
                 finish = max(kill, now)
         self._push(finish, _END, run.job.id, run.version)
+        self._schedule_step(run, finish)
+
+    def _schedule_step(self, run: Run, finish: float) -> None:
+        """The next step of ``run``'s power profile, if it comes before ``finish``."""
         series = run.truth.power_series
         if series is not None and run.step_index + 1 < len(series):
             offset = series[run.step_index + 1][0]
-            at = now + max(offset - run.work_done_s, 0.0) / run.speed
+            at = self.now + max(offset - run.work_done_s, 0.0) / run.speed
             if at < finish:
                 self._push(at, _STEP, run.job.id, run.version)
 
@@ -499,8 +503,13 @@ class Engine:
 
     def _power_step(self, run: Run) -> None:
         ledger = self.ledger
+        speed = run.speed
         ledger.power_step(run)
-        self._schedule_end(run)
+        if run.speed == speed:
+            # its speed holds (uncapped, or a cap its new power stays under): its end holds too
+            self._schedule_step(run, math.inf)
+        else:
+            self._schedule_end(run)
         if ledger.rerated:
             self._reschedule()
 

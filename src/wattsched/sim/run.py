@@ -180,7 +180,7 @@ def _run_with(run: Run, out_dir: Path | None, report: bool, plotter) -> RunOutco
             from wattsched.workload.tables import job_table_columns
 
             workload.jobs = tape = read_whole(workload.jobs)
-            plotter.send_workload(job_table_columns(tape), out_dir / "workload.csv.gz")
+            plotter.send_workload(job_table_columns(tape, pack_series=True), out_dir / "workload.csv.gz")
         else:
             tape = []
             workload.jobs = _taped(workload.jobs, tape.append)

@@ -99,7 +99,7 @@ class SlicesConfig(StrictModel):
             "Steps of the augmentation's seeded power series for the slices' jobs (the `ar1` profile of "
             "`augment`, docs/simulator.md 2.4, with this `step_s` and `max_steps`; it is on even if the "
             "base sets `augment: {profile: constant}`). Default: none (the base's `augment` block decides: "
-            "its defaults are fluctuating power with 600 s steps, at most 6). "
+            "its defaults are fluctuating power with 1800 s steps, at most 3). "
             "Example: `{step_s: 3600, max_steps: 12}`."
         ),
     )

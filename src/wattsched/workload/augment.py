@@ -144,9 +144,9 @@ class AugmentParams(BaseModel):
     class_probs: dict[str, float] = Field(default_factory=lambda: {"cpu": 0.4, "memory": 0.3, "mixed": 0.3})
     class_switch_prob: float = Field(0.1, ge=0, le=1)
     profile: Literal["ar1", "constant"] = "ar1"
-    step_s: float = Field(600.0, gt=0, allow_inf_nan=False)
-    max_steps: int = Field(6, ge=1, le=1000)
-    step_corr: float = Field(0.5, ge=0, lt=1)
+    step_s: float = Field(1800.0, gt=0, allow_inf_nan=False)
+    max_steps: int = Field(3, ge=1, le=1000)
+    step_corr: float = Field(0.125, ge=0, lt=1)
 
     @field_validator("class_probs")
     @classmethod
@@ -283,10 +283,10 @@ def power_profile(job: TraceJob, params: AugmentParams, seed: int, *, floor_w: f
     all equal (one step, or a spread of zero) gets no series: its power is
     constant.
 
-    >>> job = TraceJob(7, 0.0, 3600.0, 3600.0, 1, 1, mean_w=200.0, max_w=240.0, std_w=20.0)
+    >>> job = TraceJob(7, 0.0, 7200.0, 7200.0, 1, 1, mean_w=200.0, max_w=240.0, std_w=20.0)
     >>> out = power_profile(job, AugmentParams(), seed=1)
     >>> len(out.power_series), all(160.0 <= w <= 240.0 for _, w in out.power_series)
-    (6, True)
+    (3, True)
     >>> out.power_series == power_profile(job, AugmentParams(), seed=1).power_series
     True
     """

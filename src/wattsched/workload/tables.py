@@ -823,13 +823,44 @@ _GZIP_LEVEL = 1
 """gzip level of ``.csv.gz`` tables: 1 writes several times faster than 9 for a file about 25 % larger."""
 
 
-def job_columns(jobs: Iterable[TraceJob]) -> dict[str, Any]:
+class PackedSeries:
+    """The ``power_series`` column of a job table as three arrays: each job's step count, then every step's
+    offset and watts, one job after another. Another process gets it as plain memory copies, and it
+    formats the cells (:meth:`cells`, what :func:`format_power_series` writes) itself.
+
+    >>> p = PackedSeries.of([((0.0, 350.0), (600.0, 420.5)), None])
+    >>> p.cells()
+    ['0.0:350.0;600.0:420.5', None]
+    """
+
+    __slots__ = ("counts", "steps")
+
+    def __init__(self, counts, steps):
+        self.counts = counts
+        self.steps = steps
+
+    @classmethod
+    def of(cls, series: Sequence[Sequence[tuple[float, float]] | None]) -> PackedSeries:
+        import numpy as np
+
+        counts = np.fromiter((len(s) if s else 0 for s in series), dtype=np.int64, count=len(series))
+        flat = [x for s in series if s for step in s for x in step]
+        return cls(counts, np.array(flat, dtype=np.float64).reshape(-1, 2))
+
+    def cells(self) -> list[str | None]:
+        steps = iter(self.steps.tolist())
+        return [format_power_series([next(steps) for _ in range(n)]) if n else None for n in self.counts.tolist()]
+
+
+def job_columns(jobs: Iterable[TraceJob], *, pack_series: bool = False) -> dict[str, Any]:
     """The :data:`COLUMNS` of ``jobs``, in order: lists (``None`` where a job has no power), numbers as NumPy arrays.
 
     A number column is an array when every value converts to its type (no
     ``None``, no ``NaN``), a list otherwise; :func:`arrow_column` reads either
     to the same values. Arrays cost no more to make than lists, and they reach
     another process, and become Arrow columns there, as plain memory copies.
+    With ``pack_series``, ``power_series`` is a :class:`PackedSeries`, formatted
+    where the table is written.
     """
     from operator import attrgetter
 
@@ -843,7 +874,10 @@ def job_columns(jobs: Iterable[TraceJob]) -> dict[str, Any]:
         if name == "malleable":
             values = [bool(j.malleable) for j in jobs]
         elif name == "power_series":
-            values = [format_power_series(j.power_series) or None if j.power_series else None for j in jobs]
+            if pack_series:
+                values = PackedSeries.of(list(map(attrgetter(name), jobs)))
+            else:
+                values = [format_power_series(j.power_series) or None if j.power_series else None for j in jobs]
         elif kind in ("int64", "float64"):
             # map(attrgetter) runs in C: about twice as fast as a comprehension per column
             with contextlib.suppress(TypeError, ValueError, OverflowError):  # a None, a value out of range
@@ -901,7 +935,7 @@ def arrow_column(values, kind: str, *, nulls: bool = True):
     return pa.Array.from_buffers(getattr(pa, kind)(), n, [validity, pa.py_buffer(data)])
 
 
-def job_table_columns(jobs: Iterable[TraceJob]) -> dict[str, Any]:
+def job_table_columns(jobs: Iterable[TraceJob], *, pack_series: bool = False) -> dict[str, Any]:
     """What :func:`write_job_table` writes of ``jobs``: :func:`job_columns`, and the optional columns jobs have.
 
     ``running_at_start`` when a job has it in its ``extra``; ``units`` (text
@@ -915,7 +949,7 @@ def job_table_columns(jobs: Iterable[TraceJob]) -> dict[str, Any]:
     from operator import attrgetter
 
     jobs = jobs if isinstance(jobs, list) else list(jobs)
-    cols = job_columns(jobs)
+    cols = job_columns(jobs, pack_series=pack_series)
     if any(map(attrgetter("extra"), jobs)):  # most traces give every job an empty one: no lookup per job then
         hot = [bool(j.extra.get("running_at_start")) for j in jobs]
         if any(hot):
@@ -943,6 +977,8 @@ def _arrow_job_table(cols: dict[str, Any], record: dict[str, tuple[str, Any]] | 
     cols = {**cols, **{name: values for name, (_, values) in record.items()}}
     kinds = {name: kind for name, (kind, _) in record.items()}
     names = [*COLUMNS, *(name for name in OPTIONAL_COLUMNS if name in cols), *record]
+    if isinstance(cols.get("power_series"), PackedSeries):
+        cols["power_series"] = cols["power_series"].cells()
     for name in names:
         kind = (_WRITE_TYPES[COLUMNS.index(name)] if name in COLUMNS
                 else _OPTIONAL_TYPES[name] if name in _OPTIONAL_TYPES else kinds[name])
