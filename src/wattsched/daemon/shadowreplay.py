@@ -23,9 +23,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from wattsched.daemon.shadow import LiveJob, ShadowRecord, read_record, replay_inputs
 from wattsched.errors import ConfigError
+
+if TYPE_CHECKING:
+    from wattsched.daemon.shadow import LiveJob, ShadowRecord
 
 __all__ = ["ShadowReplay", "add_shadow_commands", "shadow_replay", "side_by_side"]
 
@@ -117,6 +120,8 @@ def shadow_replay(config, record: ShadowRecord, out: Path, *, policy: str | None
         raise ConfigError(f"{record.path}: the shadow record has no cycle in the window asked for (see "
                           "`wattsched status` for the window it holds)")
     cores = max(record.cycles[-1].cpus or (1,))
+    from wattsched.daemon.shadow import replay_inputs
+
     inputs = replay_inputs(record, cores_per_node=max(cores, 1))
     if not inputs.acct:
         raise ConfigError(f"{record.path}: no job started in the window asked for; nothing to replay")
@@ -394,6 +399,8 @@ def cmd_shadow_replay(args: argparse.Namespace) -> int:
     until = _when(args.until, "--until", now) if args.until else None
     store = Store(path, read_only=True)
     try:
+        from wattsched.daemon.shadow import read_record
+
         record = read_record(store.db, path, since, until)
     finally:
         store.close()
