@@ -169,7 +169,9 @@ def test_the_timeline_zooms_from_the_whole_run_to_a_minute_and_shows_values_on_h
             const c = document.querySelector('#tl-power canvas');
             const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
             let n = 0;
-            for (let i = 0; i < d.length; i += 4) if (d[i + 3] && d[i] < 80 && d[i + 2] > 150) n++;
+            // the power line (blue), or where power is above the cap the red line drawn over it
+            for (let i = 0; i < d.length; i += 4)
+              if (d[i + 3] && ((d[i] < 80 && d[i + 2] > 150) || (d[i] > 150 && d[i + 1] < 80 && d[i + 2] < 80))) n++;
             return n;
         })()""")
         assert drawn > 100  # the power line is still drawn a minute wide

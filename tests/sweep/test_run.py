@@ -59,13 +59,22 @@ def test_sweep_runs_reports_and_a_rerun_skips_everything(write_sweep, tmp_path):
     assert all(",2," in line for line in lines[1:])
     runs = (out / "runs.csv").read_text().splitlines()
     assert len(runs) == 11
-    # the cap binds: easy-pc at 50 % stays under it in the window, plain easy may not
+    # the cap binds: in the window, easy-pc at 50 % never draws more than easy on the same slice, and where easy
+    # goes over the cap easy-pc keeps under it (the jobs' power fluctuates around the history predictor's
+    # estimates, so a check is no guarantee in general)
     import csv
 
     with open(out / "runs.csv") as fh:
         rows = list(csv.DictReader(fh))
-    capped = [r for r in rows if r["policy"] == "easy-pc" and r["policy.check"] == "gaussian_99"]
-    assert all(float(r["window_max_power_w"]) <= float(r["cap_w"]) * (1 + 1e-9) for r in capped)
+    peak = {(r["slice"], r["policy"], r["policy.check"], r["cap"]): float(r["window_max_power_w"]) for r in rows}
+    cap_w = {(r["slice"], r["cap"]): float(r["cap_w"]) for r in rows}
+    over = [s for s in {k[0] for k in peak} if peak[(s, "easy", "", "50%")] > cap_w[(s, "50%")]]
+    assert over, "easy never went over the 50 % cap: the test's slices no longer show the cap binding"
+    for s in {k[0] for k in peak}:
+        for check in ("mean", "gaussian_99"):
+            assert peak[(s, "easy-pc", check, "50%")] <= peak[(s, "easy", "", "50%")]
+            if s in over:
+                assert peak[(s, "easy-pc", check, "50%")] <= cap_w[(s, "50%")]
     proc = _sweep(path, "--out", out, "-q")
     assert _counts(proc.stdout) == (10, 10, 0, 0)
     # a changed file only adds the new runs
