@@ -185,7 +185,8 @@ def test_unreachable_slurmrestd_and_option_errors(tmp_path, capsys):
                  "-o", str(tmp_path / "x.csv")]) == 2
     assert "cannot reach slurmrestd at http://127.0.0.1:9" in capsys.readouterr().err
     assert main(["traces", "import", "-o", str(tmp_path / "x.csv")]) == 2
-    assert "give exactly one of --sacct-json FILE, --sacct FILE or --slurmrestd URL" in capsys.readouterr().err
+    assert ("give exactly one of --sacct-json FILE, --sacct FILE, --slurmrestd URL or --shadow-record DIR"
+            in capsys.readouterr().err)
     assert main(["traces", "import", "--sacct", "x", "--hash-users", "-o", str(tmp_path / "x.csv")]) == 2
     assert "--hash-users: needs --salt" in capsys.readouterr().err
     with pytest.raises(OptionError, match="prometheus needs --prometheus URL"):
