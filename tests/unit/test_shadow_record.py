@@ -417,4 +417,4 @@ def test_traces_import_reads_the_recorded_jobs_as_slurm_ran_them(tmp_path, capsy
     with out.open() as fh:
         assert [r["id"] for r in csv.DictReader(fh)] == ["2"]
     assert main(["traces", "import", "--shadow-record", str(tmp_path / "nowhere"), "-o", str(out)]) == 2
-    assert "--shadow-record: " in (err := capsys.readouterr().err) and "nowhere/state.db: no state store" in err
+    assert "--shadow-record: " in (err := capsys.readouterr().err) and "nowhere: no state store" in err
