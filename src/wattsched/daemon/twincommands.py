@@ -160,7 +160,8 @@ def add_traces_import(tsub) -> None:
     t = tsub.add_parser(
         "import", help="a site's Slurm accounting (sacct, slurmrestd) with measured power, as a job table",
         description="Read Slurm accounting (sacct --json of Slurm 22.05 to 25.11, sacct -P text, slurmdbd "
-        "through slurmrestd, or the jobs a shadow-mode daemon recorded) and write a job table that `simulate --trace` reads: submit, run and requested "
+        "through slurmrestd, or the jobs a shadow-mode daemon recorded) and write a job table that `simulate "
+        "--trace` reads: submit, run and requested "
         "time, nodes, partition, user, state, and per-node power from Prometheus (the job's nodes over its run) "
         "or Slurm's energy accounting, with the recorded start, end, node list, energy and power source.",
         epilog=f"sacct -P needs its header line: sacct -a -X -P --format={SACCT_FORMAT} -S now-30days > jobs.txt. "
@@ -208,6 +209,7 @@ def cmd_platform_fit(args: argparse.Namespace) -> int:
     prom = _prometheus(args)
     if prom is None:
         raise OptionError("--prometheus", "required: node power comes from Prometheus (--prometheus URL)")
+    settle_s = _settle_s(args)
     start = min(j.start for j in recorded)
     end = max(j.end for j in recorded)
     series = prom.node_series(start, end, args.step)
@@ -217,7 +219,7 @@ def cmd_platform_fit(args: argparse.Namespace) -> int:
 
         nodes, _ = parse_nodes_json(_read_input(args.nodes_json, "--nodes-json"), args.nodes_json)
     platform, fits = fit_platform(series, recorded, name=args.name, node_info=nodes,
-                                  source=f"{args.prometheus} ({prom.query})")
+                                  source=f"{args.prometheus} ({prom.query})", settle_s=settle_s)
     text = platform_yaml(platform, fits, source=f"{args.trace} and {prom.query} at {args.prometheus}")
     Path(args.out).write_text(text, encoding="utf-8")
     for f in fits:
@@ -225,6 +227,18 @@ def cmd_platform_fit(args: argparse.Namespace) -> int:
               f"(min {f.busy_min_w:.1f} W)")
     print(f"wrote {args.out}")
     return 0
+
+
+def _settle_s(args: argparse.Namespace) -> float:
+    """The rate window of ``--power-query`` in seconds (0 for a query without one: a gauge reads no window)."""
+    from wattsched.telemetry.prometheus import duration_s, reads_through_rate
+
+    if not reads_through_rate(args.power_query):
+        return 0.0
+    try:
+        return duration_s(args.rate_window)
+    except ValueError as exc:
+        raise OptionError("--rate-window", str(exc)) from None
 
 
 def add_platform_commands(sub) -> None:
