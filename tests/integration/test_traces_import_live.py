@@ -162,7 +162,7 @@ def test_import_the_clusters_jobs_with_prometheus_power_and_replay_them_as_run(c
         print(f"job {j}: {imported[j]['nodes']} nodes, {float(imported[j]['runtime_s']):.0f} s, declared "
               f"{declared[j]} W, read {float(imported[j]['mean_w']):.1f} W a node")
     # each job's power is its own nodes' over its own run: it follows what the job declared (another node's or
-    # another time's power would not); 0.88 and 0.92 in two runs, the shortest jobs reading lowest
+    # another time's power would not); 0.86 to 0.92 in three runs, the shortest jobs reading lowest
     r = statistics.correlation([float(declared[j]) for j in ids], [float(imported[j]["mean_w"]) for j in ids])
     assert r > 0.7, f"correlation of the power read with the power drawn: {r:.2f}"
 
