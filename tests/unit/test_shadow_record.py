@@ -387,3 +387,34 @@ def test_a_recorder_begins_at_its_first_cycle_or_where_an_earlier_record_ends(tm
     assert rec.since(100.0) == 100.0 and rec.since(200.0) == 100.0
     rec.record(1, CycleObservation(150.0, {"n1": "IDLE"}, {}, {"n1": 2}, 0.0, None, ()), [], 86400.0)
     assert ShadowRecorder(db, tmp_path / "state.db").since(300.0) == 150.0  # a restart goes on from the record
+
+
+def test_traces_import_reads_the_recorded_jobs_as_slurm_ran_them(tmp_path, capsys):
+    """``traces import --shadow-record``: each job's own submit, start and end (no window clipping, unlike the
+    replay's), running and never-started jobs skipped, ``--since`` dropping jobs that ended before it."""
+    import csv
+
+    from wattsched.cli import main
+
+    jobs = [(1, 100, 100, 140, 4), (2, 101, 140, 160, 2), (3, 150, 182, 250, 2), (4, 103, 300, 320, 1)]
+    record_window(tmp_path / "s", jobs).close()
+    out = tmp_path / "jobs.csv"
+    assert main(["traces", "import", "--shadow-record", str(tmp_path / "s"), "--since", "0", "--power", "none",
+                 "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "wrote 2 jobs from" in said and "(shadow record)" in said
+    assert "1 never started" in said and "1 still running" in said
+    with out.open() as fh:
+        rows = {int(r["id"]): r for r in csv.DictReader(fh)}
+    assert set(rows) == {1, 2}
+    assert float(rows[1]["submit_unix_s"]) == 100.0 and float(rows[2]["submit_s"]) == 1.0
+    assert float(rows[2]["start_s"]) == 40.0 and float(rows[2]["runtime_s"]) == 20.0
+    assert rows[1]["node_list"] == "n[1-3,10]" and rows[2]["node_list"] == "n[1-2]"
+    assert float(rows[2]["walltime_s"]) == 120.0 and rows[1]["power_source"] == "none"
+    # a job that ended before --since is left out; the state.db itself is accepted too
+    assert main(["traces", "import", "--shadow-record", str(tmp_path / "s" / "state.db"), "--since", "150",
+                 "--power", "none", "-o", str(out)]) == 0
+    with out.open() as fh:
+        assert [r["id"] for r in csv.DictReader(fh)] == ["2"]
+    assert main(["traces", "import", "--shadow-record", str(tmp_path / "nowhere"), "-o", str(out)]) == 2
+    assert "--shadow-record: " in (err := capsys.readouterr().err) and "nowhere: no state store" in err

@@ -185,7 +185,8 @@ def test_unreachable_slurmrestd_and_option_errors(tmp_path, capsys):
                  "-o", str(tmp_path / "x.csv")]) == 2
     assert "cannot reach slurmrestd at http://127.0.0.1:9" in capsys.readouterr().err
     assert main(["traces", "import", "-o", str(tmp_path / "x.csv")]) == 2
-    assert "give exactly one of --sacct-json FILE, --sacct FILE or --slurmrestd URL" in capsys.readouterr().err
+    assert ("give exactly one of --sacct-json FILE, --sacct FILE, --slurmrestd URL or --shadow-record DIR"
+            in capsys.readouterr().err)
     assert main(["traces", "import", "--sacct", "x", "--hash-users", "-o", str(tmp_path / "x.csv")]) == 2
     assert "--hash-users: needs --salt" in capsys.readouterr().err
     with pytest.raises(OptionError, match="prometheus needs --prometheus URL"):
@@ -290,6 +291,35 @@ def test_fit_platform_splits_idle_and_busy_by_recorded_jobs_and_groups_by_size()
         fit_platform({"b": series["b"]}, recorded)
     with pytest.raises(TraceError, match="no node power samples in the window"):
         fit_platform({}, recorded)
+
+
+def test_fit_platform_reads_idle_and_busy_power_through_a_rate_window_on_a_busy_node():
+    """Power read as ``rate(counter[W])`` tells the window before each sample: on a node whose gaps between jobs
+    are short, the samples after each job's end read its power; left out for ``settle_s = W``, idle is idle."""
+    from argparse import Namespace
+
+    from wattsched.daemon.platformfit import fit_platform
+    from wattsched.daemon.traceimport import RecordedJob
+    from wattsched.daemon.twincommands import _settle_s
+
+    window = 5
+    jobs = [(0.0, 12.0), (18.0, 30.0), (37.0, 49.0), (55.0, 100.0)]  # gaps of 6 or 7 s, then 12 s idle
+    drawn = [300.0 if any(a <= t < b for a, b in jobs) else 100.0 for t in range(112)]
+    # a rate over the window: the mean power drawn over the W seconds before each 1 s step
+    series = {"a": [(float(t), sum(drawn[t - window:t]) / window) for t in range(window, 112)]}
+    recorded = [RecordedJob(k, a, b, ("a",)) for k, (a, b) in enumerate(jobs)]
+    _, [naive] = fit_platform(series, recorded)
+    _, [fit] = fit_platform(series, recorded, settle_s=window)
+    assert naive.idle_w > 150.0, "the samples just after each end read the job"
+    assert fit.idle_w == 100.0 and fit.busy_min_w == 300.0 and fit.busy_w == 300.0
+    assert fit.idle_samples == 1 + 2 + 1 + 7 and fit.busy_samples == naive.busy_samples - 3 * window
+    with pytest.raises(TraceError, match=r"has no idle sample \(samples within the 40 s rate window"):
+        fit_platform(series, recorded, settle_s=40)
+    # the command takes the window of a query read through rate(), none of a gauge's
+    assert _settle_s(Namespace(power_query="rapl", rate_window="1m30s")) == 90.0
+    assert _settle_s(Namespace(power_query="ipmi", rate_window="1m")) == 0.0
+    with pytest.raises(OptionError, match=r"--rate-window: '5 s' is not a Prometheus duration"):
+        _settle_s(Namespace(power_query='rate(x_joules_total[{range}])', rate_window="5 s"))
 
 
 @settings(max_examples=30, deadline=None)

@@ -4,6 +4,11 @@
 :meth:`~wattsched.telemetry.prometheus.PrometheusSource.node_series`) and the
 recorded runs of an imported trace (:func:`~wattsched.daemon.traceimport.read_recorded`):
 a sample is *busy* when a recorded job held the node at that time, else *idle*.
+Power read through a rate window (``rate(counter[W])``, as RAPL and IPMI
+energy counters are) tells at ``t`` the power over the window before ``t``:
+with ``settle_s`` the window, samples in the first ``settle_s`` of a busy span
+(part idle) and of an idle gap (part busy) are left out, or a busy cluster's
+short gaps between jobs would read as a high idle power.
 Nodes are grouped by their size from Slurm's node records (CPUs, GPUs, memory;
 ``sinfo --json`` or ``scontrol show nodes --json``), or all in one group without them.
 Per group:
@@ -86,6 +91,25 @@ def _is_busy(spans: list[tuple[float, float]], t: float) -> bool:
     return i >= 0 and spans[i][0] <= t < spans[i][1]
 
 
+def _classify(spans: list[tuple[float, float]], t: float, settle_s: float = 0.0) -> bool | None:
+    """A sample at ``t`` is busy (``True``), idle (``False``), or neither (``None``: within ``settle_s`` after the
+    start of the busy span or of the idle gap it falls in, read through a window that reaches into the other).
+
+    >>> spans = [(0.0, 10.0), (20.0, 30.0)]
+    >>> [_classify(spans, t, 5.0) for t in (2.0, 7.0, 12.0, 17.0, 22.0, 40.0)]
+    [None, True, None, False, None, False]
+    >>> [_classify(spans, t) for t in (2.0, 12.0)]
+    [True, False]
+    """
+    i = bisect.bisect_right(spans, (t, float("inf"))) - 1
+    if i < 0:
+        return False
+    start, end = spans[i]
+    if t < end:
+        return True if t >= start + settle_s else None
+    return False if t >= end + settle_s else None
+
+
 def fit_platform(
     series: Mapping[str, Sequence[tuple[float, float]]],
     recorded: Iterable,
@@ -93,6 +117,7 @@ def fit_platform(
     name: str = "fitted",
     node_info: Iterable | None = None,
     source: str = "telemetry",
+    settle_s: float = 0.0,
 ) -> tuple[dict, list[GroupFit]]:
     """A platform file (as a dict) and the per-group fits.
 
@@ -105,6 +130,9 @@ def fit_platform(
     node_info
         Slurm node records (:class:`~wattsched.daemon.slurm.records.SlurmNode`) to group nodes by size;
         nodes of the series that Slurm does not list are left out. ``None``: one group of every node.
+    settle_s
+        The rate window the power was read through (0: a gauge): samples that
+        soon after a job's start or end are neither busy nor idle.
 
     Raises
     ------
@@ -135,11 +163,15 @@ def fit_platform(
         for node in nodes:
             spans = busy.get(node, [])
             for t, w in series[node]:
-                (load if _is_busy(spans, t) else idle).append(w)
+                kind = _classify(spans, t, settle_s)
+                if kind is not None:
+                    (load if kind else idle).append(w)
         if not idle or not load:
             what = "idle" if not idle else "busy"
-            raise TraceError(source, None, f"group {gname} ({', '.join(nodes[:5])}) has no {what} sample; widen the "
-                             "window so that it covers both jobs and idle time")
+            settle = (f" (samples within the {settle_s:g} s rate window after a job's start or end are neither)"
+                      if settle_s else "")
+            raise TraceError(source, None, f"group {gname} ({', '.join(nodes[:5])}) has no {what} sample{settle}; "
+                             "widen the window so that it covers both jobs and idle time")
         idle.sort()
         load.sort()
         idle_w = statistics.median(idle)

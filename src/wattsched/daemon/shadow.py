@@ -23,7 +23,9 @@ the events of jobs that ended before the oldest cycle kept. :func:`read_record` 
 checking every row (an error names the file, the table and the row);
 :func:`replay_inputs` turns a window of it into accounting records for
 :func:`~wattsched.daemon.traceimport.import_accounting` and the live schedule
-for the side-by-side of ``wattsched shadow replay``.
+for the side-by-side of ``wattsched shadow replay``; :func:`record_accounting`
+gives every recorded job as Slurm ran it, the accounting ``traces import
+--shadow-record`` reads on a cluster without slurmdbd.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ __all__ = [
     "ShadowRecorder",
     "job_events",
     "read_record",
+    "record_accounting",
     "record_summary",
     "replay_inputs",
 ]
@@ -535,6 +538,55 @@ def replay_inputs(record: ShadowRecord, cores_per_node: int = 1) -> ReplayInputs
     if cut:
         notes.append(f"{cut} jobs ran on past the end of the record; their run ends there")
     return ReplayInputs(acct, live, (w0, w1), notes)
+
+
+def record_accounting(record: ShadowRecord, since: float | None = None,
+                      until: float | None = None) -> list[AcctJob]:
+    """Every recorded job as Slurm ran it (its last run), as accounting records; unclipped, unlike the replay's.
+
+    A job is kept when it was submitted by ``until`` and did not end before
+    ``since`` (epoch s; ``None``: no bound). Times are Slurm's own, as the
+    daemon read them (``squeue --json``): the submission, the last start and
+    the end after it. A job that never started has ``start`` ``None``; one
+    still running has ``end`` ``None``
+    (:func:`~wattsched.daemon.traceimport.import_accounting` counts both as
+    skipped); a job the daemon saw vanish without its end has the cycle it
+    vanished in as its end, and the state ``GONE``.
+
+    >>> from pathlib import Path
+    >>> events = [JobEvent(7, "submit", 10.0, 2, limit_s=120.0, cpus=4, user="alice", partition="batch"),
+    ...           JobEvent(7, "start", 12.0, 2, "n[1-2]"), JobEvent(7, "end", 19.0, state="COMPLETED")]
+    >>> [job] = record_accounting(ShadowRecord(Path("state.db"), [], {7: events}))
+    >>> job.submit, job.start, job.end, job.node_names, job.cpus, job.state
+    (10.0, 12.0, 19.0, ('n1', 'n2'), 4, 'COMPLETED')
+    >>> record_accounting(ShadowRecord(Path("state.db"), [], {7: events}), since=20.0)
+    []
+    """
+    out: list[AcctJob] = []
+    for job_id, events in sorted(record.jobs.items()):
+        submit = next((e for e in events if e.event == "submit"), None)
+        last_start = max((i for i, e in enumerate(events) if e.event == "start"), default=None)
+        start = None if last_start is None else events[last_start]
+        end = None if last_start is None else next((e for e in events[last_start + 1:] if e.event == "end"), None)
+        if end is None and last_start is None:  # cancelled while waiting: its end is the job's
+            end = next((e for e in events if e.event == "end"), None)
+        t_submit = submit.time if submit is not None else (start.time if start is not None else events[0].time)
+        if until is not None and t_submit > until:
+            continue
+        if since is not None and end is not None and end.time < since:
+            continue
+        nodes = (start.nodes if start is not None else None) or (submit.nodes if submit is not None else None) or 0
+        node_list = start.node_list if start is not None else ""
+        state = (end.state if end is not None else start.state if start is not None else
+                 submit.state if submit is not None else "") or "COMPLETED"
+        out.append(AcctJob(job_id, t_submit, start.time if start is not None else None,
+                           end.time if end is not None and start is not None else None,
+                           submit.limit_s if submit is not None else None, nodes, node_list,
+                           hostlist.expand(node_list), submit.partition if submit is not None else "",
+                           submit.user if submit is not None else "", state,
+                           cpus=submit.cpus if submit is not None else None,
+                           where=f"{record.path}: shadow_jobs job {job_id}"))
+    return out
 
 
 class RecordedPower:

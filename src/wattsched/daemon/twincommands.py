@@ -81,10 +81,10 @@ def cmd_traces_import(args: argparse.Namespace) -> int:
     from wattsched.workload.tables import write_job_table
 
     given = [o for o, v in (("--sacct-json", args.sacct_json), ("--sacct", args.sacct),
-                            ("--slurmrestd", args.slurmrestd)) if v]
+                            ("--slurmrestd", args.slurmrestd), ("--shadow-record", args.shadow_record)) if v]
     if len(given) != 1:
-        raise OptionError("--sacct-json", "give exactly one of --sacct-json FILE, --sacct FILE or --slurmrestd URL"
-                          + (f" (got {', '.join(given)})" if given else ""))
+        raise OptionError("--sacct-json", "give exactly one of --sacct-json FILE, --sacct FILE, --slurmrestd URL or "
+                          "--shadow-record DIR" + (f" (got {', '.join(given)})" if given else ""))
     if args.hash_users and not args.salt:
         raise OptionError("--hash-users", "needs --salt TEXT (a secret: the same salt gives the same names)")
     tz = None
@@ -103,6 +103,8 @@ def cmd_traces_import(args: argparse.Namespace) -> int:
         acct = parse_sacct_text(_read_input(args.sacct, "--sacct"), "stdin" if args.sacct == "-" else args.sacct,
                                 tz=tz)
         where = args.sacct
+    elif args.shadow_record:
+        acct, where = _shadow_accounting(args)
     else:
         if not args.token_file:
             raise OptionError("--token-file", "--slurmrestd needs --token-file FILE (a JWT from `scontrol token`)")
@@ -130,13 +132,36 @@ def cmd_traces_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shadow_accounting(args: argparse.Namespace):
+    """The jobs of the shadow record in ``--shadow-record`` (a state directory or its state.db) between
+    ``--since`` and ``--until``, and the words naming where they came from."""
+    from wattsched.daemon.shadow import read_record, record_accounting
+    from wattsched.daemon.store import Store
+
+    path = Path(args.shadow_record)
+    if path.is_dir():
+        path = path / "state.db"
+    if not path.is_file():
+        raise OptionError("--shadow-record", f"{path}: no state store (the state_dir of a daemon that ran with "
+                          "--shadow or shadow_record: true, or its state.db)")
+    now = time.time()
+    since, until = _when(args.since, "--since", now), _when(args.until, "--until", now)
+    store = Store(path, read_only=True)
+    try:
+        record = read_record(store.db, path)
+    finally:
+        store.close()
+    return record_accounting(record, since, until), f"{path} (shadow record)"
+
+
 def add_traces_import(tsub) -> None:
     from wattsched.daemon.slurm.sacct import SACCT_FORMAT
 
     t = tsub.add_parser(
         "import", help="a site's Slurm accounting (sacct, slurmrestd) with measured power, as a job table",
-        description="Read Slurm accounting (sacct --json of Slurm 22.05 to 25.11, sacct -P text, or slurmdbd "
-        "through slurmrestd) and write a job table that `simulate --trace` reads: submit, run and requested "
+        description="Read Slurm accounting (sacct --json of Slurm 22.05 to 25.11, sacct -P text, slurmdbd "
+        "through slurmrestd, or the jobs a shadow-mode daemon recorded) and write a job table that `simulate "
+        "--trace` reads: submit, run and requested "
         "time, nodes, partition, user, state, and per-node power from Prometheus (the job's nodes over its run) "
         "or Slurm's energy accounting, with the recorded start, end, node list, energy and power source.",
         epilog=f"sacct -P needs its header line: sacct -a -X -P --format={SACCT_FORMAT} -S now-30days > jobs.txt. "
@@ -147,14 +172,18 @@ def add_traces_import(tsub) -> None:
     g.add_argument("--sacct-json", metavar="FILE", help="output of `sacct -a -X --json` ('-': standard input)")
     g.add_argument("--sacct", metavar="FILE", help="output of `sacct -a -X -P --format=...` with its header line")
     g.add_argument("--slurmrestd", metavar="URL", help="slurmrestd base URL, e.g. http://head:6820 (/slurmdb/vX/jobs)")
+    g.add_argument("--shadow-record", metavar="DIR",
+                   help="the state directory (or its state.db) of a daemon that recorded with --shadow or "
+                   "shadow_record: true: the jobs as it saw Slurm run them, for a cluster without slurmdbd")
     g.add_argument("--token-file", metavar="FILE", help="with --slurmrestd: file holding a JWT (scontrol token)")
     g.add_argument("--rest-user", default="root", metavar="NAME",
                    help="with --slurmrestd: the token's user (default root)")
     g.add_argument("--rest-version", metavar="vX", help="with --slurmrestd: API version, e.g. v0.0.38 "
                    "(default: the newest it serves)")
     g.add_argument("--since", default="30d", metavar="WHEN",
-                   help="with --slurmrestd: jobs from (30d, 12h, an ISO date; default 30d)")
-    g.add_argument("--until", default="now", metavar="WHEN", help="with --slurmrestd: jobs until (default now)")
+                   help="with --slurmrestd or --shadow-record: jobs from (30d, 12h, an ISO date; default 30d)")
+    g.add_argument("--until", default="now", metavar="WHEN",
+                   help="with --slurmrestd or --shadow-record: jobs until (default now)")
     g.add_argument("--tz", metavar="ZONE", help="time zone of sacct -P times (default this host's)")
     _add_prometheus_options(t)
     t.add_argument("--power", choices=("auto", "prometheus", "slurm-energy", "none"), default="auto",
@@ -180,6 +209,7 @@ def cmd_platform_fit(args: argparse.Namespace) -> int:
     prom = _prometheus(args)
     if prom is None:
         raise OptionError("--prometheus", "required: node power comes from Prometheus (--prometheus URL)")
+    settle_s = _settle_s(args)
     start = min(j.start for j in recorded)
     end = max(j.end for j in recorded)
     series = prom.node_series(start, end, args.step)
@@ -189,7 +219,7 @@ def cmd_platform_fit(args: argparse.Namespace) -> int:
 
         nodes, _ = parse_nodes_json(_read_input(args.nodes_json, "--nodes-json"), args.nodes_json)
     platform, fits = fit_platform(series, recorded, name=args.name, node_info=nodes,
-                                  source=f"{args.prometheus} ({prom.query})")
+                                  source=f"{args.prometheus} ({prom.query})", settle_s=settle_s)
     text = platform_yaml(platform, fits, source=f"{args.trace} and {prom.query} at {args.prometheus}")
     Path(args.out).write_text(text, encoding="utf-8")
     for f in fits:
@@ -197,6 +227,18 @@ def cmd_platform_fit(args: argparse.Namespace) -> int:
               f"(min {f.busy_min_w:.1f} W)")
     print(f"wrote {args.out}")
     return 0
+
+
+def _settle_s(args: argparse.Namespace) -> float:
+    """The rate window of ``--power-query`` in seconds (0 for a query without one: a gauge reads no window)."""
+    from wattsched.telemetry.prometheus import duration_s, reads_through_rate
+
+    if not reads_through_rate(args.power_query):
+        return 0.0
+    try:
+        return duration_s(args.rate_window)
+    except ValueError as exc:
+        raise OptionError("--rate-window", str(exc)) from None
 
 
 def add_platform_commands(sub) -> None:

@@ -123,6 +123,38 @@ def render_query(query: str, rate_window: str = "1m") -> str:
     return PRESETS.get(query, query).replace("{range}", rate_window)
 
 
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
+
+
+def duration_s(text: str) -> float:
+    """Seconds of a PromQL duration such as ``5s``, ``1m30s`` or ``500ms``.
+
+    >>> duration_s("1m"), duration_s("1m30s"), duration_s("500ms")
+    (60.0, 90.0, 0.5)
+
+    Raises
+    ------
+    ValueError
+        Not a PromQL duration (the message quotes it).
+    """
+    import re
+
+    parts = re.findall(r"(\d+)(ms|[smhdwy])", text)
+    if not parts or "".join(n + u for n, u in parts) != text.strip():
+        raise ValueError(f"{text!r} is not a Prometheus duration such as 30s, 1m or 1m30s")
+    return sum(int(n) * _DURATION_UNITS[u] for n, u in parts)
+
+
+def reads_through_rate(query: str) -> bool:
+    """The query (a preset name or template) reads power through a rate window (``{range}``), so that a sample
+    at ``t`` tells the power over the window before ``t``.
+
+    >>> reads_through_rate("rapl"), reads_through_rate("node_power_watts")
+    (True, False)
+    """
+    return "{range}" in PRESETS.get(query, query)
+
+
 def compile_node_map(node_map: NodeMap) -> Callable[[str], str | None]:
     """A function from label value to Slurm node name (``None``: not a node).
 
