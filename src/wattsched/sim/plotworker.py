@@ -219,26 +219,33 @@ def main(argv: list[str] | None = None) -> int:
     # the children only draw (matplotlib starts no thread); pyarrow, whose thread pools a fork does not
     # carry over, writes here
     beside = {name: _draw_beside(lambda name=name: write_plots(*args, only=[name])) for name in BESIDE}
-    tables = None
+    tables = []
     if request.get("tables"):
-        # pyarrow writes without the GIL: beside this plot, on the core the first child to finish leaves
-        tables = threading.Thread(target=_write_tables, args=(run, out), name="wattsched-tables")
-        tables.start()
+        # pyarrow writes without the GIL: beside this plot, on the cores the children leave when they are done;
+        # a thread a table, so that the two cores share what is left once the plots are drawn
+        tables = [threading.Thread(target=_write_tables, args=(run, out, (name,)), name=f"wattsched-{name}")
+                  for name in TABLE_NAMES]
+        for thread in tables:
+            thread.start()
     write_plots(*args, only=[p for p in PLOTS if beside.get(p) is None])
-    if tables is not None:
-        tables.join()
+    for thread in tables:
+        thread.join()
     for name, pid in beside.items():
         if pid is not None and not _succeeded(pid):
             write_plots(*args, only=[name])  # drawn here, so that its error, if any, is this process's own
     return 0
 
 
-def _write_tables(run, out: Path) -> None:
-    """The run's tables; on failure, say why and go on (the parent writes them then)."""
+TABLE_NAMES = ("timeline", "jobs")
+"""The run's tables, each written by a thread of its own (the longer first)."""
+
+
+def _write_tables(run, out: Path, only: tuple[str, ...]) -> None:
+    """Some of the run's tables; on failure, say why and go on (the parent writes them then)."""
     from wattsched.sim.report import write_tables
 
     try:
-        write_tables(run, out)
+        write_tables(run, out, only)
     except Exception as exc:
         print(f"warning: tables not written: {type(exc).__name__}: {exc}", file=sys.stderr)
 

@@ -133,9 +133,9 @@ def write_whole(path: Path, write: Callable[[Path], object]) -> None:
         partial.unlink(missing_ok=True)
 
 
-def write_tables(result: Any, out_dir: str | Path) -> dict[str, int]:
-    """Write the run's tables (``jobs`` and ``timeline``, CSV and Parquet), each with :func:`write_whole`; the row
-    count of each (``{"jobs_rows": ..., "timeline_rows": ...}``).
+def write_tables(result: Any, out_dir: str | Path, only: tuple[str, ...] | None = None) -> dict[str, int]:
+    """Write the run's tables (``jobs`` and ``timeline``, CSV and Parquet, or those named in ``only``), each with
+    :func:`write_whole`; the row count of each (``{"jobs_rows": ..., "timeline_rows": ...}``).
 
     :func:`write_run` with ``tables=False`` leaves them to this (the plot
     worker calls it while the caller writes the summary and waits).
@@ -144,6 +144,8 @@ def write_tables(result: Any, out_dir: str | Path) -> dict[str, int]:
 
     out = Path(out_dir)
     for name, cols in _TABLES.items():
+        if only is not None and name not in only:
+            continue
         at = _arrow_table(cols, getattr(result, name))
         write_whole(out / f"{name}.parquet", lambda p, at=at: write_parquet_table(at, p))
         write_whole(out / f"{name}.csv", lambda p, at=at: write_csv_table(at, p))
