@@ -13,8 +13,10 @@ scenario, the figures it measured:
 - slurm-backfill: Slurm's own backfill (the daemon in ``--shadow``) against the
   simulator's ``easy``.
 
-Each as ``shadow replay`` does by default and with the start latency and job
-power modelled (and, for Slurm alone, ``fcfs``), one column each.
+Each as ``shadow replay`` does by default, with one constant start latency and
+the job power modelled (and, for Slurm alone, ``fcfs``), and as the latter with
+Slurm's scheduling passes (``--sched-passes``) in place of the constant latency,
+one column each.
 
 Targets (issue 31): >= 90 % of jobs started in the same order, median
 |live start - replay start| <= 2 poll intervals, energy of the window within 5 %.
@@ -79,14 +81,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:<30}" + "".join(f"{(fmt.format(r[key]) + ' ' + met(r[key], op, target)).strip():>34}"
                                        for _, r in columns))
     for key, label in (("policy", "replay policy"), ("start_latency_s", "start latency modelled (s)"),
-                       ("job_power", "job power"), ("poll_interval_s", "poll interval (s)"),
+                       ("job_power", "job power"), ("sched_passes_s", "Slurm passes every (s)"),
+                       ("poll_interval_s", "poll interval (s)"),
                        ("start_error_max_s", "max |start error| (s)"), ("energy_live_j", "energy live (kJ)"),
                        ("energy_replay_j", "energy replay (kJ)"), ("mean_wait_live_s", "mean wait live (s)"),
                        ("mean_wait_replay_s", "mean wait replay (s)")):
         cells = []
         for _, r in columns:
             v = r[key]
-            cells.append(v if isinstance(v, str) else f"{v * (1e-3 if key.startswith('energy') else 1.0):.1f}")
+            cells.append(v if isinstance(v, str) else "-" if v is None else
+                         f"{v * (1e-3 if key.startswith('energy') else 1.0):.1f}")
         print(f"{label:<30}" + "".join(f"{c:>34}" for c in cells))
     print(f"\nfigures and side-by-sides in {figures}")
     return 0 if run.returncode == 0 else 1

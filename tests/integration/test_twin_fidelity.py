@@ -11,11 +11,13 @@ submitted twice to the namespace cluster:
 - Slurm alone: Slurm's own backfill schedules (the daemon in ``--shadow``
   decides nothing), replayed through the simulator's ``easy``.
 
-Each is replayed twice: as ``shadow replay`` does by default, and with what the
-first replay misses modelled (``--start-latency``: the time from a decision to
-Slurm's start; ``--job-power platform``: the jobs, seconds long, read low through
-the telemetry's 10 s rate window; for Slurm alone, ``fcfs``, as Slurm backfills
-only every 30 s). Each replay's figures (share of jobs started in the same order,
+Each is replayed three times: as ``shadow replay`` does by default; with one
+constant ``--start-latency`` (the time from a decision to Slurm's start) and
+``--job-power platform`` (the jobs, seconds long, read low through the
+telemetry's 10 s rate window), and, for Slurm alone, ``fcfs`` (Slurm backfills
+only every 30 s); and as the second but with Slurm's scheduling passes
+(``--sched-passes``, the cluster's ``batch_sched_delay``) instead of the constant
+latency, the daemon's release a poll after its decision. Each replay's figures (share of jobs started in the same order,
 median and 95th percentile of |live start - replay start| in poll intervals,
 energy of the window live against replay) are printed and, with ``WATTSCHED_TWIN_FIGURES=DIR``,
 written to ``DIR/<scenario>.json`` (``benchmarks/twin_fidelity.py`` runs this
@@ -51,6 +53,19 @@ CAP_FROM_S, CAP_UNTIL_S = 20.0, 60.0  # the cap window, from the first submissio
 # from a submission or a release to Slurm's start: acting, the daemon's poll (1 s) and Slurm's start of a
 # released job (up to 3 s, in whole seconds); alone, Slurm's scheduling pass at the submission or end
 LIVE_LATENCY_S, SLURM_LATENCY_S = 2.0, 1.0
+POLL_S = 1.0  # the daemon's poll_interval_s (conftest's daemon_config)
+
+
+def batch_sched_delay(cluster) -> float:
+    """The cluster's ``batch_sched_delay`` (``SchedulerParameters``; Slurm's default, 3 s, when it is not set)."""
+    for line in cluster.run("scontrol", "show", "config").stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "SchedulerParameters":
+            for item in value.strip().split(","):
+                name, _, number = item.partition("=")
+                if name.strip() == "batch_sched_delay":
+                    return float(number)
+    return 3.0
 
 
 def workload(seed: int = SEED, n: int = N_JOBS) -> list[tuple[float, int, int]]:
@@ -102,9 +117,10 @@ def figures(side: dict) -> dict:
 
 
 def run_scenario(cluster, daemon_config, daemon, tmp_path: Path, name: str, *, acting: bool,
-                 replays: dict[str, tuple[str, float, str]]) -> dict:
+                 replays: dict[str, tuple[str, float, str, float | None]]) -> dict:
     """Submit the workload with the daemon acting (``easy-pc`` under the cap) or in shadow mode, then replay it
-    with each of ``replays`` (label: policy, start latency in s, job power); the figures of each by label."""
+    with each of ``replays`` (label: policy, start latency in s, job power, Slurm's pass interval or None); the
+    figures of each by label."""
     state = tmp_path / f"state-{name}"
     common = {"state_dir": str(state), "node_power": NODE_POWER, "telemetry": {
         "source": "prometheus", "url": cluster.prometheus, "query": RAPL, "node_label": "node", "max_age_s": 30,
@@ -137,10 +153,11 @@ def run_scenario(cluster, daemon_config, daemon, tmp_path: Path, name: str, *, a
     found = {"scenario": name, "replays": {}}
     if acting:
         found["cap_w"], found["cap_window_s"] = CAP_W, [CAP_FROM_S, CAP_UNTIL_S]
-    for label, (policy, latency_s, job_power) in replays.items():
+    for label, (policy, latency_s, job_power, passes_s) in replays.items():
         out = tmp_path / f"replay-{name}-{label}"
         done = wattsched("shadow", "replay", "-c", str(config), "--since", "1h", "--no-report", "--policy", policy,
-                         "--start-latency", str(latency_s), "--job-power", job_power, "--out", str(out))
+                         "--start-latency", str(latency_s), "--job-power", job_power, "--out", str(out),
+                         *(() if passes_s is None else ("--sched-passes", str(passes_s))))
         assert done.returncode == 0, done.stderr
         side = json.loads((out / "shadow.json").read_text())
         assert side["policy"] == policy
@@ -149,7 +166,7 @@ def run_scenario(cluster, daemon_config, daemon, tmp_path: Path, name: str, *, a
         if acting:
             assert side["cap_w"] is not None or side["cap_schedule"], "the replay ran under the recorded cap"
         found["replays"][label] = {"policy": policy, "start_latency_s": latency_s, "job_power": job_power,
-                                   **figures(side)}
+                                   "sched_passes_s": passes_s, **figures(side)}
         if where:
             Path(where).mkdir(parents=True, exist_ok=True)
             (Path(where) / f"{name}-{label}-shadow.md").write_text((out / "shadow.md").read_text())
@@ -160,33 +177,45 @@ def run_scenario(cluster, daemon_config, daemon, tmp_path: Path, name: str, *, a
 
 
 def test_easy_pc_live_against_its_replay(cluster, daemon_config, daemon, tmp_path):
+    passes_s = batch_sched_delay(cluster)
     f = run_scenario(cluster, daemon_config, daemon, tmp_path, "wattsched-easy-pc", acting=True, replays={
-        "as-is": ("easy-pc", 0.0, "measured"),
-        # the daemon's poll and Slurm's start of a released job; each job's power as the emulator draws it
-        "modelled": ("easy-pc", LIVE_LATENCY_S, "platform")})
-    plain, modelled = f["replays"]["as-is"], f["replays"]["modelled"]
+        "as-is": ("easy-pc", 0.0, "measured", None),
+        # the daemon's poll and Slurm's start of a released job as one constant; each job's power as the
+        # emulator draws it
+        "latency": ("easy-pc", LIVE_LATENCY_S, "platform", None),
+        # the daemon releases a job at its next poll; Slurm starts it at its next scheduling pass
+        "passes": ("easy-pc", POLL_S, "platform", passes_s)})
+    plain, modelled = f["replays"]["as-is"], f["replays"]["passes"]
     assert plain["replayed"] == modelled["replayed"] == N_JOBS
-    # the start latency is what makes the replay drift: modelled, the starts follow the live ones
+    # waiting for Slurm's passes is what makes the replay drift: modelled, the starts follow the live ones
     assert modelled["start_error_median_polls"] < plain["start_error_median_polls"] / 2
-    # the modelled median itself is reported, not asserted: 1.9 to 2.8 polls in four runs, 4.8 in a fifth
-    # (docs/trust-the-replay.md), where one constant latency meets Slurm's varying start delay
-    # the share in the same position is not asserted: one job that EASY backfills a few seconds earlier in the
-    # replay than live (the live timings a second or two off its window) moves every later position (53 % in
-    # one run, 90 % in another; docs/trust-the-replay.md)
+    # 1, 1, 5, 1 and 1 polls in five runs (docs/trust-the-replay.md): whether the daemon's release, a poll after the
+    # event, catches the pass the event itself asked for depends on the phases of the daemon's poll and of
+    # slurmctld's loop within a second, which the record does not hold; the 2-poll target is not asserted
+    assert modelled["start_error_median_polls"] <= 6.0
+    assert abs(modelled["mean_wait_replay_s"] / modelled["mean_wait_live_s"] - 1) <= 0.15, "mean wait within 15 %"
+    # the share in the same position is not asserted: one job that EASY backfills a few seconds earlier or later
+    # in the replay than live moves every later position (docs/trust-the-replay.md)
     assert abs(modelled["energy_error"]) <= 0.05, "energy of the window within 5 %"
 
 
 def test_slurm_backfill_against_the_simulators_easy(cluster, daemon_config, daemon, tmp_path):
+    passes_s = batch_sched_delay(cluster)
     f = run_scenario(cluster, daemon_config, daemon, tmp_path, "slurm-backfill", acting=False, replays={
-        "easy": ("easy", 0.0, "measured"),
+        "easy": ("easy", 0.0, "measured", None),
         # Slurm backfills every bf_interval (30 s); in between, its scheduler at submissions and ends is first come,
         # first served, and on jobs of seconds nearly every start is its
-        "fcfs-modelled": ("fcfs", SLURM_LATENCY_S, "platform")})
-    easy, modelled = f["replays"]["easy"], f["replays"]["fcfs-modelled"]
+        "fcfs-latency": ("fcfs", SLURM_LATENCY_S, "platform", None),
+        # each submission and end asks for a pass of Slurm's main scheduler, at least batch_sched_delay apart
+        "fcfs-passes": ("fcfs", 0.0, "platform", passes_s)})
+    easy, modelled = f["replays"]["easy"], f["replays"]["fcfs-passes"]
     assert easy["replayed"] == modelled["replayed"] == N_JOBS
     assert modelled["same_order_share"] >= 0.8
-    # Slurm's own latency after a job's end varies from run to run (a median error of 1, 4 and 6 s in three runs):
-    # the 2-poll target is not met reliably, see docs/trust-the-replay.md
     assert modelled["start_error_median_polls"] < easy["start_error_median_polls"] / 2
-    assert modelled["start_error_median_polls"] <= 10.0
+    # the target, met in five runs of five (1, 2, 2, 1, 1 polls; 4, 2, 5, 6, 4 with one constant latency)
+    assert modelled["start_error_median_polls"] <= 2.0, "the target: median start error within 2 poll intervals"
+    # -1, -6, -11, -13, -4 % (one constant latency: -14, -11, -22, -26, -18 %): the replay runs ahead, its
+    # pass serving a job's end within the same whole second, where slurmctld's loop may come up to a second later
+    # (its phase within the second is not in the record)
+    assert abs(modelled["mean_wait_replay_s"] / modelled["mean_wait_live_s"] - 1) <= 0.20, "mean wait within 20 %"
     assert abs(modelled["energy_error"]) <= 0.05, "energy of the window within 5 %"

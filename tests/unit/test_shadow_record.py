@@ -368,6 +368,30 @@ def test_a_start_latency_delays_each_queued_start_and_platform_power_replaces_th
         shadow_replay(config, record, tmp_path / "bad", report=False, start_latency_s=-1.0)
 
 
+def test_sched_passes_start_each_job_at_slurms_pass_after_its_release(tmp_path):
+    from wattsched.daemon.shadowreplay import shadow_replay
+
+    jobs = [(1, 100, 102, 112, 4), (2, 100, 114, 124, 4), (3, 100, 126, 130, 2)]
+    store = record_window(tmp_path / "s", jobs, t0=99.0, cycles=40)
+    record = read_record(store.db, store.path)
+    config = DaemonConfig.model_validate({"kind": "daemon", "policy": "fcfs", "state_dir": str(tmp_path / "s"),
+                                          "node_power": {"idle_w": 100, "busy_w": 300, "off_w": 10}})
+    starts = lambda c: [j["replay_start_s"] for j in sorted(c["jobs"], key=lambda j: j["id"])]  # noqa: E731
+    # Slurm's own scheduler (no release lag): each end's pass starts the next job at once
+    slurm = shadow_replay(config, record, tmp_path / "slurm", report=False, sched_passes_s=3.0).comparison
+    assert starts(slurm) == pytest.approx([0.0, 10.0, 20.0])
+    # the daemon releases a second after its decision: the submission's pass (at 0) and each end's (at 13, 26)
+    # come too early, and the release waits for the next, 3 s later
+    daemon = shadow_replay(config, record, tmp_path / "daemon", report=False, sched_passes_s=3.0,
+                           start_latency_s=1.0).comparison
+    assert starts(daemon) == pytest.approx([3.0, 16.0, 29.0])
+    assert [j["replay_end_s"] for j in sorted(daemon["jobs"], key=lambda j: j["id"])] == pytest.approx(
+        [13.0, 26.0, 33.0])
+    assert any("scheduling passes modelled: at least 3 s apart" in n for n in daemon["notes"])
+    with pytest.raises(ConfigError, match="--sched-passes"):
+        shadow_replay(config, record, tmp_path / "bad", report=False, sched_passes_s=-1.0)
+
+
 def test_a_job_that_ended_before_the_record_began_is_not_recorded(tmp_path):
     """Slurm lists finished jobs for MinJobAge: a job that ran and ended before the record began is not part of it;
     one that ran and ended between two cycles of the record is."""

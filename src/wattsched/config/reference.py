@@ -22,7 +22,7 @@ from pydantic_core import PydanticUndefined
 
 from wattsched.config.base import _flatten_union
 from wattsched.config.caps import CapEntryConfig, DemandResponseEventConfig, EnergyBudgetConfig
-from wattsched.config.sim import SimConfig
+from wattsched.config.sim import SchedPassesConfig, SimConfig
 from wattsched.workload.moldable import MoldableParams
 
 __all__ = [
@@ -178,6 +178,14 @@ def sim_reference() -> list[str]:
         "in `theta`; every job gets an application (`app`). A job whose trace already gives a range or an "
         "application keeps it; jobs of units stay rigid. Draws depend only on the seed and the job id.",
         overrides={"theta": {"type": "list of two numbers"}, "apps": {"type": "list of string"}},
+    )
+    lines += model_reference(
+        SchedPassesConfig, "sched_passes block keys (`sched_passes`)",
+        "Slurm's controller starts jobs only in passes of its main scheduler. A submission, a job's end "
+        "or a release asks for a pass; the pass comes at the first tick of slurmctld's loop (`tick_s`) "
+        "at least `interval_s` after the previous pass, and starts what it can. The simulator's policy "
+        "decides as before; each start it decides waits for the first pass at or after "
+        "`release_lag_s` from the decision.",
     )
     lines += model_reference(
         DemandResponseEventConfig, "Demand-response event entries",

@@ -30,8 +30,43 @@ from wattsched.model.constraints import CapSchedule, DemandResponseEvent, Energy
 from wattsched.workload.moldable import MoldableParams
 
 __all__ = [
+    "SchedPassesConfig",
     "SimConfig",
 ]
+
+
+class SchedPassesConfig(StrictModel):
+    """The ``sched_passes`` block: jobs start only at Slurm's main scheduling passes."""
+
+    doc_name: ClassVar[str] = "sched_passes block"
+
+    interval_s: float = Field(
+        default=3.0,
+        ge=0,
+        description=(
+            "Least time between two passes of Slurm's main scheduler, in seconds: `batch_sched_delay` of "
+            "the cluster's `SchedulerParameters` (`scontrol show config`; 3 when it is not set). "
+            "Default: `3`. Example: `1`."
+        ),
+    )
+    tick_s: float = Field(
+        default=1.0,
+        gt=0,
+        description=(
+            "Period of the loop of slurmctld that runs the passes, in seconds (Slurm's is one second). "
+            "Passes fall on its ticks, counted from the run's first event. Default: `1`."
+        ),
+    )
+    release_lag_s: float = Field(
+        default=0.0,
+        ge=0,
+        description=(
+            "Time from the policy's decision to the release that asks Slurm for a pass, in seconds: "
+            "the daemon's poll (its `poll_interval_s`) when the policy is the daemon's, which holds jobs "
+            "and releases them; 0 when the policy stands for Slurm's own scheduler. Default: `0`. "
+            "Example: `1`."
+        ),
+    )
 
 
 class SimConfig(StrictModel):
@@ -243,6 +278,18 @@ class SimConfig(StrictModel):
         description=(
             "Monitoring period in seconds: the simulator samples platform power and calls the "
             "policy at least this often. Default: none (only at events). Example: `60`."
+        ),
+    )
+    sched_passes: SchedPassesConfig | None = Field(
+        default=None,
+        description=(
+            "Start jobs only at Slurm's main scheduling passes, as a live Slurm does: every submission, "
+            "job end and release asks for a pass, which comes at the first tick of slurmctld's loop at "
+            "least `interval_s` (`batch_sched_delay`) after the previous one (see *sched_passes block "
+            "keys*). A started job holds its nodes, at idle power, from the decision to the pass, and its "
+            "start is the pass. For comparing a replay with a live cluster (`shadow replay "
+            "--sched-passes`). Default: none (jobs start when the policy decides). Example: "
+            "`{interval_s: 3, release_lag_s: 1}`."
         ),
     )
     time_limit_s: float | None = Field(

@@ -98,7 +98,8 @@ def _cap_entries(record: ShadowRecord, origin: float) -> tuple[float | None, lis
 
 def shadow_replay(config, record: ShadowRecord, out: Path, *, policy: str | None = None, params: dict | None = None,
                   cap: str | None = None, seed: int = 0, report: bool = True,
-                  start_latency_s: float = 0.0, job_power: str = "measured") -> ShadowReplay:
+                  start_latency_s: float = 0.0, job_power: str = "measured",
+                  sched_passes_s: float | None = None) -> ShadowReplay:
     """Replay ``record`` through ``policy`` (the daemon's by default) into the run directory ``out``.
 
     ``start_latency_s`` models the time between a decision to start a job and Slurm starting it (the daemon's
@@ -107,6 +108,10 @@ def shadow_replay(config, record: ShadowRecord, out: Path, *, policy: str | None
     decision, as a live start would be. ``job_power`` ``platform`` gives every job the ``node_power`` busy power
     instead of the power measured over its run (which reads low for jobs shorter than the telemetry's rate
     window: the energy they drew shows after their end).
+
+    ``sched_passes_s`` (Slurm's ``batch_sched_delay``) starts jobs only at Slurm's main scheduling passes, at
+    least that far apart (the ``sched_passes`` of the simulation config); ``start_latency_s`` is then the time from
+    a decision to the release that asks for a pass (the daemon's poll), and each job's start is its pass.
     """
     from pydantic import ValidationError
 
@@ -130,6 +135,8 @@ def shadow_replay(config, record: ShadowRecord, out: Path, *, policy: str | None
     hot = {j.job_id for j in inputs.live if j.hot}
     if start_latency_s < 0 or not math.isfinite(start_latency_s):
         raise ConfigError(f"--start-latency: {start_latency_s:g} is not a duration of 0 s or more")
+    if sched_passes_s is not None and (sched_passes_s < 0 or not math.isfinite(sched_passes_s)):
+        raise ConfigError(f"--sched-passes: {sched_passes_s:g} is not a duration of 0 s or more")
     idle_w = config.node_power.idle_w if config.node_power is not None else None
     if job_power not in ("measured", "platform"):
         raise ConfigError(f"--job-power: {job_power!r} is not one of measured, platform")
@@ -143,7 +150,7 @@ def shadow_replay(config, record: ShadowRecord, out: Path, *, policy: str | None
     for job in imported.jobs:
         if job.id in hot:
             job.extra["running_at_start"] = True
-        elif start_latency_s > 0:
+        elif start_latency_s > 0 and sched_passes_s is None:
             _hold_before(job, start_latency_s, idle_w)
     origin = imported.origin_unix_s
     notes = list(inputs.notes) + list(imported.notes)
@@ -171,6 +178,8 @@ def shadow_replay(config, record: ShadowRecord, out: Path, *, policy: str | None
         sim = {"kind": "simulation", "trace": str(trace), "platform": platform,
                "policy": config.policy if same else policy,
                "params": {**(config.params if same else {}), **(params or {})}, "seed": seed, "out": str(out)}
+        if sched_passes_s is not None:
+            sim["sched_passes"] = {"interval_s": sched_passes_s, "release_lag_s": start_latency_s}
         if cap is not None:
             try:
                 sim["cap_w"] = float(cap)
@@ -191,9 +200,15 @@ def shadow_replay(config, record: ShadowRecord, out: Path, *, policy: str | None
         queue = (outcome.verdicts or {}).get("queue") or {}
         if queue and not queue.get("drained", True):
             notes.append(f"replay: {queue['text']} (a cap below what the jobs need leaves them waiting)")
-        if start_latency_s > 0:
+        if sched_passes_s is not None:
+            stats = outcome.result.info
+            notes.append(f"Slurm's scheduling passes modelled: at least {sched_passes_s:g} s apart, a release "
+                         f"{start_latency_s:g} s after each decision; {stats.get('sched_passes', 0)} passes, "
+                         f"{stats.get('held_starts', 0)} starts waited for one")
+        elif start_latency_s > 0:
             notes.append(f"start latency modelled: {start_latency_s:g} s between each decision and the job's start")
-        comparison = side_by_side(record, inputs.live, origin, outcome, sim_config, notes, start_latency_s)
+        comparison = side_by_side(record, inputs.live, origin, outcome, sim_config, notes,
+                                  start_latency_s if sched_passes_s is None else 0.0)
         out_dir = outcome.out_dir
         shutil.copy(trace, out_dir / "shadow-trace.csv")
         if config.platform is None:
@@ -407,7 +422,7 @@ def cmd_shadow_replay(args: argparse.Namespace) -> int:
     params = dict(args.param or ())
     result = shadow_replay(config, record, Path(args.out), policy=args.policy, params=params, cap=args.cap,
                            seed=args.seed, report=not args.no_report, start_latency_s=args.start_latency,
-                           job_power=args.job_power)
+                           job_power=args.job_power, sched_passes_s=args.sched_passes)
     c = result.comparison
     print(f"replayed {len(c['jobs'])} jobs of {c['window']['cycles']} recorded cycles through {c['policy']}")
     print(f"{'':<24}{'live':>14}{'replay':>14}")
@@ -456,6 +471,11 @@ def add_shadow_commands(sub) -> None:
     r.add_argument("--job-power", choices=("measured", "platform"), default="measured",
                    help="each job's power: measured over its run from the record (default), or the node_power "
                    "busy power for every job (for jobs shorter than the telemetry's rate window, which read low)")
+    r.add_argument("--sched-passes", type=float, default=None, metavar="S",
+                   help="start jobs only at passes of Slurm's main scheduler, at least S apart (the cluster's "
+                   "batch_sched_delay, 3 by default), each asked for by a submission, a job's end or a release; "
+                   "--start-latency is then the time from a decision to its release (the daemon's poll). "
+                   "Default: jobs start when the policy decides")
     r.add_argument("--seed", type=seed, default=0, help="seed of the replay (default 0)")
     r.add_argument("--no-report", action="store_true", help="no report.html")
     r.add_argument("--out", "-o", required=True, metavar="DIR", help="run directory to write")

@@ -211,6 +211,7 @@ def build_run(config: SimConfig, *, platform: Platform | None = None, jobs=None,
     from wattsched.config.platform import response_classes_of
     from wattsched.policies import make_policy
     from wattsched.sim.engine import EngineOptions
+    from wattsched.sim.options import SchedPasses
 
     if platform is None:
         platform = build_platform(config)
@@ -238,6 +239,7 @@ def build_run(config: SimConfig, *, platform: Platform | None = None, jobs=None,
         progress=progress,
         response_classes=response_classes_of(platform),
         max_ticks=config.max_ticks,
+        sched_passes=None if config.sched_passes is None else SchedPasses(**config.sched_passes.model_dump()),
     )
     if predictor is None and config.predictor is not None:
         from wattsched.predictors import make_predictor

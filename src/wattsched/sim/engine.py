@@ -150,6 +150,12 @@ class Engine:
         # a policy that declares no constraint (easy, fcfs) never searches the queue index by power
         self.intake = Intake(workload, ledger, self._snapshot, predictor=predictor, maps_units=tags.maps_units,
                              index_estimates=tags.constraints is None or bool(tags.constraints), options=opts)
+        # Slurm's scheduling passes (EngineOptions.sched_passes): the last one held, the next one due (nan: none)
+        self._passes = opts.sched_passes
+        self._pass_last, self._pass_next, self._pass_origin = -math.inf, math.nan, 0.0
+        self._hot = False
+        if self._passes is not None:
+            self.stats["sched_passes"] = self.stats["held_starts"] = 0
 
     # ------------------------------------------------------------------ the ledger's and the controls' figures
     @property
@@ -295,6 +301,7 @@ class Engine:
             start = self._heap[0][0]
         if math.isfinite(start):
             self.now = start
+            self._pass_origin = start
             self.ledger.open(start)
             if controls.tick_s:
                 self._push(start + controls.tick_s, _TICK)
@@ -386,6 +393,8 @@ class Engine:
         hot = intake.submit_until(t)
         self._events += intake.submitted - first_new
         self._moved = True
+        if self._passes is not None:  # a submission asks for a pass of Slurm's scheduler
+            self._pass_request(t)
         if hot:
             self._start_hot(hot)
 
@@ -465,6 +474,7 @@ class Engine:
         enough free nodes stays pending as an ordinary job (counted in
         ``stats["hot_start_pending"]``).
         """
+        self._hot = True  # running already: no scheduling pass to wait for
         for jid in job_ids:
             nodes = self.ledger.place_free(self.pending[jid])
             if nodes is not None:
@@ -472,15 +482,43 @@ class Engine:
                 self.stats["hot_started"] = self.stats.get("hot_started", 0) + 1
             else:
                 self.stats["hot_start_pending"] = self.stats.get("hot_start_pending", 0) + 1
+        self._hot = False
         self.epoch += 1
 
     def _start(self, action: Start) -> None:
         jid = action.job_id
         ledger = self.ledger
-        run = ledger.start(jid, action.nodes, action.cap_w, action.freq_hz, self.intake.truth[jid])
+        truth = self.intake.truth[jid]
+        hold = 0.0
+        if self._passes is not None and not self._hot:
+            # the start waits for Slurm's next pass after the release; the job holds its nodes, idle, until then
+            hold = self._pass_request(self.now + self._passes.release_lag_s) - self.now
+            if hold > _EPS:
+                power = self.platform.nodes[action.nodes[0]].power
+                truth = held(truth, hold, power.idle_w, power.busy_w)
+                self.stats["held_starts"] += 1
+        run = ledger.start(jid, action.nodes, action.cap_w, action.freq_hz, truth)
+        if hold > _EPS:
+            run.start_s = self.now + hold  # its recorded start, and its time limit's, is the pass
         if ledger.rerated:
             self._reschedule()
         self._schedule_end(run)
+
+    def _pass_request(self, t: float) -> float:
+        """Something asks at ``t`` for a pass of Slurm's scheduler: the time of the pass that serves it (the one due,
+        or the first tick at least ``interval_s`` after the last)."""
+        passes = self._passes
+        due = self._pass_next
+        tick = passes.tick_s
+        if due == due:  # a pass is due: it serves requests up to its time, and is held by any later one
+            if due >= t - _EPS:
+                return due
+            self._pass_last = due
+        at = max(t, self._pass_last + passes.interval_s)
+        due = self._pass_origin + math.ceil((at - self._pass_origin) / tick - _EPS) * tick
+        self._pass_next = due
+        self.stats["sched_passes"] += 1
+        return due
 
     def _reschedule(self) -> None:
         """Reschedule the ends of the runs the ledger re-rated (their speed changed)."""
@@ -492,6 +530,8 @@ class Engine:
     def _end(self, run: Run) -> None:
         ledger = self.ledger
         ledger.end(run)
+        if self._passes is not None:  # a job's end asks for a pass of Slurm's scheduler
+            self._pass_request(self.now)
         if ledger.rerated:
             self._reschedule()
         self.epoch += 1
@@ -613,6 +653,29 @@ class Engine:
             info["notes"] = list(self.workload.notes)
             info["origin_unix_s"] = self.workload.origin_unix_s
         return SimResult(jobs=jobs, timeline=timeline, platform=self.platform, info=info)
+
+
+def held(truth: TraceJob, hold_s: float, idle_w: float, busy_w: float) -> TraceJob:
+    """``truth`` with its run preceded by ``hold_s`` on its nodes at ``idle_w`` a node (a start waiting for Slurm);
+    ``busy_w`` is its power over its run where the trace gives none.
+
+    >>> t = held(TraceJob(1, 0.0, 10.0, 60.0, 2, 2, mean_w=250.0, max_w=260.0), 2.0, 100.0, 300.0)
+    >>> t.runtime_s, t.mean_w, t.max_w
+    (12.0, 225.0, 260.0)
+    >>> round(held(TraceJob(1, 0.0, 10.0, 60.0, 2, 2), 2.0, 100.0, 300.0).mean_w, 1)
+    266.7
+    """
+    import dataclasses
+
+    run = truth.runtime_s
+    total = run + hold_s
+    mean_w = truth.mean_w
+    if total > 0:
+        mean_w = ((busy_w if mean_w is None else mean_w) * run + idle_w * hold_s) / total
+    series = truth.power_series
+    if series is not None:
+        series = ((0.0, idle_w), *((offset + hold_s, w) for offset, w in series))
+    return dataclasses.replace(truth, runtime_s=total, mean_w=mean_w, power_series=series)
 
 
 def simulate(platform: Platform, workload, policy: Policy, **kwargs) -> SimResult:

@@ -11,6 +11,35 @@ from wattsched.model.job import Job
 from wattsched.model.response import ResponseModel, ResponseScenario
 
 
+@dataclass(frozen=True)
+class SchedPasses:
+    """Slurm's main scheduling passes, which a job's start waits for (``EngineOptions.sched_passes``).
+
+    Slurm's controller does not start a job the moment it could run: a
+    submission, a job's end or a release (``scontrol release``) only asks for
+    a pass of its main scheduler, which its background loop (one iteration a
+    ``tick_s``) runs once at least ``interval_s`` (``batch_sched_delay`` of
+    ``SchedulerParameters``, 3 s by default) have passed since the previous
+    pass. Every submission and end asks for a pass; a start the policy decides
+    asks for one ``release_lag_s`` after the decision (the daemon's poll before
+    it releases the job; 0 where the policy stands for Slurm's own scheduler)
+    and happens at the first pass from then on. The job holds its nodes, at
+    their idle power, from the decision to that pass; its recorded start is
+    the pass. Ticks count from the run's first event.
+    """
+
+    interval_s: float = 3.0
+    tick_s: float = 1.0
+    release_lag_s: float = 0.0
+
+    def __post_init__(self):
+        for name in ("interval_s", "tick_s", "release_lag_s"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0 or (value == 0 and name == "tick_s"):
+                raise ValueError(f"sched_passes.{name}: {value!r} is not a duration of "
+                                 f"{'more than' if name == 'tick_s' else 'at least'} 0 s")
+
+
 @dataclass
 class EngineOptions:
     """How the engine replays a workload.
@@ -34,6 +63,9 @@ class EngineOptions:
     max_ticks
         Stop with a :class:`~wattsched.errors.ConfigError` when a run reaches
         this many ticks (a bound on time and timeline rows), or ``None``.
+    sched_passes
+        Start jobs only at Slurm's main scheduling passes (:class:`SchedPasses`),
+        or ``None``: at once (default).
     """
 
     kill_at_walltime: bool = True
@@ -53,6 +85,7 @@ class EngineOptions:
     response: ResponseScenario | None = None
     """Per-job response scenario (Borghesi et al. 2018, §5.1.1); default: the ``response_scenario`` of the
     policy's tags if it declares one, else each job's class model from ``response_classes``."""
+    sched_passes: SchedPasses | None = None
 
 
 def run_scenario(options: EngineOptions, declared: ResponseScenario | None, seed: int) -> ResponseScenario | None:
