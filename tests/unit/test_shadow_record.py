@@ -344,21 +344,30 @@ def test_an_acting_daemon_with_shadow_record_records_the_schedule_it_made(tmp_pa
     assert start[3] > max(start[1], start[2]), "the 4-node job waits for both"
 
 
+def _queued_three(tmp_path):
+    """A record of three jobs submitted at once on an idle 4-node cluster, each started by Slurm 2 s after it could
+    start (ends at 12, 24 and 30 s), and an fcfs daemon config with idle 100 W and busy 300 W nodes."""
+    jobs = [(1, 100, 102, 112, 4), (2, 100, 114, 124, 4), (3, 100, 126, 130, 2)]
+    store = record_window(tmp_path / "s", jobs, t0=99.0, cycles=40)
+    config = DaemonConfig.model_validate({"kind": "daemon", "policy": "fcfs", "state_dir": str(tmp_path / "s"),
+                                          "node_power": {"idle_w": 100, "busy_w": 300, "off_w": 10}})
+    return read_record(store.db, store.path), config
+
+
+def _starts(comparison) -> list[float]:
+    return [j["replay_start_s"] for j in sorted(comparison["jobs"], key=lambda j: j["id"])]
+
+
 def test_a_start_latency_delays_each_queued_start_and_platform_power_replaces_the_measured(tmp_path):
     from wattsched.daemon.shadowreplay import shadow_replay
 
     # submitted at once on an idle cluster, each started by Slurm 2 s after it could start
-    jobs = [(1, 100, 102, 112, 4), (2, 100, 114, 124, 4), (3, 100, 126, 130, 2)]
-    store = record_window(tmp_path / "s", jobs, t0=99.0, cycles=40)
-    record = read_record(store.db, store.path)
-    config = DaemonConfig.model_validate({"kind": "daemon", "policy": "fcfs", "state_dir": str(tmp_path / "s"),
-                                          "node_power": {"idle_w": 100, "busy_w": 300, "off_w": 10}})
+    record, config = _queued_three(tmp_path)
     plain = shadow_replay(config, record, tmp_path / "plain", report=False).comparison
     late = shadow_replay(config, record, tmp_path / "late", report=False, start_latency_s=2.0,
                          job_power="platform").comparison
-    starts = lambda c: [j["replay_start_s"] for j in sorted(c["jobs"], key=lambda j: j["id"])]  # noqa: E731
-    assert starts(plain) == pytest.approx([0.0, 10.0, 20.0]), "the replay starts each job at once"
-    assert starts(late) == pytest.approx([2.0, 14.0, 26.0]) == [j["live_start_s"] for j in late["jobs"]]
+    assert _starts(plain) == pytest.approx([0.0, 10.0, 20.0]), "the replay starts each job at once"
+    assert _starts(late) == pytest.approx([2.0, 14.0, 26.0]) == [j["live_start_s"] for j in late["jobs"]]
     assert [j["replay_end_s"] for j in late["jobs"]] == pytest.approx([12.0, 24.0, 30.0])
     # 2 s at idle, then the run at the platform's 300 W busy power (the record measured 250 W)
     assert late["replay"]["energy_j"] > plain["replay"]["energy_j"]
@@ -371,20 +380,15 @@ def test_a_start_latency_delays_each_queued_start_and_platform_power_replaces_th
 def test_sched_passes_start_each_job_at_slurms_pass_after_its_release(tmp_path):
     from wattsched.daemon.shadowreplay import shadow_replay
 
-    jobs = [(1, 100, 102, 112, 4), (2, 100, 114, 124, 4), (3, 100, 126, 130, 2)]
-    store = record_window(tmp_path / "s", jobs, t0=99.0, cycles=40)
-    record = read_record(store.db, store.path)
-    config = DaemonConfig.model_validate({"kind": "daemon", "policy": "fcfs", "state_dir": str(tmp_path / "s"),
-                                          "node_power": {"idle_w": 100, "busy_w": 300, "off_w": 10}})
-    starts = lambda c: [j["replay_start_s"] for j in sorted(c["jobs"], key=lambda j: j["id"])]  # noqa: E731
+    record, config = _queued_three(tmp_path)
     # Slurm's own scheduler (no release lag): each end's pass starts the next job at once
     slurm = shadow_replay(config, record, tmp_path / "slurm", report=False, sched_passes_s=3.0).comparison
-    assert starts(slurm) == pytest.approx([0.0, 10.0, 20.0])
+    assert _starts(slurm) == pytest.approx([0.0, 10.0, 20.0])
     # the daemon releases a second after its decision: the submission's pass (at 0) and each end's (at 13, 26)
     # come too early, and the release waits for the next, 3 s later
     daemon = shadow_replay(config, record, tmp_path / "daemon", report=False, sched_passes_s=3.0,
                            start_latency_s=1.0).comparison
-    assert starts(daemon) == pytest.approx([3.0, 16.0, 29.0])
+    assert _starts(daemon) == pytest.approx([3.0, 16.0, 29.0])
     assert [j["replay_end_s"] for j in sorted(daemon["jobs"], key=lambda j: j["id"])] == pytest.approx(
         [13.0, 26.0, 33.0])
     assert any("scheduling passes modelled: at least 3 s apart" in n for n in daemon["notes"])
