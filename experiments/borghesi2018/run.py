@@ -142,13 +142,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _stored_runs(store: Path) -> list[dict]:
-    """Every finished run in the sweep's store (of any earlier invocation, whatever figures it had)."""
+    """Every finished run in the store of the sweep last run (of any earlier invocation of it, whatever figures it
+    had); runs of an earlier version of the sweep whose keys it no longer has are left out."""
     con = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=60)
     try:
-        rows = con.execute("SELECT status, axes, row FROM runs").fetchall()
+        rows = con.execute("SELECT key, status, axes, row FROM runs").fetchall()
+        meta = con.execute("SELECT value FROM meta WHERE name = 'sweep'").fetchone()
     finally:
         con.close()
-    return [{**json.loads(axes), **json.loads(row), "status": status} for status, axes, row in rows]
+    keys = set(json.loads(meta[0])["keys"]) if meta else None
+    return [{**json.loads(axes), **json.loads(row), "status": status} for key, status, axes, row in rows
+            if keys is None or key in keys]
 
 
 def _instances(out: Path, figures, n_inst: int, platform, units: bool = False) -> list[dict]:
