@@ -21,6 +21,7 @@ WS_TC_BUSY_W=${WS_TC_BUSY_W:-250}
 WS_TC_ACCOUNTING=${WS_TC_ACCOUNTING:-0}     # 1: slurmdbd + MariaDB (sacct) and slurmrestd (JWT); see up --help
 WS_TC_DBD_PORT=${WS_TC_DBD_PORT:-6819}      # slurmdbd
 WS_TC_REST_PORT=${WS_TC_REST_PORT:-6820}    # slurmrestd on 127.0.0.1
+WS_TC_ACCT_USERS=${WS_TC_ACCT_USERS:-root}  # users given an association (sacct --json names only those)
 
 WS_TC_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 WS_TC_HOST_ADDR=$WS_TC_SUBNET.1
