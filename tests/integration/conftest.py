@@ -245,7 +245,7 @@ def accounting(cluster):
     slurmdbd and slurmrestd (JWT), so ``sacct`` and ``/slurmdb`` answer. Returns slurmrestd's URL.
 
     Accounting is opt-in: the other tests run on the cluster without it, as they always did. Turning it on and off
-    restarts slurmctld (about 5 and 10 s); afterwards MariaDB, slurmdbd and slurmrestd are gone.
+    restarts slurmctld (about 9 s each); afterwards MariaDB, slurmdbd and slurmrestd are gone.
     """
     up = [str(TESTCLUSTER / "up"), "--nodes", str(NODES), "--gate", "lua"]
     env = {**cluster.env, **cluster.up_env}

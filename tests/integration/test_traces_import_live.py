@@ -1,8 +1,9 @@
 """``wattsched traces import`` on a real Slurm (deploy/testcluster) with power from its real Prometheus.
 
-The namespace cluster keeps no accounting (``AccountingStorageType=accounting_storage/none``: no slurmdbd, so
-``sacct`` and slurmrestd's ``/slurmdb`` have nothing), so its jobs come from what a shadow-mode daemon saw Slurm do
-(``traces import --shadow-record``: Slurm's own submit, start and end times from ``squeue --json``). A burst of
+The namespace cluster keeps no accounting by default (``AccountingStorageType=accounting_storage/none``: no
+slurmdbd, so ``sacct`` and slurmrestd's ``/slurmdb`` have nothing), so here its jobs come from what a shadow-mode
+daemon saw Slurm do (``traces import --shadow-record``: Slurm's own submit, start and end times from
+``squeue --json``); test_traces_import_sacct_live.py takes them through slurmdbd (``up --accounting``). A burst of
 jobs of 1 to 4 nodes, each declaring a different power to the cluster's power emulator, runs; Prometheus scrapes
 the nodes' RAPL counters (node exporter, every 2 s). Then, as a user would:
 
