@@ -251,8 +251,16 @@ def accounting(cluster):
     env = {**cluster.env, **cluster.up_env}
     proc = subprocess.run([*up, "--accounting"], env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
+        # back to the cluster the other tests expect before failing
+        subprocess.run(up, env=env, capture_output=True, timeout=600)
         pytest.fail(f"deploy/testcluster/up --accounting failed:\n{proc.stdout}\n{proc.stderr}")
     pids = {d: int((cluster.dir / "run" / f"{d}.pid").read_text()) for d in ACCOUNTING_DAEMONS}
+    # MariaDB on its unix socket under the cluster's directory only; slurmdbd.conf as slurmdbd requires it
+    listening = subprocess.run(["ss", "-H", "-ltnp"], capture_output=True, text=True, check=True).stdout
+    assert f"pid={pids['mariadbd']}," not in listening, listening
+    assert (cluster.dir / "mysql" / "mysqld.sock").is_socket()
+    dbd_conf = (cluster.dir / "etc" / "slurmdbd.conf").stat()
+    assert (dbd_conf.st_mode & 0o777, dbd_conf.st_uid) == (0o600, 0)
     yield f"http://127.0.0.1:{REST_PORT}"
     proc = subprocess.run(up, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"deploy/testcluster/up (accounting off) failed:\n{proc.stderr}"
