@@ -18,6 +18,10 @@ WS_TC_PROM_PORT=${WS_TC_PROM_PORT:-9090}    # prometheus on 127.0.0.1
 WS_TC_DAEMON_PORT=${WS_TC_DAEMON_PORT:-9817} # where prometheus scrapes the wattsched daemon
 WS_TC_IDLE_W=${WS_TC_IDLE_W:-100}           # emulated node power: idle, and busy without a declared power
 WS_TC_BUSY_W=${WS_TC_BUSY_W:-250}
+WS_TC_ACCOUNTING=${WS_TC_ACCOUNTING:-0}     # 1: slurmdbd + MariaDB (sacct) and slurmrestd (JWT); see up --help
+WS_TC_DBD_PORT=${WS_TC_DBD_PORT:-6819}      # slurmdbd
+WS_TC_REST_PORT=${WS_TC_REST_PORT:-6820}    # slurmrestd on 127.0.0.1
+WS_TC_ACCT_USERS=${WS_TC_ACCT_USERS:-root}  # users given an association (sacct --json names only those)
 
 WS_TC_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 WS_TC_HOST_ADDR=$WS_TC_SUBNET.1
@@ -47,6 +51,20 @@ start_bg() {
     pid_alive "$pidfile" && return 0
     setsid "$@" >>"$log" 2>&1 < /dev/null &
     echo $! > "$pidfile"
+}
+
+stop_pidfile() {  # stop_pidfile FILE: TERM, wait up to 5 s, then KILL
+    local f=$1 pid
+    [ -f "$f" ] || return 0
+    pid=$(cat "$f")
+    if kill -0 "$pid" 2>/dev/null; then
+        kill "$pid" 2>/dev/null || true
+        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$pid" 2>/dev/null || true
+        # gone for good (its ports free) before the next `up` starts its successor
+        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    fi
+    rm -f "$f"
 }
 
 say() { echo "testcluster: $*" >&2; }

@@ -29,6 +29,8 @@ NODES = 4
 PREFIX = "wst"
 PROM_PORT = 9190
 DAEMON_METRICS_PORT = 9917
+DBD_PORT = 6919
+REST_PORT = 6920
 
 
 def _why_not() -> str | None:
@@ -203,7 +205,8 @@ def cluster_session(tmp_path_factory):
     env = {**os.environ, "WS_TC_DIR": str(directory), "WS_TC_BRIDGE": "wsbrt0", "WS_TC_SUBNET": "10.199.8",
            "WS_TC_PREFIX": PREFIX, "WS_TC_CTLD_PORT": "6917", "WS_TC_PYTHON": sys.executable,
            "WS_TC_PROM_PORT": str(PROM_PORT), "WS_TC_DAEMON_PORT": str(DAEMON_METRICS_PORT),
-           "WS_TC_IDLE_W": "100", "WS_TC_BUSY_W": "250"}
+           "WS_TC_IDLE_W": "100", "WS_TC_BUSY_W": "250",
+           "WS_TC_DBD_PORT": str(DBD_PORT), "WS_TC_REST_PORT": str(REST_PORT), "WS_TC_ACCT_USERS": "root alice"}
     subprocess.run([str(TESTCLUSTER / "down")], env=env, capture_output=True, timeout=120)
     proc = subprocess.run([str(TESTCLUSTER / "up"), "--nodes", str(NODES), "--gate", "lua"], env=env,
                           capture_output=True, text=True, timeout=900)
@@ -223,6 +226,47 @@ def cluster_session(tmp_path_factory):
 def cluster(cluster_session):
     cluster_session.reset()
     return cluster_session
+
+
+ACCOUNTING_DAEMONS = ("mariadbd", "slurmdbd", "slurmrestd")
+
+
+def _running(pid: int) -> bool:
+    """The process runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def accounting(cluster):
+    """The session cluster with job accounting for one test (``deploy/testcluster/up --accounting``): MariaDB,
+    slurmdbd and slurmrestd (JWT), so ``sacct`` and ``/slurmdb`` answer. Returns slurmrestd's URL.
+
+    Accounting is opt-in: the other tests run on the cluster without it, as they always did. Turning it on and off
+    restarts slurmctld (about 9 s each); afterwards MariaDB, slurmdbd and slurmrestd are gone.
+    """
+    up = [str(TESTCLUSTER / "up"), "--nodes", str(NODES), "--gate", "lua"]
+    env = {**cluster.env, **cluster.up_env}
+    proc = subprocess.run([*up, "--accounting"], env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        # back to the cluster the other tests expect before failing
+        subprocess.run(up, env=env, capture_output=True, timeout=600)
+        pytest.fail(f"deploy/testcluster/up --accounting failed:\n{proc.stdout}\n{proc.stderr}")
+    pids = {d: int((cluster.dir / "run" / f"{d}.pid").read_text()) for d in ACCOUNTING_DAEMONS}
+    # MariaDB on its unix socket under the cluster's directory only; slurmdbd.conf as slurmdbd requires it
+    listening = subprocess.run(["ss", "-H", "-ltnp"], capture_output=True, text=True, check=True).stdout
+    assert f"pid={pids['mariadbd']}," not in listening, listening
+    assert (cluster.dir / "mysql" / "mysqld.sock").is_socket()
+    dbd_conf = (cluster.dir / "etc" / "slurmdbd.conf").stat()
+    assert (dbd_conf.st_mode & 0o777, dbd_conf.st_uid) == (0o600, 0)
+    yield f"http://127.0.0.1:{REST_PORT}"
+    proc = subprocess.run(up, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"deploy/testcluster/up (accounting off) failed:\n{proc.stderr}"
+    left = {d: pid for d, pid in pids.items() if _running(pid)}
+    assert not left, f"accounting daemons left running after up without --accounting: {left}"
+    assert "AccountingStorageType=accounting_storage/none" in cluster.conf.read_text()
 
 
 class DaemonProcess:

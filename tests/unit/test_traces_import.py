@@ -130,6 +130,21 @@ def test_cli_import_writes_a_table_simulate_reads(tmp_path, version, capsys):
                                                                   for j in raw}
 
 
+def test_jobs_without_a_user_are_noted():
+    """22.05's sacct --json names a job's user through its association: null for a user without one (seen on the
+    namespace cluster before its users were given an account)."""
+    doc = json.loads((FIXTURES / "v0.0.38" / "sacct.json").read_text())
+    for job in doc["jobs"][:2]:
+        job["user"] = None
+    jobs, _ = parse_sacct_json(json.dumps(doc))
+    assert sum(1 for j in jobs if j.user == "") == 2
+    notes = import_accounting(jobs, power="none").notes
+    said = "2 jobs have no user (Slurm's JSON names the user of jobs with an association only"
+    assert any(n.startswith(said) for n in notes), notes
+    assert not any("no user" in n for n in import_accounting(parse_sacct_json(
+        (FIXTURES / "v0.0.38" / "sacct.json").read_text())[0], power="none").notes)
+
+
 # --------------------------------------------------------------------------- bad input, one per class
 
 

@@ -193,6 +193,12 @@ def import_accounting(
                             ("power_source", source)):
             cols[name].append(value)
     notes = []
+    no_user = sum(1 for j in ran if not j.user)
+    if no_user:
+        # sacct --json and slurmrestd (22.05 at least) give a job's user through its association only: null for a
+        # user without one on a cluster that does not enforce associations; sacct -P prints the name either way
+        notes.append(f"{no_user} jobs have no user (Slurm's JSON names the user of jobs with an association only; "
+                     "sacct -P text names every user)")
     if no_limit:
         notes.append(f"{no_limit} jobs have no time limit of their own; their requested time is their run time")
     if past_limit:
