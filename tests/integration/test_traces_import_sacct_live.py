@@ -69,6 +69,15 @@ def energy_tolerance_j(nodes: int, declared_w: float) -> float:
     return nodes * (lag_s * max(declared_w - IDLE_W, MAX_W - declared_w) + 1.0)
 
 
+def drawn_tolerance_j(nodes: int, declared_w: float) -> float:
+    """How far Slurm's energy of a job may be from what the emulator gave its nodes for it (declared power times
+    nodes and run time), in joules: the emulator sees the job start and end within its squeue interval (0.5 s)
+    plus squeue's own time, and Slurm's extern step starts and ends within Slurm's whole seconds of the recorded
+    start and end: up to 1 s at each end, per node, of the job's power against the node's before or after it,
+    plus 1 J per node for ibmaem's whole joules."""
+    return nodes * (2 * 1.0 * max(declared_w - IDLE_W, MAX_W - declared_w) + 1.0)
+
+
 def slurm_times(cluster, start: str) -> dict[int, dict]:
     """Slurm's own record of the jobs since ``start``: sacct printing epoch seconds (``SLURM_TIME_FORMAT=%s``)."""
     env = {**cluster.env, "SLURM_TIME_FORMAT": "%s"}
@@ -136,7 +145,7 @@ def test_import_the_clusters_jobs_from_slurm_accounting_and_replay_them_as_run(c
     imported = tables["json"]
 
     # each job as Slurm recorded it, with its power from Prometheus
-    ours, gaps, used = {}, {}, {}
+    ours, gaps, used, drawn_gaps = {}, {}, {}, {}
     for job in ids:
         slurm = truth[job]
         for name, table in tables.items():
@@ -163,6 +172,10 @@ def test_import_the_clusters_jobs_from_slurm_accounting_and_replay_them_as_run(c
         assert abs(slurm_j - ours[job]) <= allowed, \
             f"job {job}: Slurm {slurm_j} J, Prometheus {ours[job]:.0f} J, allowed {allowed:.0f} J"
         gaps[job] = (slurm_j - ours[job]) / ours[job]
+        drawn = declared[job] * len(nodes) * runtime
+        assert abs(slurm_j - drawn) <= drawn_tolerance_j(len(nodes), declared[job]), \
+            f"job {job}: Slurm {slurm_j} J, drawn {drawn:.0f} J"
+        drawn_gaps[job] = (slurm_j - drawn) / drawn
         used[job] = abs(slurm_j - ours[job]) / allowed
 
     # the replay with the recorded start times, on a platform fitted to the same telemetry
@@ -198,4 +211,8 @@ def test_import_the_clusters_jobs_from_slurm_accounting_and_replay_them_as_run(c
                       "slurm_vs_prometheus": slurm_total / imported_total - 1.0,
                       "slurm_vs_prometheus_per_job": {str(j): round(g, 4) for j, g in gaps.items()},
                       "most_of_tolerance_used": max(used.values()),
+                      "slurm_vs_drawn_per_job": {str(j): round(g, 4) for j, g in drawn_gaps.items()},
+                      "prometheus_vs_drawn": imported_total / sum(declared[j] * int(truth[j]["nodes"])
+                                                                  * (int(truth[j]["end"]) - int(truth[j]["start"]))
+                                                                  for j in ids) - 1.0,
                       "runtime_s": time.monotonic() - t_test}, indent=2))
