@@ -246,6 +246,10 @@ def accounting(cluster):
 
     Accounting is opt-in: the other tests run on the cluster without it, as they always did. Turning it on and off
     restarts slurmctld (about 9 s each); afterwards MariaDB, slurmdbd and slurmrestd are gone.
+
+    With accounting comes energy accounting: each slurmd restarts in a mount namespace of its own where
+    acct_gather_energy/ibmaem reads the node's emulated AEM meter (see deploy/testcluster/up --help), and jobs
+    get an extern step (``PrologFlags=Contain``) whose energy is the job's ``ConsumedEnergyRaw``.
     """
     up = [str(TESTCLUSTER / "up"), "--nodes", str(NODES), "--gate", "lua"]
     env = {**cluster.env, **cluster.up_env}
@@ -255,6 +259,13 @@ def accounting(cluster):
         subprocess.run(up, env=env, capture_output=True, timeout=600)
         pytest.fail(f"deploy/testcluster/up --accounting failed:\n{proc.stdout}\n{proc.stderr}")
     pids = {d: int((cluster.dir / "run" / f"{d}.pid").read_text()) for d in ACCOUNTING_DAEMONS}
+    # every slurmd gathers energy from its node's meter, which only its own mount namespace shows
+    for i in range(1, NODES + 1):
+        slurmd = int((cluster.dir / "run" / f"slurmd-{PREFIX}{i}.pid").read_text())
+        assert os.readlink(f"/proc/{slurmd}/ns/mnt") != os.readlink("/proc/self/ns/mnt"), f"slurmd of {PREFIX}{i}"
+        meter = Path(f"/proc/{slurmd}/root/sys/devices/platform/aem.0/energy1_input")
+        assert int(meter.read_text()) > 0, meter
+    assert not Path("/sys/devices/platform/aem.0").exists()
     # MariaDB on its unix socket under the cluster's directory only; slurmdbd.conf as slurmdbd requires it
     listening = subprocess.run(["ss", "-H", "-ltnp"], capture_output=True, text=True, check=True).stdout
     assert f"pid={pids['mariadbd']}," not in listening, listening
@@ -266,7 +277,13 @@ def accounting(cluster):
     assert proc.returncode == 0, f"deploy/testcluster/up (accounting off) failed:\n{proc.stderr}"
     left = {d: pid for d, pid in pids.items() if _running(pid)}
     assert not left, f"accounting daemons left running after up without --accounting: {left}"
-    assert "AccountingStorageType=accounting_storage/none" in cluster.conf.read_text()
+    conf = cluster.conf.read_text()
+    assert "AccountingStorageType=accounting_storage/none" in conf
+    # and no energy accounting: each slurmd restarted as before, in the host's mount namespace
+    assert "JobAcctGatherType=jobacct_gather/none" in conf and "AcctGatherEnergyType" not in conf
+    host_mnt = os.readlink("/proc/self/ns/mnt")
+    for pidfile in (cluster.dir / "run").glob("slurmd-*.pid"):
+        assert os.readlink(f"/proc/{int(pidfile.read_text())}/ns/mnt") == host_mnt, pidfile.name
 
 
 class DaemonProcess:

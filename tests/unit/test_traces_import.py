@@ -37,7 +37,9 @@ SUBMITTED = {
     "after": (1, 600.0, "COMPLETED"),
     "nolimit": (1, None, "COMPLETED"),
 }
-VERSIONS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
+# the docker cluster's captures, one directory per schema version (energy-v0.0.38 is the namespace cluster's)
+VERSIONS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir() and p.name.startswith("v"))
+ENERGY = FIXTURES / "energy-v0.0.38"
 TEXT_VERSIONS = [v for v in VERSIONS if (FIXTURES / v / "sacct-P.txt").exists()]
 
 
@@ -92,10 +94,10 @@ def test_slurmrestd_reply_parses_like_sacct(version):
 
 
 def test_slurm_energy_from_step_tres():
-    """The 22.05 layout with energy accounting: the steps' consumed energy TRES (the fixture's zeros set)."""
+    """The 22.05 layout with energy accounting: a step's energy is its TRESUsageInTot (``requested.total``)."""
     doc = json.loads((FIXTURES / "v0.0.38" / "slurmrestd-jobs.json").read_text())
     two = next(j for j in doc["jobs"] if j["name"] == "two")
-    for entry in two["steps"][0]["tres"]["consumed"]["total"]:
+    for entry in two["steps"][0]["tres"]["requested"]["total"]:
         if entry["type"] == "energy":
             entry["count"] = 4000
     jobs, _ = parse_sacct_json(json.dumps(doc))
@@ -108,6 +110,56 @@ def test_slurm_energy_from_step_tres():
     assert imported.record["power_source"][1][row] == "slurm-energy"
     assert imported.record["energy_j"][1][row] == 4000
     assert imported.sources == {"slurm-energy": 1, "none": len(jobs) - 1}
+
+
+def _consumed_energy_raw(path: Path) -> dict[str, int]:
+    """``JobIDRaw -> ConsumedEnergyRaw`` of a ``sacct -P`` file, read without the parser under test."""
+    header, *rows = path.read_text().splitlines()
+    col = header.split("|")
+    return {r.split("|")[col.index("JobIDRaw")]: int(r.split("|")[col.index("ConsumedEnergyRaw")]) for r in rows}
+
+
+def test_real_slurm_energy_of_the_namespace_cluster():
+    """Jobs of a slurmd gathering energy (acct_gather_energy/ibmaem, jobs with an extern step): the job table's
+    energy is the ConsumedEnergyRaw sacct printed, from sacct --json, sacct -P and sacct -P with step lines."""
+    slurm = _consumed_energy_raw(ENERGY / "sacct-P.txt")
+    steps = _consumed_energy_raw(ENERGY / "sacct-P-steps.txt")
+    assert sorted(slurm) == ["5", "6", "7", "8"]
+    # the job's energy is its extern step's, over all its nodes; the batch step's covers the first node only
+    for job in slurm:
+        assert slurm[job] == steps[job] == steps[f"{job}.extern"] >= steps[f"{job}.batch"] > 0
+    assert steps["6.extern"] > 1.5 * steps["6.batch"] and steps["7.extern"] > 2.5 * steps["7.batch"]
+    json_jobs, version = parse_sacct_json((ENERGY / "sacct.json").read_text())
+    assert version == "v0.0.38"
+    for jobs in (json_jobs, parse_sacct_text((ENERGY / "sacct-P.txt").read_text(), tz=timezone.utc),
+                 parse_sacct_text((ENERGY / "sacct-P-steps.txt").read_text(), tz=timezone.utc)):
+        assert {str(j.job_id): j.energy_j for j in jobs} == slurm
+        for power in ("slurm-energy", "auto"):
+            imported = import_accounting(jobs, power=power)
+            assert imported.sources == {"slurm-energy": 4}
+            by_id = {str(j.job_id): j for j in jobs}
+            for row, tj in enumerate(imported.jobs):
+                job = by_id[str(tj.id)]
+                assert imported.record["energy_j"][1][row] == slurm[str(tj.id)]
+                assert tj.mean_w == pytest.approx(slurm[str(tj.id)] / (job.nodes * (job.end - job.start)))
+                assert imported.record["power_source"][1][row] == "slurm-energy"
+    # a 3-node job of 5 s at the emulator's busy 250 W: its energy is about that of three nodes, not one
+    three = next(j for j in json_jobs if j.name == "three")
+    assert three.nodes == 3 and three.end - three.start == 5
+    assert three.energy_j / (3 * 5) == pytest.approx(250, rel=0.05)
+
+
+def test_real_step_energy_without_an_extern_step():
+    """Jobs that ran before the cluster had extern steps: Slurm records no job energy, only the batch step's
+    (ConsumedEnergyRaw 2344 J and 1573 J in ``sacct -P`` when captured). The JSON has it as the step's
+    ``requested.total`` (TRESUsageInTot); ``consumed.total`` (TRESUsageOutTot) holds another figure."""
+    doc = json.loads((ENERGY / "sacct-steps-no-extern.json").read_text())
+    for job in doc["jobs"]:
+        assert [t["count"] for t in job["tres"]["allocated"] if t["type"] == "energy"] == [None]
+        consumed = [t["count"] for s in job["steps"] for t in s["tres"]["consumed"]["total"] if t["type"] == "energy"]
+        assert consumed == [33]
+    jobs, _ = parse_sacct_json(json.dumps(doc))
+    assert {j.job_id: j.energy_j for j in jobs} == {1: 2344, 2: 1573}
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -37,7 +37,9 @@ MARGIN_S = 300
 
 
 def _fixture_docs() -> dict[str, Path]:
-    return {p.name: p / "sacct.json" for p in sorted(FIXTURES.iterdir()) if (p / "sacct.json").exists()}
+    # the docker cluster's captures (nodes c1, c2); not energy-v0.0.38, the namespace cluster's
+    return {p.name: p / "sacct.json" for p in sorted(FIXTURES.iterdir())
+            if p.name.startswith("v") and (p / "sacct.json").exists()}
 
 
 def _load(job_id: int, t: int) -> float:

@@ -17,7 +17,12 @@ JSON layouts (``sacct --json`` prints what slurmrestd's ``/slurmdb`` answers):
 
 Every version gives ``nodes`` as a hostlist string (``"c[1-2]"``, ``"None assigned"`` before
 a start), ``allocation_nodes`` as the node count, and energy as TRES of type ``energy``
-(``tres.allocated`` of the job, ``tres.consumed.total`` of its steps), in joules.
+(``tres.allocated`` of the job, ``tres.requested.total`` of its steps), in joules. A step's
+``requested`` block holds its TRESUsageIn figures, ``consumed`` its TRESUsageOut: ``sacct``'s
+``ConsumedEnergyRaw`` of a step is ``requested.total``'s energy (``consumed.total``'s is another
+figure; seen on 22.05 with acct_gather_energy/ibmaem: 2344 J against 33). The job's own energy,
+there when Slurm ran an extern step (``PrologFlags=Contain``), is that step's: the energy of all
+the job's nodes over its allocation.
 
 ``sacct -P`` text: a header line naming the columns (run it *without* ``-n``), then one
 ``|``-separated line per job or step. :data:`SACCT_REQUIRED` are needed;
@@ -237,7 +242,7 @@ def _json_job(job: Any, where: str, source: str) -> AcctJob:
     energy = _energy_of(_at(job, "tres.allocated", where, source, required=False))
     if energy is None:
         steps = job.get("steps") if isinstance(job.get("steps"), list) else []
-        per_step = [_energy_of(_at(s, "tres.consumed.total", where, source, required=False)) for s in steps]
+        per_step = [_energy_of(_at(s, "tres.requested.total", where, source, required=False)) for s in steps]
         if any(e is not None for e in per_step):
             energy = sum(e for e in per_step if e is not None)
     cpus = None
