@@ -22,7 +22,7 @@ from wattsched.model.constraints import CapSchedule, CapStep
 from wattsched.model.job import Job, PowerEstimate, RunningJob
 from wattsched.model.platform import NodePowerModel, NodeState, Platform
 from wattsched.model.snapshot import Snapshot
-from wattsched.policies import easy_pc
+from wattsched.policies import easy, easy_pc
 from wattsched.policies.easy import EasyPolicy
 from wattsched.policies.easy_pc import EasyPcPolicy
 
@@ -157,14 +157,17 @@ def test_easy_pc_fast_path_decides_as_the_plain_algorithm(scan):
     assert not differ, f"{len(differ)} of {SNAPSHOTS} differ, first: {differ[0]}"
 
 
-def test_easy_fast_path_decides_as_the_plain_algorithm():
+@pytest.mark.parametrize("scan", [False, True], ids=["numpy", "scan"])
+def test_easy_fast_path_decides_as_the_plain_algorithm(scan):
+    # the compiled scan's code runs as Python where it is not compiled: both ways of the indexed backfill
     differ = []
-    for seed in range(SNAPSHOTS):
-        order = "saf" if seed % 5 == 0 else "fcfs"
-        snap = random_snapshot(seed)
-        want = easy_plain.decide(plain_copy(snap), order)
-        policy = EasyPolicy(order=order)
-        got = policy.decide(indexed(snap, seed), policy.init_state())
-        if starts(got) != starts(want) or reasons(got) != reasons(want):
-            differ.append((seed, order, starts(got), starts(want), reasons(got), reasons(want)))
+    with patch.object(easy, "_SCAN", scan):
+        for seed in range(SNAPSHOTS):
+            order = "saf" if seed % 5 == 0 else "fcfs"
+            snap = random_snapshot(seed)
+            want = easy_plain.decide(plain_copy(snap), order)
+            policy = EasyPolicy(order=order)
+            got = policy.decide(indexed(snap, seed), policy.init_state())
+            if starts(got) != starts(want) or reasons(got) != reasons(want):
+                differ.append((seed, order, starts(got), starts(want), reasons(got), reasons(want)))
     assert not differ, f"{len(differ)} of {SNAPSHOTS} differ, first: {differ[0]}"

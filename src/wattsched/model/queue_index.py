@@ -16,6 +16,10 @@ Given the platform's idle node power (``idle_w``), the index also keeps each
 job's predicted *increments*, what starting it adds to the platform's
 predicted power (see :class:`~wattsched.policies.power.PowerLedger`), computed
 once when its estimate is set instead of at every power-aware search.
+
+Compiled with the core (``queue_index.pxd``): a job is appended when it is
+submitted and removed when it starts, a few stores each, made through typed
+views of the arrays rather than numpy's item assignment.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from wattsched.model.job import Job, PowerEstimate
 
 DEAD_NODES = 2**62
 """Node count stored for removed jobs, so that ``nodes <= free`` alone leaves them out."""
+
+_INF = float("inf")
 
 _COMPACT_MIN_DEAD = 256
 """Fewer removed jobs than this are not worth compacting for."""
@@ -71,6 +77,15 @@ class QueueIndex:
         self.pos: dict[int, int] = {}
         self.size = 0
         self.dead = 0
+        self._views()
+
+    def _views(self) -> None:
+        """Typed views of the arrays, taken again whenever they are replaced (compiled: the per-job loads and
+        stores are C ones; as pure Python, the arrays themselves)."""
+        self._ids, self._nodes, self._wall = self.ids, self.nodes, self.wall
+        self._alive = self.alive.view(np.uint8)
+        self._est_mean, self._est_max, self._est_std = self.est_mean, self.est_max, self.est_std
+        self._inc_mean, self._inc_max, self._inc_var = self.inc_mean, self.inc_max, self.inc_var
 
     @classmethod
     def of(cls, jobs: Iterable[Job], estimate: Callable[[Job], PowerEstimate] | None = None,
@@ -133,6 +148,7 @@ class QueueIndex:
             new = np.zeros(cap, dtype=old.dtype)  # ids, nodes, wall and alive past ``size`` are set by append
             new[: self.size] = old[: self.size]
             setattr(self, name, new)
+        self._views()
         self._clear(self.size, cap)
 
     def _clear(self, start: int, stop: int) -> None:
@@ -143,17 +159,17 @@ class QueueIndex:
 
     def append(self, job: Job) -> None:
         i = self.size
-        if i == len(self.ids):
+        if i == self._ids.shape[0]:
             if self.dead > i // 2:
                 self._compact()
                 i = self.size
-            if i == len(self.ids):
+            if i == self._ids.shape[0]:
                 self._grow()
         # four stores: the estimates past ``size`` are kept cleared (_clear), as a job without one has them
-        self.ids[i] = job.id
-        self.nodes[i] = job.nodes
-        self.wall[i] = job.walltime_s
-        self.alive[i] = True
+        self._ids[i] = job.id
+        self._nodes[i] = job.nodes
+        self._wall[i] = job.walltime_s
+        self._alive[i] = 1
         self.pos[job.id] = i
         self.size = i + 1
 
@@ -161,23 +177,23 @@ class QueueIndex:
         """Record a pending job's predicted per-node power (for power-aware candidate search)."""
         i = self.pos.get(job_id)
         if i is not None:
-            self.est_mean[i] = mean_w
-            self.est_max[i] = max_w
-            self.est_std[i] = std_w
+            self._est_mean[i] = mean_w
+            self._est_max[i] = max_w
+            self._est_std[i] = std_w
             idle = self.idle_w
             if idle is not None and mean_w == mean_w:  # NaN: unknown, keeps the -inf that passes every filter
                 # The same arithmetic as PowerLedger.increment, so filters on these agree with its checks.
-                n = self.nodes.item(i)
-                self.inc_mean[i] = (mean_w - idle) * n
-                self.inc_max[i] = (max_w - idle) * n
+                n = float(self._nodes[i])  # Python's int × float converts the int so too
+                self._inc_mean[i] = (mean_w - idle) * n
+                self._inc_max[i] = (max_w - idle) * n
                 v = std_w * n
-                self.inc_var[i] = v * v
+                self._inc_var[i] = v * v
 
     def remove(self, job_id: int) -> None:
         i = self.pos.pop(job_id)
-        self.alive[i] = False
-        self.nodes[i] = DEAD_NODES
-        self.inc_mean[i] = self.inc_max[i] = self.wall[i] = np.inf
+        self._alive[i] = 0
+        self._nodes[i] = DEAD_NODES
+        self._inc_mean[i] = self._inc_max[i] = self._wall[i] = _INF
         self.dead += 1
         if self.dead >= _COMPACT_MIN_DEAD and 2 * self.dead > self.size:
             # Searches scan from the head to the end of the arrays: keep dead entries a minority.

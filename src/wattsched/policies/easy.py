@@ -17,7 +17,10 @@ and an unchanged snapshot ``epoch``, every job that could not start last time
 still cannot (time only makes "ends before the shadow time" harder), so only
 the jobs that arrived since are examined. On long queues backfilling searches
 the queue index (:class:`~wattsched.model.queue_index.QueueIndex`), which the
-simulator and the daemon both keep in the snapshot. These are exact
+simulator and the daemon both keep in the snapshot, with the compiled scan
+(:meth:`~wattsched.policies.scan.Scanner.next_fit`) where it is compiled:
+the first few candidates are all a pass starts, and numpy's filter would
+make every one of them. These are exact
 shortcuts: ``tests/unit/test_fast_paths.py`` holds the policy equal to the
 plain algorithm (``tests/reference/easy_plain.py``) on random snapshots.
 """
@@ -36,6 +39,8 @@ from wattsched.model.plan import Plan, Reason, Start, start_nodes
 from wattsched.model.snapshot import Snapshot
 from wattsched.model.state import PolicyState
 from wattsched.policies.base import BasePolicy, PolicyTags
+from wattsched.policies.scan import COMPILED as _SCAN
+from wattsched.policies.scan import Scanner
 
 INDEX_MIN_QUEUE = 48
 """Queue length from which backfilling searches the queue index instead of scanning."""
@@ -122,6 +127,10 @@ class EasyPolicy(BasePolicy):
     Params = EasyParams
     State = EasyState
 
+    def __init__(self, params=None, **kwargs):
+        super().__init__(params, **kwargs)
+        self._scanner: Scanner | None = None  # typed views of the queue index's arrays, while they last
+
     def tags(self) -> PolicyTags:
         return dataclasses.replace(super().tags(), constraints=frozenset(),  # power-unaware
                                    ignores_power_steps=True)
@@ -188,7 +197,8 @@ class EasyPolicy(BasePolicy):
         if end:
             # numpy pays off on long queues only; short ones (and SAF order) are scanned directly.
             if order == "fcfs" and len(pending) > INDEX_MIN_QUEUE:
-                self._backfill_indexed(plan, snapshot.queue_index, free, end, now, shadow, extra, head.id)
+                backfill = self._backfill_scanned if _SCAN else self._backfill_indexed
+                backfill(plan, snapshot.queue_index, free, end, now, shadow, extra, head.id)
             else:
                 self._backfill(plan, it, free, end, now, shadow, extra, head.id)
         self._explain(plan, head, end, shadow)
@@ -232,8 +242,7 @@ class EasyPolicy(BasePolicy):
         Candidates only shrink as nodes are taken, so after each start the
         remaining ones are filtered again with numpy instead of one by one.
         """
-        # The index filter is a superset (slack on the horizon); the exact test follows.
-        horizon = (shadow - now) * (1 + 1e-12) + 1e-9
+        horizon = _index_horizon(shadow, now)
         found = index.candidates(head_id, end, horizon, extra)
         sizes, walls, ids = index.nodes, index.wall, index.ids
         actions = plan.actions
@@ -258,10 +267,45 @@ class EasyPolicy(BasePolicy):
                 ok &= (walls[found] <= horizon) | (ks <= extra)
             found = found[ok]
 
+    def _backfill_scanned(self, plan: Plan, index, free, end: int, now: float, shadow: float, extra: int,
+                          head_id: int) -> None:
+        """Same decisions as :meth:`_backfill_indexed`, with the compiled scan: it stops at each candidate in
+        turn, at the free and extra nodes left then, and a pass that starts a job or two reads no further."""
+        horizon = _index_horizon(shadow, now)
+        sizes, walls, ids = index.nodes, index.wall, index.ids
+        scanner = self._scanner
+        if scanner is None or not scanner.over(index.inc_mean, index.inc_var, sizes, walls):
+            scanner = self._scanner = Scanner(index.inc_mean, index.inc_var, sizes, walls)
+        pos = index.pos.get(head_id)
+        p = 0 if pos is None else pos + 1
+        hi = index.size
+        actions = plan.actions
+        while end:
+            p = scanner.next_fit(p, hi, end, horizon, extra)
+            if p >= hi:
+                break
+            k = sizes.item(p)
+            if now + walls.item(p) <= shadow:
+                pass
+            elif k <= extra:
+                extra -= k
+            else:
+                p += 1
+                continue
+            actions.append(start_nodes(ids.item(p), tuple(free[end - k : end])))
+            end -= k
+            p += 1
+
     @staticmethod
     def _explain(plan: Plan, head: Job, free: int, shadow: float) -> None:
         plan.reasons[head.id] = Reason(_HEAD_REASON, head.nodes, free, shadow)
         plan.default_reason = "does not fit before the head job's reservation"
+
+
+def _index_horizon(shadow: float, now: float) -> float:
+    """The requested time the index's filter lets through as ending before the shadow time: a superset, with
+    slack far above rounding, of the exact test that follows (``now + walltime <= shadow``)."""
+    return (shadow - now) * (1 + 1e-12) + 1e-9
 
 
 _HEAD_REASON = "head of queue: needs {} nodes, {} free; reserved at t={:.0f}s (inf: never, too few usable nodes)"

@@ -21,6 +21,9 @@ cdef class Scanner:
                                     double var0, double limit, double horizon, int64_t extra, double at_base,
                                     double at_var0, double at_limit) except -1
 
+    @cython.locals(p=Py_ssize_t, n=int64_t)
+    cpdef Py_ssize_t next_fit(self, Py_ssize_t lo, Py_ssize_t hi, int64_t free, double horizon, int64_t extra) except -1
+
 
 @cython.locals(m=Py_ssize_t, e=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, cn=double, cm=double, cx=double, cv=double,
                t=double, end=double, t_next=double, avail=double, base=double, mean=double, mx=double, var=double)

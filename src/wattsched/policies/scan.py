@@ -13,6 +13,9 @@ after a start, scans on from the next position with the new terms. The slack
 makes the scan's test a necessary condition of the exact one, so no job that
 would start is passed over.
 
+:meth:`Scanner.next_fit` is the same scan without power, for plain EASY's backfill
+(:class:`~wattsched.policies.easy.EasyPolicy`).
+
 Compiled (``scan.pxd`` types it), a scan costs a few nanoseconds per queued
 job and no temporary arrays, where numpy's vectorised filter costs a
 microsecond per operation and a pass over the whole queue each. As pure Python
@@ -85,6 +88,28 @@ class Scanner:
                     room = at_limit - at_base - x
                     if room >= 0.0 and (k2 == 0.0 or k2 * (at_var0 + var[p]) <= room * room):
                         return p
+            p += 1
+        return hi
+
+
+    def next_fit(self, lo: int, hi: int, free: int, horizon: float, extra: int) -> int:
+        """The first position ``p`` in ``lo:hi`` whose job may backfill by nodes and time alone (EASY's test, no
+        power), or ``hi`` if none: it needs at most ``free`` nodes and either ``wall[p] <= horizon`` or at most
+        ``extra`` nodes.
+
+        >>> import numpy as np
+        >>> scan = Scanner(np.zeros(4), np.zeros(4), np.array([8, 2, 2, 1]), np.array([1.0, 900.0, 9.0, 900.0]))
+        >>> scan.next_fit(0, 4, 4, 100.0, 0), scan.next_fit(0, 4, 4, 100.0, 2), scan.next_fit(3, 4, 4, 100.0, 0)
+        (2, 1, 4)
+        """
+        if lo < 0 or hi > self.size:
+            raise IndexError(f"scan of {lo}:{hi} outside the arrays")  # compiled, indices are not checked
+        nodes, wall = self.nodes, self.wall
+        p = lo
+        while p < hi:
+            n = nodes[p]
+            if n <= free and (n <= extra or wall[p] <= horizon):
+                return p
             p += 1
         return hi
 
