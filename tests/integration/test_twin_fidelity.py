@@ -212,12 +212,12 @@ def test_slurm_backfill_against_the_simulators_easy(cluster, daemon_config, daem
     assert easy["replayed"] == modelled["replayed"] == N_JOBS
     assert modelled["same_order_share"] >= 0.8
     assert modelled["start_error_median_polls"] < easy["start_error_median_polls"] / 2
-    # the 2-poll target was met in five runs of six (1, 2, 2, 1, 1 and 3 polls; 4, 2, 5, 6, 4 and 5 with one
+    # the 2-poll target was met in six runs of seven (1, 2, 2, 1, 1, 3 and 2 polls; 4, 2, 5, 6, 4, 5 and 6 with one
     # constant latency): where slurmctld's loop ticks within Slurm's whole recorded seconds is not in the record
     # (docs/trust-the-replay.md), so the test bounds the median at twice the target
     assert modelled["start_error_median_polls"] <= 4.0, "median start error within 4 poll intervals"
-    # -1, -6, -11, -13, -4, -6 % (one constant latency: -14, -11, -22, -26, -18, -18 %): the replay runs ahead, its
-    # pass serving a job's end within the same whole second, where slurmctld's loop may come up to a second later
-    # (its phase within the second is not in the record)
+    # -1, -6, -11, -13, -4, -6, -12 % (one constant latency: -14, -11, -22, -26, -18, -18, -25 %): the replay runs
+    # ahead, its pass serving a job's end within the same whole second, where slurmctld's loop may come up to a
+    # second later (its phase within the second is not in the record)
     assert abs(modelled["mean_wait_replay_s"] / modelled["mean_wait_live_s"] - 1) <= 0.20, "mean wait within 20 %"
     assert abs(modelled["energy_error"]) <= 0.05, "energy of the window within 5 %"
