@@ -37,6 +37,7 @@ from .traces_live import (
     prometheus_job_energy,
     read_csv,
     scraped_until,
+    submit_burst,
     wattsched,
 )
 
@@ -51,19 +52,14 @@ def test_import_the_clusters_jobs_with_prometheus_power_and_replay_them_as_run(c
     db = state / "state.db"
     d = daemon(config, "--shadow")
     wait_for(lambda: len(rows(db, "SELECT id FROM shadow_cycles")) >= 2, 60, "the first recorded cycles")
-    ids, declared = [], {}
+    declared = {}
     jobs = burst()
     # two waves with the cluster idle in between, so that the window holds idle power past the rate window too
     for wave in (jobs[:N_JOBS // 2], jobs[N_JOBS // 2:]):
-        t0 = time.time() + 1 - wave[0][0]
-        for offset, nodes, run_s, watts in wave:
-            time.sleep(max(0.0, t0 + offset - time.time()))
-            job = cluster.submit(nodes=nodes, seconds=run_s, time_limit_min=1, user="alice",
-                                 extra=(f"--comment=wattsched:power={watts}",))
-            ids.append(job)
-            declared[job] = watts
-        wait_for(lambda: not any(j in cluster.active() for j in ids), 300, "the wave to finish", interval_s=1)
+        declared.update(submit_burst(cluster, wave, time.time() + 1 - wave[0][0]))
+        wait_for(lambda: not any(j in cluster.active() for j in declared), 300, "the wave to finish", interval_s=1)
         time.sleep(IDLE_GAP_S)
+    ids = list(declared)
     ended = lambda: {r[0] for r in rows(db, "SELECT job_id FROM shadow_jobs WHERE event='end'")}  # noqa: E731
     wait_for(lambda: set(ids) <= ended(), 30, "every end recorded")
     assert d.stop() == 0

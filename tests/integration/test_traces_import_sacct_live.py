@@ -38,7 +38,17 @@ from wattsched.daemon.slurm import hostlist
 from wattsched.daemon.slurm.sacct import SACCT_FORMAT
 
 from .conftest import wait_for
-from .traces_live import IDLE_W, QUERY, RATE_WINDOW, burst, prometheus_job_energy, read_csv, scraped_until, wattsched
+from .traces_live import (
+    IDLE_W,
+    QUERY,
+    RATE_WINDOW,
+    burst,
+    prometheus_job_energy,
+    read_csv,
+    scraped_until,
+    submit_burst,
+    wattsched,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -96,15 +106,9 @@ def test_import_the_clusters_jobs_from_slurm_accounting_and_replay_them_as_run(c
     t_test = time.monotonic()
     t0 = int(time.time()) - 1
     start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t0))  # sacct -S in local time
-    ids, declared = [], {}
     jobs = burst(n=N_JOBS)
-    t_first = time.time() + 1
-    for offset, nodes, run_s, watts in jobs:
-        time.sleep(max(0.0, t_first + offset - time.time()))
-        job = cluster.submit(nodes=nodes, seconds=run_s, time_limit_min=1, user="alice",
-                             extra=(f"--comment=wattsched:power={watts}",))
-        ids.append(job)
-        declared[job] = watts
+    declared = submit_burst(cluster, jobs, time.time() + 1)
+    ids = list(declared)
     assert max(declared.values()) < MAX_W  # energy_tolerance_j's bound on what a node drew around a job
     wait_for(lambda: not any(j in cluster.active() for j in ids), 300, "the burst to finish", interval_s=1)
 

@@ -10,6 +10,7 @@ import csv
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 # node power in watts from the node exporter's RAPL counters, one series per node (label node); rate over 5 s,
@@ -37,6 +38,18 @@ def burst(seed: int = SEED, n: int = N_JOBS) -> list[tuple[float, int, int, int]
         out.append((round(t, 1), rng.choice((1, 1, 2, 2, 3, 4)), rng.randint(6, 14), rng.randrange(160, 400, 10)))
         t += rng.uniform(0.0, 2.0)
     return out
+
+
+def submit_burst(cluster, jobs: list[tuple[float, int, int, int]], first_s: float) -> dict[int, int]:
+    """Submit ``jobs`` (of :func:`burst`) as alice, the first at ``first_s`` (epoch s) and the rest at their offsets
+    from it, each declaring its power per node to the power emulator; the declared watts by job id, in order."""
+    declared = {}
+    for offset, nodes, run_s, watts in jobs:
+        time.sleep(max(0.0, first_s + offset - time.time()))
+        job = cluster.submit(nodes=nodes, seconds=run_s, time_limit_min=1, user="alice",
+                             extra=(f"--comment=wattsched:power={watts}",))
+        declared[job] = watts
+    return declared
 
 
 def wattsched(*args: str) -> subprocess.CompletedProcess:
