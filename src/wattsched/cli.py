@@ -572,7 +572,10 @@ def cmd_predict_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, simulate_only: bool = False) -> argparse.ArgumentParser:
+    """The parser of every command; with ``simulate_only``, of ``simulate`` alone (for :func:`main` when the
+    command line is a ``simulate`` one: it parses it the same, without making, and importing, the other
+    commands' parsers, a fiftieth of a short simulation)."""
     parser = Parser(
         prog="wattsched",
         description="Power-aware job dispatching for Slurm clusters: simulate policies on workload traces.",
@@ -581,7 +584,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"wattsched {__version__} ({_core_kind()})")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_simulate_command(sub)
+    if not simulate_only:
+        _add_other_commands(sub)
+    return parser
 
+
+def _add_simulate_command(sub) -> None:
     p = sub.add_parser(
         "simulate",
         help="replay a workload trace through a policy under power constraints",
@@ -596,6 +605,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "CPU level W, as many nodes as the budget feeds (run it with --policy easy)")
     p.set_defaults(func=cmd_simulate, exit_at_once=True)
 
+
+def _add_other_commands(sub) -> None:
     p = sub.add_parser("demo", help="simulate the bundled trace through a capped window and write a report",
                        description="Simulate the bundled trace excerpt (KTH SP2) with EASY+PC and the history "
                        "predictor through a one-week capped window, against uncapped EASY on the same jobs.")
@@ -731,7 +742,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_platform_commands(sub)
     add_agent_commands(sub)
     add_dr_commands(sub)
-    return parser
+
+
+def _is_simulate(argv: list[str]) -> bool:
+    """Whether ``argv`` runs ``simulate``: its first word not an option is ``simulate``, and only ``-v`` options
+    (the one top-level option that neither takes a value nor prints and exits) come before it."""
+    for word in argv:
+        if word == "simulate":
+            return True
+        if word != "--verbose" and not (len(word) > 1 and word.startswith("-") and set(word[1:]) == {"v"}):
+            return False
+    return False
 
 
 _SIM_DEFAULTS = argparse.Namespace()
@@ -753,7 +774,8 @@ wattsched does not make (its predictors' models are small)."""
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault(BLAS_THREADS, "1")  # before numpy is imported
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(simulate_only=_is_simulate(words))
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")

@@ -205,3 +205,30 @@ def test_readable_values_and_cleaning():
     assert cleaning_text({"dropped": {"procs_missing": 2, "runtime_missing": 0}, "skipped_lines": 3}) == (
         "dropped procs missing: 2 jobs; skipped 3 malformed lines")
     assert cleaning_text({"dropped": {}, "skipped_lines": 1}) == "skipped 1 malformed line"
+
+
+@pytest.mark.parametrize("argv", [
+    ["simulate", "--trace", "t.swf", "--policy", "easy", "-q", "--out", "runs/x"],
+    ["-vv", "--verbose", "simulate", "--trace", "t.swf", "--cap", "60%", "--param", "a=1", "--moldable", "0.3",
+     "--predictor", "history", "--predictor-param", "k=2", "--seed", "3", "--no-report", "--json"],
+])
+def test_a_simulate_command_line_parses_alike_with_the_simulate_parser_alone(argv):
+    from wattsched.cli import _is_simulate, build_parser
+
+    assert _is_simulate(argv)
+    assert vars(build_parser(simulate_only=True).parse_args(argv)) == vars(build_parser().parse_args(argv))
+
+
+@pytest.mark.parametrize("argv", [["-h", "simulate"], ["--version"], ["demo"], ["traces", "simulate"], ["-vh"],
+                                  ["--verb", "simulate"], []])
+def test_other_command_lines_get_every_command(argv):
+    from wattsched.cli import _is_simulate
+
+    assert not _is_simulate(argv)
+
+
+def test_top_level_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit):
+        main(["-v", "--help"])
+    out = capsys.readouterr().out
+    assert "simulate" in out and "demo" in out and "sweep" in out

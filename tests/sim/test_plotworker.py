@@ -240,3 +240,20 @@ def test_reading_the_workers_stderr_ends_with_the_pipe_or_at_the_deadline():
             assert 0.09 <= time.monotonic() - t0 < 10
     finally:
         os.close(w)
+
+
+def test_worker_imports_the_plotting_code_without_3d_axes_and_3d_imports_after():
+    # a fresh interpreter: this test process may have imported matplotlib already
+    code = """
+import sys, warnings
+warnings.simplefilter("error")
+from wattsched.sim.plotworker import _without_3d
+with _without_3d():
+    import wattsched.sim.plots
+print("mplot3d" if "mpl_toolkits.mplot3d" in sys.modules else "no mplot3d")
+from mpl_toolkits.mplot3d import Axes3D
+print(Axes3D.name)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "MPLBACKEND": "Agg"})
+    assert out.stdout.split() == ["no", "mplot3d", "3d"], out.stderr
