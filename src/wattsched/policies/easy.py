@@ -224,12 +224,10 @@ class EasyPolicy(BasePolicy):
             k = job.nodes
             if k > end or job.id == head_id:
                 continue
-            if now + job.walltime_s <= shadow:
-                pass
-            elif k <= extra:
-                extra -= k
-            else:
+            left = _backfill_extra(now, job.walltime_s, shadow, k, extra)
+            if left < 0:
                 continue
+            extra = left
             actions.append(start_nodes(job.id, tuple(free[end - k : end])))
             end -= k
             if end == 0:
@@ -249,13 +247,11 @@ class EasyPolicy(BasePolicy):
         while len(found):
             p = found.item(0)  # .item(): Python numbers straight away, no NumPy scalars
             k = sizes.item(p)
-            if now + walls.item(p) <= shadow:
-                pass
-            elif k <= extra:
-                extra -= k
-            else:
+            left = _backfill_extra(now, walls.item(p), shadow, k, extra)
+            if left < 0:
                 found = found[1:]
                 continue
+            extra = left
             actions.append(start_nodes(ids.item(p), tuple(free[end - k : end])))
             end -= k
             found = found[1:]
@@ -285,13 +281,11 @@ class EasyPolicy(BasePolicy):
             if p >= hi:
                 break
             k = sizes.item(p)
-            if now + walls.item(p) <= shadow:
-                pass
-            elif k <= extra:
-                extra -= k
-            else:
+            left = _backfill_extra(now, walls.item(p), shadow, k, extra)
+            if left < 0:
                 p += 1
                 continue
+            extra = left
             actions.append(start_nodes(ids.item(p), tuple(free[end - k : end])))
             end -= k
             p += 1
@@ -300,6 +294,19 @@ class EasyPolicy(BasePolicy):
     def _explain(plan: Plan, head: Job, free: int, shadow: float) -> None:
         plan.reasons[head.id] = Reason(_HEAD_REASON, head.nodes, free, shadow)
         plan.default_reason = "does not fit before the head job's reservation"
+
+
+def _backfill_extra(now: float, walltime_s: float, shadow: float, k: int, extra: int) -> int:
+    """EASY's backfill rule for a candidate of ``k`` nodes that fits the free ones: the extra nodes (free at the
+    head's reservation beyond its need) left if it may start now, -1 if not. It may when it ends before the
+    shadow time (the extra nodes are left as they are) or when it fits the extra nodes (it takes them).
+
+    >>> [_backfill_extra(0.0, wall, 100.0, 4, extra) for wall, extra in ((50.0, 1), (500.0, 6), (500.0, 3))]
+    [1, 2, -1]
+    """
+    if now + walltime_s <= shadow:
+        return extra
+    return extra - k if k <= extra else -1
 
 
 def _index_horizon(shadow: float, now: float) -> float:
