@@ -1,7 +1,10 @@
 """The sweep's Ctrl-C handling in the calling process: SIGINT becomes KeyboardInterrupt, and is put back after."""
 
+import gc
+import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -40,3 +43,67 @@ def test_ctrl_c_inside_the_block_is_a_keyboard_interrupt_and_everything_is_resto
     import dask
 
     assert PRELOAD not in (dask.config.get("distributed.worker.preload", []) or [])
+
+
+def _interrupt_at(code, n: int):
+    """A trace function that raises KeyboardInterrupt at the ``n``-th line event of ``code`` (a Ctrl-C there)."""
+    seen = 0
+
+    def local(frame, event, arg):
+        nonlocal seen
+        if event == "line":
+            seen += 1
+            if seen == n:
+                raise KeyboardInterrupt
+        return local
+
+    def trace(frame, event, arg):
+        return local if frame.f_code is code else None
+
+    return trace
+
+
+def _committed(path) -> tuple[set, dict]:
+    db = sqlite3.connect(path)
+    try:
+        return ({k for (k,) in db.execute("SELECT key FROM runs WHERE status = 'ok'")},
+                dict(db.execute("SELECT name, value FROM meta")))
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("method", ["add", "set_meta"])
+def test_a_ctrl_c_anywhere_in_a_store_write_leaves_what_the_sweep_reports_saved_on_disk(tmp_path, method):
+    """The interrupted sweep counts saved runs on its own connection: that count must be what the file holds.
+
+    A Ctrl-C is injected before each line of the write in turn; whatever the
+    point, the writer's own view and a fresh reader's view after the writer is
+    gone agree (a row written but not yet committed would be counted, then lost).
+    """
+    from wattsched.sweep.store import Store
+
+    code = getattr(Store, method).__code__
+    n_lines = 0
+    for n in range(1, 12):
+        out = tmp_path / f"at-{n}"
+        store = Store(out)
+        store.add("first", {"cap": 1}, {"status": "ok"})
+        args = (("second", {"cap": 2}, {"status": "ok"}) if method == "add" else ("sweep", {"keys": ["x"]}))
+        sys.settrace(_interrupt_at(code, n))
+        try:
+            getattr(store, method)(*args)
+            interrupted = False
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            sys.settrace(None)
+        seen = (store.finished_keys(), {"sweep": store.meta("sweep")} if store.meta("sweep") else {})
+        del store  # the process exits: an open transaction is rolled back
+        gc.collect()
+        keys, meta = _committed(out / "results.sqlite")
+        assert keys == seen[0], f"interrupted before line {n} of Store.{method}"
+        assert {k: json.loads(v) for k, v in meta.items()} == seen[1], f"interrupted before line {n}"
+        if not interrupted:
+            n_lines = n - 1
+            break
+    assert n_lines >= 1, "the write has no line to interrupt at"

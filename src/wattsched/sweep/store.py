@@ -3,7 +3,9 @@
 Why SQLite rather than a Parquet dataset: rows arrive one at a time, in any
 order, from a process that may be killed at any moment. A SQLite insert is a
 transaction: after a SIGKILL the file holds every run that finished and none
-half-written, with no compaction of thousands of one-row Parquet files and no
+half-written (the connection is in autocommit mode, so a row is committed by
+the statement that writes it: a Ctrl-C cannot fall between the two and leave
+a run counted as saved that the file then loses), with no compaction of thousands of one-row Parquet files and no
 schema to agree on up front (runs of one sweep can report different extra
 metrics). :meth:`Store.table` flattens the rows into columns, and
 ``wattsched sweep report`` exports them as CSV and Parquet.
@@ -58,13 +60,14 @@ class Store:
             if read_only:  # ``sweep report``: the file must be a results store; nothing is written into it
                 if not self.path.is_file():
                     raise RunDirError(f"{self.path}: no results store here; run `wattsched sweep SWEEP.yaml` first")
-                self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+                self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60,
+                                           isolation_level=None)
                 damage = sqlite_damage(self._db)
                 if damage is not None:
                     raise RunDirError(damaged_database(self.path, damage))
             else:
                 self.dir.mkdir(parents=True, exist_ok=True)
-                self._db = sqlite3.connect(self.path, timeout=60)
+                self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)  # autocommit
             tables = {n for (n,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
             if damage_of(exc) is not None:
@@ -79,7 +82,6 @@ class Store:
                 raise RunDirError(f"{self.path}: not a sweep results store ({what}); move it away, or give the "
                                   "directory a sweep wrote")
             self._db.executescript(SCHEMA)
-            self._db.commit()
 
     def _json(self, text: Any, where: str) -> Any:
         try:
@@ -101,11 +103,9 @@ class Store:
             "INSERT OR REPLACE INTO runs (key, status, finished_unix_s, axes, row) VALUES (?, ?, ?, ?, ?)",
             (key, row.get("status", "ok"), time.time(), json.dumps(_clean(axes)), json.dumps(_clean(row))),
         )
-        self._db.commit()
 
     def set_meta(self, name: str, value: Any) -> None:
         self._db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, json.dumps(value)))
-        self._db.commit()
 
     def meta(self, name: str, default: Any = None) -> Any:
         r = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
