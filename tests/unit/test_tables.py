@@ -15,6 +15,7 @@ from wattsched.workload.records import TraceJob
 from wattsched.workload.tables import (
     COLUMNS,
     MissingDependencyError,
+    PackedSeries,
     format_power_series,
     parse_power_series,
     read_job_table,
@@ -351,6 +352,29 @@ def test_power_series_parse_and_format_are_inverse():
     series = ((0.0, 350.0), (0.1, 1e-9), (600.5, 420.25), (1e6, 0.0))
     assert parse_power_series(format_power_series(series)) == series
     assert parse_power_series(" 0 : 350 ; 600:420 ") == ((0.0, 350.0), (600.0, 420.0))
+
+
+def _series_lists():
+    from hypothesis import strategies as st
+
+    number = st.floats(min_value=0.0, allow_nan=False, allow_infinity=False)
+    step = st.tuples(number, number)
+    return st.lists(st.none() | st.just(()) | st.lists(step, min_size=1, max_size=6).map(tuple), max_size=30)
+
+
+def test_packed_series_cells_are_the_text_format_power_series_writes():
+    """Packed for another process and formatted there, each job's series is the text of the job's own
+    (``None`` for a job without one), for any finite steps: shortest reprs, subnormals, huge values."""
+    from hypothesis import given, settings
+
+    @settings(max_examples=300, deadline=None)
+    @given(_series_lists())
+    def check(series):
+        assert PackedSeries.of(series).cells() == [format_power_series(s) or None for s in series]
+
+    check()
+    assert PackedSeries.of([((0.0, 350.0), (600.0, 420.5)), None, ((0.1, 5e-324),)]).cells() == [
+        "0.0:350.0;600.0:420.5", None, "0.1:5e-324"]
 
 
 @pytest.mark.parametrize("text", ["0:350;", "a:1", "-1:350", "0:-5", "0:nan", "0:1;5:1;5:2", "0=350", "5:100"])
