@@ -1,6 +1,5 @@
 """The sweep's Ctrl-C handling in the calling process: SIGINT becomes KeyboardInterrupt, and is put back after."""
 
-import gc
 import json
 import os
 import signal
@@ -97,9 +96,9 @@ def test_a_ctrl_c_anywhere_in_a_store_write_leaves_what_the_sweep_reports_saved_
             interrupted = True
         finally:
             sys.settrace(None)
-        seen = (store.finished_keys(), {"sweep": store.meta("sweep")} if store.meta("sweep") else {})
-        del store  # the process exits: an open transaction is rolled back
-        gc.collect()
+        sweep_meta = store.meta("sweep")
+        seen = (store.finished_keys(), {"sweep": sweep_meta} if sweep_meta else {})
+        store.close()  # as when the process exits: an open transaction is rolled back
         keys, meta = _committed(out / "results.sqlite")
         assert keys == seen[0], f"interrupted before line {n} of Store.{method}"
         assert {k: json.loads(v) for k, v in meta.items()} == seen[1], f"interrupted before line {n}"

@@ -3,11 +3,11 @@
 Why SQLite rather than a Parquet dataset: rows arrive one at a time, in any
 order, from a process that may be killed at any moment. A SQLite insert is a
 transaction: after a SIGKILL the file holds every run that finished and none
-half-written (the connection is in autocommit mode, so a row is committed by
-the statement that writes it: a Ctrl-C cannot fall between the two and leave
-a run counted as saved that the file then loses), with no compaction of thousands of one-row Parquet files and no
+half-written, with no compaction of thousands of one-row Parquet files and no
 schema to agree on up front (runs of one sweep can report different extra
-metrics). :meth:`Store.table` flattens the rows into columns, and
+metrics). The connection is in autocommit mode, so a row is committed by the
+statement that writes it: a Ctrl-C cannot fall between the two and leave a run
+counted as saved that the file then loses. :meth:`Store.table` flattens the rows into columns, and
 ``wattsched sweep report`` exports them as CSV and Parquet.
 """
 
