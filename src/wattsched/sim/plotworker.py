@@ -9,7 +9,7 @@ columns, which it writes as ``workload.csv.gz`` while the engine still runs
 need (and, if asked, the whole tables, which it writes as CSV and Parquet
 files). It draws the PNG files into the run's staging directory and exits with
 status 0, or prints the error and exits with status 1. With two cores or more,
-forked children draw two of the plots while the worker draws the third and
+a forked child draws two of the plots while the worker draws the third and
 writes the tables.
 
 A fresh interpreter, not a forked one: a forked child that a signal reaches can
@@ -239,28 +239,21 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(request["out_dir"])
     args = (run, out, request["bsld_threshold_s"], request["bsld_definition"])
 
-    # the children only draw (matplotlib starts no thread); pyarrow, whose thread pools a fork does not
-    # carry over, writes here
-    beside = {name: _draw_beside(lambda name=name: write_plots(*args, only=[name])) for name in BESIDE}
-    tables = []
+    # two processes for the two cores: a forked child draws two of the plots (it only draws: matplotlib starts
+    # no thread) while this process draws the third, then writes the tables (pyarrow, whose thread pools a fork
+    # does not carry over, writes here). More processes, or table threads beside a plot, contend for the cores
+    # and for this process's GIL, and all finish later.
+    child = _draw_beside(lambda: write_plots(*args, only=list(BESIDE)))
+    write_plots(*args, only=[p for p in PLOTS if child is None or p not in BESIDE])
     if request.get("tables"):
-        # pyarrow writes without the GIL: beside this plot, on the cores the children leave when they are done;
-        # a thread a table, so that the two cores share what is left once the plots are drawn
-        tables = [threading.Thread(target=_write_tables, args=(run, out, (name,)), name=f"wattsched-{name}")
-                  for name in TABLE_NAMES]
-        for thread in tables:
-            thread.start()
-    write_plots(*args, only=[p for p in PLOTS if beside.get(p) is None])
-    for thread in tables:
-        thread.join()
-    for name, pid in beside.items():
-        if pid is not None and not _succeeded(pid):
-            write_plots(*args, only=[name])  # drawn here, so that its error, if any, is this process's own
+        _write_tables(run, out, TABLE_NAMES)
+    if child is not None and not _succeeded(child):
+        write_plots(*args, only=list(BESIDE))  # drawn here, so that its error, if any, is this process's own
     return 0
 
 
 TABLE_NAMES = ("timeline", "jobs")
-"""The run's tables, each written by a thread of its own (the longer first)."""
+"""The run's tables, written by the worker once its plot is drawn."""
 
 
 def _write_tables(run, out: Path, only: tuple[str, ...]) -> None:
@@ -284,11 +277,11 @@ def _write_workload(columns: dict[str, list], path: Path) -> None:
         print(f"warning: {path.name} not written: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
-BESIDE = ("wait_slowdown.png", "utilization.png")
-"""The plots forked children draw, one each, while the worker draws the other and writes the tables.
+BESIDE = ("utilization.png", "wait_slowdown.png")
+"""The plots a forked child draws while the worker draws the other and writes the tables.
 
-Each takes as long as the worker's share; with the parent idle, waiting for
-them, the three processes keep two cores busy."""
+The two shares take about as long (on KTH-SP2, 155 and 125 ms of CPU); with the
+parent idle, waiting for them, the two processes keep two cores busy."""
 
 
 def _draw_beside(draw) -> int | None:
