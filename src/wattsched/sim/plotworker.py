@@ -246,22 +246,18 @@ def main(argv: list[str] | None = None) -> int:
     child = _draw_beside(lambda: write_plots(*args, only=list(BESIDE)))
     write_plots(*args, only=[p for p in PLOTS if child is None or p not in BESIDE])
     if request.get("tables"):
-        _write_tables(run, out, TABLE_NAMES)
+        _write_tables(run, out)
     if child is not None and not _succeeded(child):
         write_plots(*args, only=list(BESIDE))  # drawn here, so that its error, if any, is this process's own
     return 0
 
 
-TABLE_NAMES = ("timeline", "jobs")
-"""The run's tables, written by the worker once its plot is drawn."""
-
-
-def _write_tables(run, out: Path, only: tuple[str, ...]) -> None:
-    """Some of the run's tables; on failure, say why and go on (the parent writes them then)."""
+def _write_tables(run, out: Path) -> None:
+    """The run's tables; on failure, say why and go on (the parent writes those missing then)."""
     from wattsched.sim.report import write_tables
 
     try:
-        write_tables(run, out, only)
+        write_tables(run, out)
     except Exception as exc:
         print(f"warning: tables not written: {type(exc).__name__}: {exc}", file=sys.stderr)
 
