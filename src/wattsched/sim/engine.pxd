@@ -4,6 +4,7 @@
 cimport cython
 
 from wattsched.model.ledger cimport Ledger, Run
+from wattsched.sim.events cimport EventHeap
 from wattsched.sim.intake cimport Intake
 from wattsched.sim.recorder cimport Recorder
 
@@ -18,19 +19,20 @@ cdef double _EPS
 cdef class Engine:
     cdef dict __dict__
     cdef public double now, _until, _limit, _cap_now
-    cdef public Py_ssize_t _seq, epoch, _events, _calls
+    cdef public Py_ssize_t epoch, _events, _calls
     cdef public bint _hold_open, _stopping, _always_call, _skip_steps, _moved
     cdef public Ledger ledger
     cdef public Intake intake
     cdef public Recorder recorder
-    cdef public list _heap, state, free
+    cdef public EventHeap _heap
+    cdef public list state, free
     cdef public dict node_cap_w, node_freq_hz, pending, running, stats
     cdef public object response, options, qindex, _snapshot, predictor, controls
 
-    @cython.locals(heap=list, runs=dict, run=Run)
+    @cython.locals(heap=EventHeap, items=list, head=tuple, runs=dict, run=Run)
     cpdef double _next_time(self) except? -1
 
-    @cython.locals(heap=list, runs=dict, run=Run, kind=int, control=bint)
+    @cython.locals(heap=EventHeap, items=list, runs=dict, run=Run, kind=int, control=bint)
     cpdef bint _events_at(self, double t) except? -1
 
     @cython.locals(intake=Intake, first_new=Py_ssize_t)

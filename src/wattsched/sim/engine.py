@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 import time as _time
 from collections.abc import Iterable, Iterator, Mapping
-from heapq import heappop, heappush
 from typing import Any, assert_never
 
 from wattsched.errors import PlanViolation
@@ -45,6 +44,7 @@ from wattsched.model.units import pack_starts
 from wattsched.policies.base import Policy, policy_tags
 from wattsched.sim.collector import sparse
 from wattsched.sim.controls import Controls
+from wattsched.sim.events import EventHeap
 from wattsched.sim.intake import Intake
 from wattsched.sim.options import EngineOptions, forecast_horizon, run_scenario
 from wattsched.sim.recorder import CONTROL_LOG_MAX, Recorder
@@ -123,8 +123,7 @@ class Engine:
         self.response = run_scenario(opts, tags.response_scenario, seed)
         self.seed = seed
         self.now = 0.0
-        self._heap: list = []
-        self._seq = 0
+        self._heap = EventHeap()
         self.epoch = 0
         self.ledger = ledger = Ledger(platform, responses=opts.response_classes, scenario=self.response,
                                       end_table=tags.wants_end_table, pass_models=pass_models_for(platform))
@@ -180,8 +179,7 @@ class Engine:
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, obj: Any = None, version: int = 0) -> None:
-        self._seq += 1
-        heappush(self._heap, (t, kind, self._seq, obj, version))
+        self._heap.push(t, kind, obj, version)
 
     # ------------------------------------------------------------ the run
     def run(self) -> SimResult:
@@ -297,8 +295,8 @@ class Engine:
         nxt = self.intake.first()
         # The clock starts at the first event: the first submission, or an earlier cap or budget change.
         start = nxt.submit_s if nxt is not None else math.inf
-        if self._heap and self._heap[0][0] < start:
-            start = self._heap[0][0]
+        if self._heap.first_time() < start:
+            start = self._heap.first_time()
         if math.isfinite(start):
             self.now = start
             self._pass_origin = start
@@ -315,16 +313,17 @@ class Engine:
         """Time of the next event, superseded ones dropped (a job's old end: it neither moves the clock nor calls
         the policy)."""
         heap = self._heap
+        items = heap.items
         runs = self.ledger.runs
-        while heap:
-            head = heap[0]
+        while items:
+            head = items[0]
             if head[1] == _END or head[1] == _STEP:
                 run = runs.get(head[3])
                 if run is None or run.version != head[4]:
-                    heappop(heap)
+                    heap.pop()
                     continue
             break
-        t = heap[0][0] if heap else math.inf
+        t = heap.first_time()
         nxt = self.intake.next_job
         if nxt is not None and nxt.submit_s < t:
             t = nxt.submit_s
@@ -333,10 +332,11 @@ class Engine:
     def _events_at(self, t: float) -> bool:
         """Handle the heap's events at ``t``; returns whether one was a control event (the policy is called)."""
         heap = self._heap
+        items = heap.items
         runs = self.ledger.runs
         control = False
-        while heap and heap[0][0] <= t:
-            _, kind, _, obj, version = heappop(heap)
+        while items and heap.first_time() <= t:
+            _, kind, _, obj, version = heap.pop()
             self._events += 1
             if kind == _END:
                 run = runs.get(obj)
@@ -428,7 +428,7 @@ class Engine:
         """The run ends: the clock to the time limit if one is set, unfinished jobs recorded, the result built."""
         limit, ledger, intake = self._limit, self.ledger, self.intake
         end_t = min(self.now, limit) if math.isfinite(limit) else self.now
-        if math.isfinite(limit) and limit > self.now and (self._heap or intake.next_job is not None):
+        if math.isfinite(limit) and limit > self.now and (self._heap.items or intake.next_job is not None):
             ledger.advance(limit)
             self.now = end_t = limit
         not_submitted = intake.close()
