@@ -11,6 +11,11 @@ cdef int _IDLE, _BUSY, _OFF, _SW_ON, _SW_OFF, _STATES
 cpdef Py_ssize_t _insertion_point(list free, Py_ssize_t node) except -1
 
 
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, e=tuple, t=double, n=Py_ssize_t, j=Py_ssize_t,
+               before=bint)
+cpdef Py_ssize_t _end_position(list ends, double end_s, Py_ssize_t k, Py_ssize_t job_id, bint right) except -1
+
+
 @cython.final
 cdef class Run:
     cdef public object job, truth, response, estimate, view, nodes, job_cap_w, job_freq_hz, unit_dyn_w, pass_model

@@ -65,6 +65,36 @@ def _insertion_point(free: list[int], node: int) -> int:
     return lo
 
 
+def _end_position(ends: list, end_s: float, k: int, job_id: int, right: bool) -> int:
+    """Where ``(end_s, k, job_id)`` goes in the sorted list ``ends`` of such tuples: after equal ones if
+    ``right`` (``bisect_right``), else before (``bisect_left``); written out so that the compiled core compares
+    C numbers, not tuples of Python objects.
+
+    >>> ends = [(5.0, 2, 9), (7.0, 1, 3), (7.0, 4, 1)]
+    >>> [_end_position(ends, 7.0, 1, 3, right) for right in (False, True)], _end_position(ends, 7.0, 2, 0, False)
+    ([1, 2], 2)
+    """
+    lo, hi = 0, len(ends)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        e = ends[mid]
+        t = e[0]
+        n = e[1]
+        j = e[2]
+        # whether the entry at mid goes before the new one (right: or equals it)
+        if t != end_s:
+            before = t < end_s
+        elif n != k:
+            before = n < k
+        else:
+            before = j < job_id or (right and j == job_id)
+        if before:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 def _state_power_w(pm, state: int) -> float:
     """Power of a node of power model ``pm`` in ``state`` with no job on it (drained and down nodes idle)."""
     if state == _OFF:
@@ -530,9 +560,9 @@ class Ledger:
         self.running[jid] = run.view
         entry = (expected, k, jid)
         if self.end_table is None:
-            bisect.insort(self.ends, entry)
+            self.ends.insert(_end_position(self.ends, expected, k, jid, True), entry)  # bisect.insort
         else:
-            i = bisect.bisect_left(self.ends, entry)
+            i = _end_position(self.ends, expected, k, jid, False)
             self.ends.insert(i, entry)
             self.end_table.insert(i, (expected, k, mean_w * k, max_w * k, (std_w * k) ** 2))
 
@@ -587,7 +617,7 @@ class Ledger:
         del self.runs[jid]
         del self.running[jid]
         ends = self.ends
-        i = bisect.bisect_left(ends, (run.view.expected_end_s, len(run.view.nodes), jid))
+        i = _end_position(ends, run.view.expected_end_s, len(run.view.nodes), jid, False)
         del ends[i]
         if self.end_table is not None:
             self.end_table.delete(i)

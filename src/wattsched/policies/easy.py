@@ -104,12 +104,13 @@ def shadow_time(
 class _EasyMemo:
     """What a pass found, for the next call of the same epoch (only new jobs can then backfill); ``epoch`` -1: none."""
 
-    __slots__ = ("epoch", "extra", "free", "head_id", "seen", "shadow_s", "valid_until_s")
+    __slots__ = ("epoch", "extra", "free", "head_id", "reason", "seen", "shadow_s", "valid_until_s")
 
     def __init__(self, epoch: int, head_id: int, shadow_s: float, extra: int, valid_until_s: float, free: int,
-                 seen: int):
+                 seen: int, reason: Reason):
         self.epoch, self.head_id, self.shadow_s, self.extra = epoch, head_id, shadow_s, extra
         self.valid_until_s, self.free, self.seen = valid_until_s, free, seen
+        self.reason = reason  # the head's, as the pass gave it: the same head, free nodes and shadow time since
 
 
 class EasyState(PolicyState):
@@ -163,12 +164,12 @@ class EasyPolicy(BasePolicy):
             head = pending.get(head_id)
             if head is not None and new >= 0:
                 if new == 0:
-                    self._explain(plan, head, nfree, shadow)
+                    _reuse(plan, head_id, memo.reason)
                     return plan
                 candidates = list(islice(reversed(pending.values()), new))
                 candidates.reverse()
                 self._backfill(plan, candidates, free, nfree, now, shadow, extra, head.id)
-                self._explain(plan, head, nfree, shadow)
+                _reuse(plan, head_id, memo.reason)
                 if not actions:
                     memo.seen = len(pending)
                 else:
@@ -201,7 +202,7 @@ class EasyPolicy(BasePolicy):
                 backfill(plan, snapshot.queue_index, free, end, now, shadow, extra, head.id)
             else:
                 self._backfill(plan, it, free, end, now, shadow, extra, head.id)
-        self._explain(plan, head, end, shadow)
+        reason = self._explain(plan, head, end, shadow)
         if state is not None:
             if actions or order != "fcfs":
                 if memo is not None:
@@ -211,10 +212,10 @@ class EasyPolicy(BasePolicy):
                 valid_until = ends[0][0] if ends else math.inf
                 if memo is None:  # made once, then updated in place: pydantic's __setattr__ costs a call
                     state.easy_memo = _EasyMemo(snapshot.epoch, head.id, shadow, extra, valid_until, nfree,
-                                                len(pending))
+                                                len(pending), reason)
                 else:
                     memo.epoch, memo.head_id, memo.shadow_s, memo.extra = snapshot.epoch, head.id, shadow, extra
-                    memo.valid_until_s, memo.free, memo.seen = valid_until, nfree, len(pending)
+                    memo.valid_until_s, memo.free, memo.seen, memo.reason = valid_until, nfree, len(pending), reason
         return plan
 
     @staticmethod
@@ -291,9 +292,16 @@ class EasyPolicy(BasePolicy):
             p += 1
 
     @staticmethod
-    def _explain(plan: Plan, head: Job, free: int, shadow: float) -> None:
-        plan.reasons[head.id] = Reason(_HEAD_REASON, head.nodes, free, shadow)
-        plan.default_reason = "does not fit before the head job's reservation"
+    def _explain(plan: Plan, head: Job, free: int, shadow: float) -> Reason:
+        reason = plan.reasons[head.id] = Reason(_HEAD_REASON, head.nodes, free, shadow)
+        plan.default_reason = _OTHERS_REASON
+        return reason
+
+
+def _reuse(plan: Plan, head_id: int, reason: Reason) -> None:
+    """:meth:`EasyPolicy._explain` with the reason a pass gave for the same head, free nodes and shadow time."""
+    plan.reasons[head_id] = reason
+    plan.default_reason = _OTHERS_REASON
 
 
 def _backfill_extra(now: float, walltime_s: float, shadow: float, k: int, extra: int) -> int:
@@ -315,4 +323,5 @@ def _index_horizon(shadow: float, now: float) -> float:
     return (shadow - now) * (1 + 1e-12) + 1e-9
 
 
+_OTHERS_REASON = "does not fit before the head job's reservation"
 _HEAD_REASON = "head of queue: needs {} nodes, {} free; reserved at t={:.0f}s (inf: never, too few usable nodes)"
