@@ -94,7 +94,8 @@ def shadow_time(
                 return (se if se > now else now), avail - head_nodes
         return math.inf, 0
     for item in ends:
-        avail += item[1]
+        n = item[1]  # unboxed first: the compiled core adds C integers
+        avail += n
         if avail >= head_nodes:
             end = item[0]
             return (end if end > now else now), avail - head_nodes
