@@ -298,12 +298,16 @@ def _plain_starts_ok(snapshot: Snapshot, plan: Plan) -> bool:
             return False
         job = pending.get(action.job_id)
         nodes = action.nodes
-        if job is None or len(nodes) != job.nodes or job.units:
+        k = len(nodes)
+        if job is None or k != job.nodes or job.units:
             return False
         for n in nodes:
-            if n < 0 or state[n] != IDLE:  # an index past the end raises: caught below
+            if n < 0:
                 return False
-        return len(nodes) == 1 or len(set(nodes)) == len(nodes)
+            s = state[n]  # an index past the end raises: caught below
+            if s != IDLE:
+                return False
+        return k == 1 or len(set(nodes)) == k
     used: set[int] = set()
     jobs: set[int] = set()
     total = 0
@@ -316,7 +320,10 @@ def _plain_starts_ok(snapshot: Snapshot, plan: Plan) -> bool:
             return False
         jobs.add(action.job_id)
         for n in nodes:
-            if n < 0 or state[n] != IDLE:  # an index past the end raises: caught below
+            if n < 0:
+                return False
+            s = state[n]  # an index past the end raises: caught below
+            if s != IDLE:
                 return False
         used.update(nodes)
         total += len(nodes)
@@ -326,7 +333,7 @@ def _plain_starts_ok(snapshot: Snapshot, plan: Plan) -> bool:
 def _checked_fast_path(snapshot: Snapshot, plan: Plan) -> bool:
     try:
         return _plain_starts_ok(snapshot, plan)
-    except IndexError:
+    except (IndexError, TypeError, OverflowError):  # a node or state that is not an index: the full check says so
         return False
 
 

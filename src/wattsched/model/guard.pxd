@@ -1,0 +1,9 @@
+# C types for the compiled guard (Cython reads this beside guard.py; pure Python ignores it).
+# The fast path that most plans take is typed: node indices and states are compared as C integers.
+cimport cython
+
+cdef Py_ssize_t IDLE
+
+
+@cython.locals(n=Py_ssize_t, s=Py_ssize_t, total=Py_ssize_t, k=Py_ssize_t)
+cpdef bint _plain_starts_ok(object snapshot, object plan) except -1
