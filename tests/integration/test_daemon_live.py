@@ -14,7 +14,7 @@ import pytest
 
 from wattsched.daemon.slurm.backend import MARKER
 
-from .conftest import wait_for
+from .conftest import rows, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -209,13 +209,12 @@ def test_kill_9_mid_cycle_then_restart_is_consistent(cluster, daemon_config, dae
     ids = [cluster.submit(nodes=1, seconds=3) for _ in range(3)]
     d = daemon(config)
     db = tmp_path / "state" / "state.db"
-    # the daemon has written its intent to start a job and is inside `scontrol release`
-    wait_for(lambda: db.exists() and sqlite3.connect(db).execute(
-        "SELECT count(*) FROM intents WHERE action='start' AND outcome='pending'").fetchone()[0] > 0,
-        30, "a start in flight")
+    # the daemon has written its intent to start a job and is inside `scontrol release` (its store may exist
+    # before its tables do: rows() reads none then)
+    wait_for(lambda: rows(db, "SELECT 1 FROM intents WHERE action='start' AND outcome='pending'"),
+             30, "a start in flight")
     d.stop(signal.SIGKILL)
-    in_flight = [int(r[0]) for r in sqlite3.connect(db).execute(
-        "SELECT target FROM intents WHERE outcome='pending'")]
+    in_flight = [int(r[0]) for r in rows(db, "SELECT target FROM intents WHERE outcome='pending'")]
     assert in_flight
     # dead daemon: the job it was releasing is pinned but still held; nothing is lost
     jobs = cluster.jobs()
@@ -223,7 +222,7 @@ def test_kill_9_mid_cycle_then_restart_is_consistent(cluster, daemon_config, dae
     d2 = daemon(daemon_config(policy="easy"))  # restart without the slow wrappers
     wait_for(lambda: not any(j in cluster.active() for j in ids), 90, "all jobs to run and finish")
     assert d2.alive()
-    intents = list(sqlite3.connect(db).execute("SELECT action, target, outcome FROM intents"))
+    intents = rows(db, "SELECT action, target, outcome FROM intents")
     assert not [i for i in intents if i[2] == "pending"], intents
     assert any(i[2].startswith("reconciled:") for i in intents), intents
     starts = [int(t) for _, t, o, _, _ in audit_rows(tmp_path, "start") if o == "applied"]
