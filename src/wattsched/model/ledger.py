@@ -24,7 +24,6 @@ is meant to fill the same one from Slurm and telemetry (DESIGN.md §1).
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Callable, Mapping
 
@@ -669,10 +668,10 @@ class Ledger:
             run.work_left_s *= len(old_nodes) / len(new_nodes)
         # else the new node count changes the job's PASS speed (rate), not its work
         ends = self.ends
-        i = bisect.bisect_left(ends, (run.view.expected_end_s, len(old_nodes), jid))
+        i = _end_position(ends, run.view.expected_end_s, len(old_nodes), jid, False)
         del ends[i]
         entry = (run.view.expected_end_s, len(new_nodes), jid)
-        j = bisect.bisect_left(ends, entry)
+        j = _end_position(ends, entry[0], entry[1], jid, False)
         ends.insert(j, entry)
         if self.end_table is not None:
             est, k = run.estimate, len(new_nodes)
