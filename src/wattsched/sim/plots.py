@@ -81,8 +81,10 @@ class _Bins:
         self.first_row = np.searchsorted(self.bin_of_row, np.arange(n_bins), side="left")
         counts = np.diff(np.append(self.first_row, rows.size))
         self.nonempty = counts > 0
-        # Row holding at each bin's left edge (it may have started in an earlier bin).
-        self.at_start = np.clip(np.searchsorted(t, self.edges[:-1], side="right") - 1, 0, rows.size - 1)
+        # Row holding at each edge (it may have started in an earlier bin): the left edges' for the extremes, all
+        # of them for the means
+        self.at_edge = np.clip(np.searchsorted(t, self.edges, side="right") - 1, 0, rows.size - 1)
+        self.at_start = self.at_edge[:-1]
 
     def reduce(self, v: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
         """``ufunc`` (``np.fmax`` or ``np.fmin``) over every row holding during each bin."""
@@ -99,7 +101,7 @@ class _Bins:
         t = self.t
         rows = np.nan_to_num(v[:-1])
         cum = np.concatenate(([0.0], np.cumsum(rows * np.diff(t))))
-        k = np.clip(np.searchsorted(t, self.edges, side="right") - 1, 0, rows.size - 1)
+        k = self.at_edge
         integral = cum[k] + rows[k] * (self.edges - t[k])
         return np.diff(integral) / np.diff(self.edges)
 
@@ -109,11 +111,15 @@ def _steps(t: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return t, np.append(values[:-1], values[-2:-1]) if values.size > 1 else values
 
 
-def _series(t: np.ndarray, v: np.ndarray, kind: str, max_points: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(x, y)`` step points of a series, binned by ``kind`` ("max", "min", "mean") if long."""
-    if t.size <= max_points:
+def _binning(t: np.ndarray, max_points: int) -> _Bins | None:
+    """The bins a timeline of times ``t`` is reduced to, ``None`` if it is short: made once, for all its series."""
+    return _Bins(t, max_points) if t.size > max_points else None
+
+
+def _series(t: np.ndarray, v: np.ndarray, kind: str, bins: _Bins | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, y)`` step points of a series, binned by ``kind`` ("max", "min", "mean") over ``bins`` if given."""
+    if bins is None:
         return _steps(t, v)
-    bins = _Bins(t, max_points)
     if kind == "mean":
         y = bins.mean(v)
     else:
@@ -318,13 +324,14 @@ def plot_power(result: Any, path: str | Path, *, max_points: int = MAX_POINTS) -
     peak = np.nanmax(np.concatenate((power, cap))) if np.isfinite(np.concatenate((power, cap))).any() else 0.0
     wscale, wunit = (1e6, "MW") if peak >= 1e7 else (1e3, "kW") if peak >= 1e4 else (1.0, "W")
 
-    binned = t.size > max_points
-    x, p_max = _series(t, power, "max", max_points)
-    _, c_min = _series(t, cap, "min", max_points)
-    _, over = _series(t, above, "max", max_points)
+    bins = _binning(t, max_points)
+    binned = bins is not None
+    x, p_max = _series(t, power, "max", bins)
+    _, c_min = _series(t, cap, "min", bins)
+    _, over = _series(t, above, "max", bins)
     xs = x / scale
     if binned:
-        _, p_mean = _series(t, power, "mean", max_points)
+        _, p_mean = _series(t, power, "mean", bins)
         ax.step(xs, p_max / wscale, where="post", color="C0", lw=0.8, label="power (bin max)")
         ax.step(xs, p_mean / wscale, where="post", color="C0", lw=0.8, alpha=0.45, label="power (bin mean)")
     else:
@@ -382,13 +389,14 @@ def plot_utilization(result: Any, path: str | Path, *, max_points: int = MAX_POI
         return _save(fig, path)
     nodes = max(_node_count(result), 1)
     scale, unit = _time_unit(float(t[-1] - t[0]))
-    binned = t.size > max_points
+    bins = _binning(t, max_points)
+    binned = bins is not None
 
-    x, busy = _series(t, _column(result, "busy_nodes", idx) / nodes, "mean", max_points)
+    x, busy = _series(t, _column(result, "busy_nodes", idx) / nodes, "mean", bins)
     xs = x / scale
     ax_nodes.step(xs, busy, where="post", color="C0", lw=0.9, label="busy")
     if "off_nodes" in result.timeline:
-        _, off = _series(t, _column(result, "off_nodes", idx) / nodes, "mean", max_points)
+        _, off = _series(t, _column(result, "off_nodes", idx) / nodes, "mean", bins)
         if np.nanmax(off) > 0:
             ax_nodes.step(xs, off, where="post", color="0.5", lw=0.9, label="off")
     ax_nodes.set_ylabel(f"fraction of {nodes:,} nodes")
@@ -397,10 +405,10 @@ def plot_utilization(result: Any, path: str | Path, *, max_points: int = MAX_POI
 
     pending = _column(result, "pending_jobs", idx)
     if np.isfinite(pending).any():
-        _, q = _series(t, pending, "max" if binned else "mean", max_points)
+        _, q = _series(t, pending, "max" if binned else "mean", bins)
         ax_queue.step(xs, q, where="post", color="C1", lw=0.9, label="pending (bin max)" if binned else "pending")
         if binned:
-            _, qm = _series(t, pending, "mean", max_points)
+            _, qm = _series(t, pending, "mean", bins)
             ax_queue.step(xs, qm, where="post", color="C1", lw=0.8, alpha=0.45, label="pending (bin mean)")
         ax_queue.legend(loc="upper right", fontsize="small")
         ax_queue.set_ylim(bottom=0)
