@@ -172,6 +172,14 @@ def rows(db: Path, sql: str, args: tuple = ()) -> list[tuple]:
         con.close()
 
 
+def completed(db: Path, timeout_s: float = 15.0) -> None:
+    """Wait until the daemon has no command in flight: each intent it wrote ahead (``pending``, with its audit row)
+    before a command is completed once the command has answered. What a test sees on the cluster (a node's cap, a
+    job running) can come a moment before the daemon's store records it."""
+    wait_for(lambda: rows(db, "SELECT count(*) FROM intents WHERE outcome='pending'") == [(0,)], timeout_s,
+             "the daemon's commands in flight to complete")
+
+
 def cycle_no(db: Path) -> int:
     """The daemon's last cycle number, from its state store (0 before the first)."""
     import json

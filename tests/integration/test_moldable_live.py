@@ -13,7 +13,7 @@ import pytest
 
 from wattsched.daemon.slurm.hostlist import expand
 
-from .conftest import cap_w, cycle_no, rows, wait_for
+from .conftest import cap_w, completed, cycle_no, rows, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -59,6 +59,7 @@ def test_a_moldable_job_runs_on_the_count_chosen_with_its_caps_set_first(cluster
     job = show_job(cluster, jid)
     assert job["NumNodes"] == "2" and job["NodeList"] == "wst[1-2]", job
     assert cap_w(cluster, "wst1") == pytest.approx(140.0) and cap_w(cluster, "wst2") == pytest.approx(140.0)
+    completed(db)  # the release answered before the store recorded it
     audit = rows(db, "SELECT action, target, reason, outcome FROM audit WHERE action IN ('set_cap', 'start') "
                      "ORDER BY id")
     assert [(a, t, o) for a, t, _, o in audit[:3]] == [

@@ -8,7 +8,7 @@ import re
 import pytest
 import yaml
 
-from .conftest import cap_w, rows, wait_for
+from .conftest import cap_w, completed, rows, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -43,6 +43,7 @@ def test_parm_releases_a_moldable_job_on_its_chosen_count_with_the_cpu_caps_set_
     assert job["NumNodes"] == "2" and job["NodeList"] == "wst[1-2]", job
     # the node cap 38 + 18 + 55 = 111 W reaches RAPL as the packages' 55 W (base and memory are outside them)
     assert cap_w(cluster, "wst1") == pytest.approx(55.0) and cap_w(cluster, "wst2") == pytest.approx(55.0)
+    completed(db)  # the release answered before the store recorded it
     audit = rows(db, "SELECT action, target, outcome FROM audit WHERE action IN ('set_cap', 'start') ORDER BY id")
     assert sorted(audit[:2]) == [("set_cap", "wst1", "applied"), ("set_cap", "wst2", "applied")], audit
     assert audit[2] == ("start", str(jid), "applied"), audit
