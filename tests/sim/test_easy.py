@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -9,7 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builders import platform, tj
+from wattsched.model.constraints import CapSchedule
 from wattsched.policies import make_policy
+from wattsched.policies.base import BasePolicy
 from wattsched.sim.engine import Engine, EngineOptions
 
 
@@ -191,3 +194,63 @@ def test_shadow_time_merges_this_decisions_starts_as_a_full_sort_would():
         snap = SimpleNamespace(now_s=float(rng.randint(0, 4)), running_by_end=lambda ends=ends: ends)
         head, free = rng.randint(1, 30), rng.randint(0, 5)
         assert shadow_time(snap, head, free, list(started)) == by_sorting(snap, head, free, started), (ends, started)
+
+
+class _CalledAtEveryBatch(BasePolicy):
+    """``inner`` with ``starts_on_free_nodes`` off: called after every batch of submissions and completions."""
+
+    name = "every-batch-test"
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.State = inner.State
+
+    def tags(self):
+        return dataclasses.replace(self.inner.tags(), starts_on_free_nodes=False)
+
+    def init_state(self):
+        return self.inner.init_state()
+
+    def decide(self, snapshot, state=None):
+        return self.inner.decide(snapshot, state)
+
+
+def test_easy_and_fcfs_declare_that_they_only_start_jobs_on_free_nodes():
+    assert make_policy("easy").tags().starts_on_free_nodes and make_policy("fcfs").tags().starts_on_free_nodes
+    assert not make_policy("easy-pc").tags().starts_on_free_nodes  # power-aware: a cap change is its business
+
+
+def test_no_call_while_fewer_nodes_are_free_than_the_smallest_pending_job_asks():
+    calls = []
+
+    class Counted(type(make_policy("fcfs"))):
+        def decide(self, snapshot, state=None):
+            calls.append(snapshot.now_s)
+            return super().decide(snapshot, state)
+
+    # 2 nodes: job 1 takes both until t=10; jobs 2 (t=1) and 3 (t=2) find none free; job 4 (t=12) finds one, asks 2
+    jobs = [tj(1, 0, 10, nodes=2), tj(2, 1, 5, nodes=1), tj(3, 2, 3, nodes=2), tj(4, 12, 1, nodes=2)]
+    r = Engine(platform(2), jobs, Counted()).run()
+    assert calls == [0.0, 10.0, 15.0, 18.0]  # not at 1 and 2 (no node free), nor at 12 (1 free, 2 asked)
+    assert dict(zip(r.jobs["id"].tolist(), r.jobs["start_s"].tolist())) == {1: 0.0, 2: 10.0, 3: 15.0, 4: 18.0}
+    calls.clear()
+    capped = Engine(platform(2), jobs, Counted(), cap=CapSchedule.window(1.5, 1.7, 1e6)).run()
+    assert 1.5 in calls  # a control event still calls it
+    assert capped.jobs["start_s"].tolist() == r.jobs["start_s"].tolist()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(job_strategy, min_size=1, max_size=40), st.integers(3, 8),
+       st.sampled_from(["easy", "fcfs", "easy-saf"]))
+def test_skipping_calls_that_could_start_nothing_changes_no_schedule(raw, n_nodes, name):
+    raw = sorted(raw, key=lambda x: x[0])
+    jobs = [tj(k + 1, float(s) / 3, float(r), nodes=min(n, n_nodes), walltime=float(w))
+            for k, (s, r, w, n) in enumerate(raw)]
+    params = {"order": "saf"} if name == "easy-saf" else {}
+    policy = make_policy(name.removesuffix("-saf"), params)
+    skipping = Engine(platform(n_nodes), jobs, policy).run()
+    every = Engine(platform(n_nodes), jobs, _CalledAtEveryBatch(make_policy(name.removesuffix("-saf"), params))).run()
+    for column in ("id", "start_s", "end_s", "energy_j"):
+        assert skipping.jobs[column].tolist() == every.jobs[column].tolist()
+    assert skipping.info["policy_calls"] <= every.info["policy_calls"]

@@ -114,3 +114,49 @@ def test_an_index_built_at_once_is_the_index_built_job_by_job():
         for name in QueueIndex._ARRAYS:
             a, b = getattr(bulk, name)[: bulk.size], getattr(one, name)[: one.size]
             assert a.tobytes() == b.tobytes(), name
+
+
+def test_smallest_is_the_fewest_nodes_a_pending_job_asks():
+    q = QueueIndex()
+    assert q.smallest() == DEAD_NODES  # none pending
+    for i, n in enumerate([5, 3, 3, 7]):
+        q.append(Job(i, 0.0, 60.0, n))
+    assert q.smallest() == 3
+    q.remove(1)
+    assert q.smallest() == 3  # job 2 still asks 3
+    q.remove(2)
+    assert q.smallest() == 5
+    q.append(Job(9, 0.0, 60.0, 1))
+    assert q.smallest() == 1
+    q.rebuild([Job(4, 0.0, 60.0, 6)])
+    assert q.smallest() == 6
+    q.remove(4)
+    assert q.smallest() == DEAD_NODES
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.sampled_from(["append", "remove", "rebuild", "extend"]), st.integers(1, 12)),
+                max_size=300), st.integers(0, 2**16))
+def test_smallest_follows_appends_removals_rebuilds_and_compactions(ops, seed):
+    rng = random.Random(seed)
+    q = QueueIndex(capacity=4)
+    alive: dict[int, Job] = {}
+    next_id = 0
+    for op, n in ops:
+        if op == "remove" and alive:
+            victim = rng.choice(sorted(alive))
+            q.remove(victim)
+            del alive[victim]
+        elif op == "rebuild":
+            keep = [j for j in alive.values() if rng.random() < 0.7]
+            q.rebuild(keep)
+            alive = {j.id: j for j in keep}
+        else:
+            batch = [Job(next_id + k, 0.0, 60.0, rng.randint(1, n)) for k in range(1 if op == "append" else n)]
+            next_id += len(batch)
+            if op == "append":
+                q.append(batch[0])
+            else:
+                q.extend(batch)
+            alive.update((j.id, j) for j in batch)
+        assert q.smallest() == min((j.nodes for j in alive.values()), default=DEAD_NODES)

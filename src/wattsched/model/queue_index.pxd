@@ -13,6 +13,8 @@ cdef class QueueIndex:
     cdef public object idle_w, ids, nodes, wall, alive, est_mean, est_max, est_std, inc_mean, inc_max, inc_var
     cdef public dict pos
     cdef public Py_ssize_t size, dead
+    cdef dict _sizes
+    cdef int64_t _smallest
     cdef int64_t[::1] _ids, _nodes
     cdef unsigned char[::1] _alive
     cdef double[::1] _wall, _est_mean, _est_max, _est_std, _inc_mean, _inc_max, _inc_var
@@ -23,5 +25,9 @@ cdef class QueueIndex:
     @cython.locals(i=Py_ssize_t)
     cpdef set_estimate(self, object job_id, object mean_w, object max_w, object std_w=*)
 
-    @cython.locals(i=Py_ssize_t)
+    @cython.locals(i=Py_ssize_t, k=int64_t, left=Py_ssize_t)
     cpdef remove(self, object job_id)
+
+    cpdef int64_t smallest(self) except -1
+
+    cpdef _count(self, int64_t nodes)

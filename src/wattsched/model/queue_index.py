@@ -77,6 +77,8 @@ class QueueIndex:
         self.pos: dict[int, int] = {}
         self.size = 0
         self.dead = 0
+        self._sizes: dict[int, int] = {}  # live jobs by node count
+        self._smallest = DEAD_NODES  # the fewest nodes a live job needs; -1: to be found again
         self._views()
 
     def _views(self) -> None:
@@ -118,6 +120,8 @@ class QueueIndex:
         self.alive[i : i + n] = True
         self.pos.update(zip(ids, range(i, i + n)))
         self.size = i + n
+        for job in jobs:
+            self._count(job.nodes)
 
     def set_estimates(self, job_ids: list[int], mean_w, max_w, std_w) -> None:
         """:meth:`set_estimate` for each of ``job_ids`` (in the index), with the same arithmetic, at once."""
@@ -140,6 +144,25 @@ class QueueIndex:
 
     def __len__(self) -> int:
         return len(self.pos)
+
+    def smallest(self) -> int:
+        """The fewest nodes a pending job asks, :data:`DEAD_NODES` with none pending.
+
+        >>> q = QueueIndex()
+        >>> for i, n in enumerate([4, 2, 2]):
+        ...     q.append(Job(i, 0.0, 60.0, n))
+        >>> q.smallest(), q.remove(1), q.smallest(), q.remove(2), q.smallest()
+        (2, None, 2, None, 4)
+        """
+        if self._smallest < 0:
+            self._smallest = min(self._sizes) if self._sizes else DEAD_NODES
+        return self._smallest
+
+    def _count(self, nodes: int) -> None:
+        sizes = self._sizes
+        sizes[nodes] = sizes.get(nodes, 0) + 1
+        if nodes < self._smallest:
+            self._smallest = nodes
 
     def _grow(self) -> None:
         cap = max(1024, 2 * len(self.ids))
@@ -172,6 +195,7 @@ class QueueIndex:
         self._alive[i] = 1
         self.pos[job.id] = i
         self.size = i + 1
+        self._count(job.nodes)
 
     def set_estimate(self, job_id: int, mean_w: float, max_w: float, std_w: float = 0.0) -> None:
         """Record a pending job's predicted per-node power (for power-aware candidate search)."""
@@ -191,6 +215,14 @@ class QueueIndex:
 
     def remove(self, job_id: int) -> None:
         i = self.pos.pop(job_id)
+        k = self._nodes[i]
+        left = self._sizes[k] - 1
+        if left:
+            self._sizes[k] = left
+        else:
+            del self._sizes[k]
+            if k == self._smallest:
+                self._smallest = -1
         self._alive[i] = 0
         self._nodes[i] = DEAD_NODES
         self._inc_mean[i] = self._inc_max[i] = self._wall[i] = _INF
@@ -205,6 +237,8 @@ class QueueIndex:
         self._clear(0, self.size)
         self.size = 0
         self.dead = 0
+        self._sizes.clear()
+        self._smallest = DEAD_NODES
         self.alive[:] = False
         for job in jobs:
             self.append(job)

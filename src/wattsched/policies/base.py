@@ -76,6 +76,12 @@ class PolicyTags:
         called at a time when the only events were steps of jobs' power
         profiles (no submission, completion or control event), where it could
         decide nothing new. ``False`` (the default) calls it after every event.
+    starts_on_free_nodes
+        The policy's only actions are starts of pending jobs, each on as many
+        free nodes as the job asks (``job.nodes``): in replay it is not called
+        after a batch of submissions and completions that leaves fewer nodes
+        free than the smallest pending job asks, where it could start nothing.
+        Control events still call it.
     response_scenario
         How jobs respond to a cap in replay (Borghesi et al. 2018, §5.1.1),
         as the policy's ``response`` parameter names it; ``None``: the
@@ -95,6 +101,7 @@ class PolicyTags:
     tick_param: str | None = None
     constraints: frozenset[str] | None = None
     ignores_power_steps: bool = False
+    starts_on_free_nodes: bool = False
 
 
 @runtime_checkable
@@ -120,7 +127,7 @@ def policy_tags(policy: Any) -> PolicyTags:
     >>> policy_tags(object())
     PolicyTags(wants_empty_queue_calls=False, wants_end_table=False, wants_forecast=False, \
 maps_units=False, tick_period_s=None, response_scenario=None, tick_param=None, constraints=None, \
-ignores_power_steps=False)
+ignores_power_steps=False, starts_on_free_nodes=False)
     """
     return declared_tags(policy, PolicyTags, PolicyError, "policy")
 

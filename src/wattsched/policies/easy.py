@@ -135,7 +135,7 @@ class EasyPolicy(BasePolicy):
 
     def tags(self) -> PolicyTags:
         return dataclasses.replace(super().tags(), constraints=frozenset(),  # power-unaware
-                                   ignores_power_steps=True)
+                                   ignores_power_steps=True, starts_on_free_nodes=True)
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         # The simulator and the daemon hand over the queue index; a snapshot made by hand gets one.

@@ -17,7 +17,7 @@ class FcfsPolicy(BasePolicy):
 
     def tags(self) -> PolicyTags:
         return dataclasses.replace(super().tags(), constraints=frozenset(),  # power-unaware
-                                   ignores_power_steps=True)
+                                   ignores_power_steps=True, starts_on_free_nodes=True)
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         free = snapshot.free_nodes

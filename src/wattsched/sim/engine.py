@@ -142,7 +142,7 @@ class Engine:
         self._forecast_horizon_s = forecast_horizon(opts, tags.wants_forecast)
         self._until = math.inf
         self._hold_open = self._stopping = False
-        self._skip_steps = self._moved = False
+        self._skip_steps = self._moved = self._free_starts = False
         self._gen: Iterator[None] | None = None
         self.result_: SimResult | None = None
         self.predictor = predictor
@@ -276,8 +276,11 @@ class Engine:
             self._submit_at(t)
             # A queue-only policy has nothing to do with an empty queue; control events
             # (cap changes, ticks, ...) and node-managing policies are always served. A policy
-            # that ignores power steps is not called when only jobs' power changed.
-            if (pending and (self._moved or not self._skip_steps)) or control or self._always_call:
+            # that ignores power steps is not called when only jobs' power changed, one that only
+            # starts jobs on free nodes not when too few are free for any pending job.
+            if (pending and (self._moved or not self._skip_steps)
+                    and (not self._free_starts or self.intake.pack or len(self.free) >= self.qindex.smallest())) \
+                    or control or self._always_call:
                 self._decide(t)
             self.recorder.row(t, self._cap_now)  # through self: a C call (a generator's locals are untyped)
         self._wrap_up(wall0)
@@ -308,6 +311,8 @@ class Engine:
         self._cap_now = controls.cap.cap_at(self.now)
         self._always_call = self.policy_tags.wants_empty_queue_calls
         self._skip_steps = self.policy_tags.ignores_power_steps
+        # the free nodes alone tell when such a policy can start nothing (not once starts are packed onto units)
+        self._free_starts = self.policy_tags.starts_on_free_nodes
 
     def _next_time(self) -> float:
         """Time of the next event, superseded ones dropped (a job's old end: it neither moves the clock nor calls
