@@ -52,7 +52,7 @@ CIMPORTS = {
     "wattsched.sim.recorder": ("wattsched.sim.rows", "wattsched.model.ledger"),
     "wattsched.sim.intake": ("wattsched.model.ledger",),
     "wattsched.sim.engine": ("wattsched.sim.rows", "wattsched.model.ledger", "wattsched.sim.recorder",
-                             "wattsched.sim.intake", "wattsched.sim.events"),
+                             "wattsched.sim.intake", "wattsched.sim.events", "wattsched.model.queue_index"),
 }
 """Compiled modules that use another one's C type (their ``.pxd`` cimports it, or a ``.pxd`` they cimport
 does): a module whose dependency is loaded from its source is loaded from its source too (the compiled one

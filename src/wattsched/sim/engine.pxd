@@ -4,6 +4,7 @@
 cimport cython
 
 from wattsched.model.ledger cimport Ledger, Run
+from wattsched.model.queue_index cimport QueueIndex
 from wattsched.sim.events cimport EventHeap
 from wattsched.sim.intake cimport Intake
 from wattsched.sim.recorder cimport Recorder
@@ -27,7 +28,8 @@ cdef class Engine:
     cdef public EventHeap _heap
     cdef public list state, free
     cdef public dict node_cap_w, node_freq_hz, pending, running, stats
-    cdef public object response, options, qindex, _snapshot, predictor, controls
+    cdef public QueueIndex qindex
+    cdef public object response, options, _snapshot, predictor, controls
 
     @cython.locals(heap=EventHeap, items=list, head=tuple, runs=dict, run=Run)
     cpdef double _next_time(self) except? -1
