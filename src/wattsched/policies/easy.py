@@ -132,6 +132,7 @@ class EasyPolicy(BasePolicy):
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)
         self._scanner: Scanner | None = None  # typed views of the queue index's arrays, while they last
+        self._order = self.params.order  # read at every call (the parameters are frozen)
 
     def tags(self) -> PolicyTags:
         return dataclasses.replace(super().tags(), constraints=frozenset(),  # power-unaware
@@ -139,8 +140,9 @@ class EasyPolicy(BasePolicy):
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         # The simulator and the daemon hand over the queue index; a snapshot made by hand gets one.
-        snapshot = snapshot.with_indexes(end_table=False)
-        order = self.params.order
+        if snapshot.queue_index is None or snapshot.running_estimate is None:
+            snapshot = snapshot.with_indexes(end_table=False)
+        order = self._order
         pending = snapshot.pending
         free = snapshot.free_nodes
         nfree = len(free)
