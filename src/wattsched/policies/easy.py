@@ -140,8 +140,7 @@ class EasyPolicy(BasePolicy):
 
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         # The simulator and the daemon hand over the queue index; a snapshot made by hand gets one.
-        if snapshot.queue_index is None or snapshot.running_estimate is None:
-            snapshot = snapshot.with_indexes(end_table=False)
+        snapshot = snapshot.with_indexes(end_table=False)
         order = self._order
         pending = snapshot.pending
         free = snapshot.free_nodes

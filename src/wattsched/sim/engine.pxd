@@ -31,6 +31,8 @@ cdef class Engine:
     cdef public QueueIndex qindex
     cdef public object response, options, _snapshot, predictor, controls
 
+    cpdef bint _could_start(self) except -1
+
     @cython.locals(heap=EventHeap, items=list, head=tuple, runs=dict, run=Run)
     cpdef double _next_time(self) except? -1
 

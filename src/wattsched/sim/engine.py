@@ -276,11 +276,9 @@ class Engine:
             self._submit_at(t)
             # A queue-only policy has nothing to do with an empty queue; control events
             # (cap changes, ticks, ...) and node-managing policies are always served. A policy
-            # that ignores power steps is not called when only jobs' power changed, one that only
-            # starts jobs on free nodes not when too few are free for any pending job.
-            if (pending and (self._moved or not self._skip_steps)
-                    and (not self._free_starts or self.intake.pack or len(self.free) >= self.qindex.smallest())) \
-                    or control or self._always_call:
+            # that ignores power steps is not called when only jobs' power changed.
+            if (pending and (self._moved or not self._skip_steps) and self._could_start()) or control \
+                    or self._always_call:
                 self._decide(t)
             self.recorder.row(t, self._cap_now)  # through self: a C call (a generator's locals are untyped)
         self._wrap_up(wall0)
@@ -311,8 +309,13 @@ class Engine:
         self._cap_now = controls.cap.cap_at(self.now)
         self._always_call = self.policy_tags.wants_empty_queue_calls
         self._skip_steps = self.policy_tags.ignores_power_steps
-        # the free nodes alone tell when such a policy can start nothing (not once starts are packed onto units)
         self._free_starts = self.policy_tags.starts_on_free_nodes
+
+    def _could_start(self) -> bool:
+        """Whether a call could start a job: not when the policy only starts jobs on free nodes and fewer are
+        free than the smallest pending job asks (once starts are packed onto units, free nodes alone do not
+        tell)."""
+        return not self._free_starts or self.intake.pack or len(self.free) >= self.qindex.smallest()
 
     def _next_time(self) -> float:
         """Time of the next event, superseded ones dropped (a job's old end: it neither moves the clock nor calls
