@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from unittest.mock import patch
@@ -16,6 +17,7 @@ from wattsched.model.constraints import CapSchedule
 from wattsched.model.end_table import EndTable
 from wattsched.model.job import Job, PowerEstimate
 from wattsched.policies import easy_pc, make_policy
+from wattsched.policies.base import BasePolicy
 from wattsched.policies.easy_pc import EasyPcPolicy
 from wattsched.policies.power import PowerLedger
 from wattsched.predictors import make_predictor
@@ -131,6 +133,92 @@ def test_without_a_cap_easy_pc_is_easy(raw):
     a = starts(run(jobs, make_policy("easy"), n=6))
     b = starts(run(jobs, make_policy("easy-pc"), make_predictor("history"), n=6))
     assert a == b
+
+
+class _CalledAtEveryStep(BasePolicy):
+    """``inner`` with ``ignores_power_steps`` off: called after every event, steps of jobs' power included."""
+
+    name = "every-step-test"
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.State = inner.State
+
+    def tags(self):
+        return dataclasses.replace(self.inner.tags(), ignores_power_steps=False)
+
+    def init_state(self):
+        return self.inner.init_state()
+
+    def decide(self, snapshot, state=None):
+        return self.inner.decide(snapshot, state)
+
+
+def test_easy_pc_and_its_family_ignore_steps_of_measured_power_and_knapsack_does_not():
+    assert all(make_policy(name).tags().ignores_power_steps for name in ("easy-pc", "easy-saf", "bf", "dvfs"))
+    # knapsack's profits (wait, stretch) rank the queue differently as time passes: a later call may start others
+    assert not make_policy("knapsack").tags().ignores_power_steps
+
+
+def test_easy_pc_is_not_called_when_only_a_running_jobs_power_steps():
+    calls = []
+
+    class Counted(EasyPcPolicy):
+        def decide(self, snapshot, state=None):
+            calls.append(snapshot.now_s)
+            return super().decide(snapshot, state)
+
+    # job 1 steps its power at 10, 20 and 30 s; job 2 (2 nodes) waits for it until 40 s
+    series = ((0.0, 150.0), (10.0, 250.0), (20.0, 150.0), (30.0, 250.0))
+    jobs = [tj(1, 0.0, 40.0, power_series=series), tj(2, 1.0, 10.0, nodes=2)]
+    cap = CapSchedule.constant(1000.0)
+    r = run(jobs, Counted(), make_predictor("oracle"), n=2, cap=cap)
+    assert starts(r) == {1: 0.0, 2: 40.0}
+    assert calls == [0.0, 1.0, 40.0]
+    calls.clear()
+    every = run(jobs, _CalledAtEveryStep(Counted()), make_predictor("oracle"), n=2, cap=cap)
+    assert calls == [0.0, 1.0, 10.0, 20.0, 30.0, 40.0]  # what the tag saves
+    assert starts(every) == starts(r)
+
+
+step_job_strategy = st.tuples(st.integers(0, 30), st.integers(1, 25), st.integers(1, 25), st.integers(1, 4),
+                              st.lists(st.tuples(st.integers(1, 12), st.floats(110.0, 300.0)), max_size=4))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(step_job_strategy, min_size=1, max_size=40), st.sampled_from(["mean", "max", "gaussian_99"]),
+       st.sampled_from(["easy-pc", "easy-saf", "bf", "dvfs"]), st.sampled_from(["oracle", "history"]),
+       st.sampled_from(["constant", "window", "steps"]))
+def test_skipping_the_steps_of_jobs_power_changes_no_schedule(raw, check, name, predictor, cap_kind):
+    from wattsched.model.response import LinearResponse
+
+    raw = sorted(raw, key=lambda x: x[0])
+    jobs = []
+    for k, (s, r, w, n, steps) in enumerate(raw):
+        at, series = 0.0, [(0.0, 200.0)]
+        for dt, watts in steps:  # steps inside and past the run, some of them at the same instants as events
+            at += float(dt)
+            series.append((at, watts))
+        jobs.append(tj(k + 1, float(s) / 2, float(r), nodes=n, walltime=float(w), user=f"u{k % 3}",
+                       mean_w=200.0, max_w=300.0, std_w=30.0, power_series=tuple(series),
+                       app_class="cpu" if k % 2 else ""))
+    cap_w = 6 * 100 + 3 * 150.0
+    cap = {"constant": CapSchedule.constant(cap_w), "window": CapSchedule.window(5.0, 40.0, cap_w),
+           "steps": CapSchedule.window(0.0, 20.0, cap_w + 200.0)}[cap_kind]
+    # dvfs slows the blocked head of the cpu class (half the jobs) when power, not nodes, holds it
+    plat = platform(6).with_response_classes({"cpu": LinearResponse(f=1.0)})
+
+    def go(policy):
+        return Engine(plat, jobs, policy, cap=cap, predictor=make_predictor(predictor)).run()
+
+    skipping = go(make_policy(name, {"check": check}))
+    every = go(_CalledAtEveryStep(make_policy(name, {"check": check})))
+    for column in ("id", "start_s", "end_s", "energy_j"):  # NaN: never started, under a cap it never fits
+        assert [None if x != x else x for x in skipping.jobs[column].tolist()] == \
+            [None if x != x else x for x in every.jobs[column].tolist()]
+    assert skipping.timeline["power_w"].tolist() == every.timeline["power_w"].tolist()
+    assert skipping.info["policy_calls"] <= every.info["policy_calls"]
 
 
 @pytest.mark.parametrize("check", ["mean", "max", "gaussian_68", "gaussian_95", "gaussian_99"])

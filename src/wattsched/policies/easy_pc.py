@@ -112,7 +112,10 @@ class EasyPcPolicy(BasePolicy):
     State = EasyPcState
 
     def tags(self) -> PolicyTags:
-        return dataclasses.replace(super().tags(), wants_end_table=True, constraints=frozenset({"cap"}))
+        # The checks add the running jobs' predictions to the measured power of the nodes no job runs on: a step
+        # of a job's measured power changes neither, and the queue order (FCFS, SAF) does not change with time.
+        return dataclasses.replace(super().tags(), wants_end_table=True, constraints=frozenset({"cap"}),
+                                   ignores_power_steps=True)
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)
