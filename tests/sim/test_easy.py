@@ -218,7 +218,7 @@ class _CalledAtEveryBatch(BasePolicy):
 
 def test_easy_and_fcfs_declare_that_they_only_start_jobs_on_free_nodes():
     assert make_policy("easy").tags().starts_on_free_nodes and make_policy("fcfs").tags().starts_on_free_nodes
-    assert not make_policy("easy-pc").tags().starts_on_free_nodes  # power-aware: a cap change is its business
+    assert not make_policy("knapsack").tags().starts_on_free_nodes  # its ranking moves with time
 
 
 def test_no_call_while_fewer_nodes_are_free_than_the_smallest_pending_job_asks():

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import wattsched.policies.easy as easy_module
 from builders import platform, snapshot, tj
-from wattsched.model.constraints import CapSchedule
+from wattsched.model.constraints import CapSchedule, EnergyBudget
 from wattsched.model.end_table import EndTable
 from wattsched.model.job import Job, PowerEstimate
 from wattsched.policies import easy_pc, make_policy
@@ -135,10 +135,11 @@ def test_without_a_cap_easy_pc_is_easy(raw):
     assert a == b
 
 
-class _CalledAtEveryStep(BasePolicy):
-    """``inner`` with ``ignores_power_steps`` off: called after every event, steps of jobs' power included."""
+class _CalledAtEveryEvent(BasePolicy):
+    """``inner`` with ``ignores_power_steps`` and ``starts_on_free_nodes`` off: called after every event, steps of
+    jobs' power included, however few nodes are free."""
 
-    name = "every-step-test"
+    name = "every-event-test"
 
     def __init__(self, inner):
         super().__init__()
@@ -146,7 +147,7 @@ class _CalledAtEveryStep(BasePolicy):
         self.State = inner.State
 
     def tags(self):
-        return dataclasses.replace(self.inner.tags(), ignores_power_steps=False)
+        return dataclasses.replace(self.inner.tags(), ignores_power_steps=False, starts_on_free_nodes=False)
 
     def init_state(self):
         return self.inner.init_state()
@@ -156,9 +157,12 @@ class _CalledAtEveryStep(BasePolicy):
 
 
 def test_easy_pc_and_its_family_ignore_steps_of_measured_power_and_knapsack_does_not():
-    assert all(make_policy(name).tags().ignores_power_steps for name in ("easy-pc", "easy-saf", "bf", "dvfs"))
+    for name in ("easy-pc", "easy-saf", "bf", "dvfs"):
+        tags = make_policy(name).tags()
+        assert tags.ignores_power_steps and tags.starts_on_free_nodes
     # knapsack's profits (wait, stretch) rank the queue differently as time passes: a later call may start others
-    assert not make_policy("knapsack").tags().ignores_power_steps
+    tags = make_policy("knapsack").tags()
+    assert not tags.ignores_power_steps and not tags.starts_on_free_nodes
 
 
 def test_easy_pc_is_not_called_when_only_a_running_jobs_power_steps():
@@ -169,17 +173,24 @@ def test_easy_pc_is_not_called_when_only_a_running_jobs_power_steps():
             calls.append(snapshot.now_s)
             return super().decide(snapshot, state)
 
-    # job 1 steps its power at 10, 20 and 30 s; job 2 (2 nodes) waits for it until 40 s
+    # job 1 steps its power at 10, 20 and 30 s; job 2 waits for it until 40 s, a node free but not the power:
+    # 2 idle nodes (200 W) + job 1 (100 W above idle, sigma 50 W) + job 2 (200 W) + 3 sigma = 650 W > 500 W
     series = ((0.0, 150.0), (10.0, 250.0), (20.0, 150.0), (30.0, 250.0))
-    jobs = [tj(1, 0.0, 40.0, power_series=series), tj(2, 1.0, 10.0, nodes=2)]
-    cap = CapSchedule.constant(1000.0)
+    jobs = [tj(1, 0.0, 40.0, power_series=series, mean_w=200.0, max_w=250.0, std_w=50.0),
+            tj(2, 1.0, 10.0, mean_w=300.0, max_w=300.0, std_w=0.0)]
+    cap = CapSchedule.constant(500.0)
     r = run(jobs, Counted(), make_predictor("oracle"), n=2, cap=cap)
     assert starts(r) == {1: 0.0, 2: 40.0}
     assert calls == [0.0, 1.0, 40.0]
     calls.clear()
-    every = run(jobs, _CalledAtEveryStep(Counted()), make_predictor("oracle"), n=2, cap=cap)
+    every = run(jobs, _CalledAtEveryEvent(Counted()), make_predictor("oracle"), n=2, cap=cap)
     assert calls == [0.0, 1.0, 10.0, 20.0, 30.0, 40.0]  # what the tag saves
     assert starts(every) == starts(r)
+    calls.clear()
+    # on one node, job 2 finds no node free at its submission: nothing to call the policy for until 40 s
+    r = run(jobs, Counted(), make_predictor("oracle"), n=1, cap=cap)
+    assert starts(r) == {1: 0.0, 2: 40.0}
+    assert calls == [0.0, 40.0]
 
 
 step_job_strategy = st.tuples(st.integers(0, 30), st.integers(1, 25), st.integers(1, 25), st.integers(1, 4),
@@ -189,8 +200,32 @@ step_job_strategy = st.tuples(st.integers(0, 30), st.integers(1, 25), st.integer
 @settings(max_examples=100, deadline=None)
 @given(st.lists(step_job_strategy, min_size=1, max_size=40), st.sampled_from(["mean", "max", "gaussian_99"]),
        st.sampled_from(["easy-pc", "easy-saf", "bf", "dvfs"]), st.sampled_from(["oracle", "history"]),
-       st.sampled_from(["constant", "window", "steps"]))
+       st.sampled_from(["constant", "window", "steps", "budget"]))
 def test_skipping_the_steps_of_jobs_power_changes_no_schedule(raw, check, name, predictor, cap_kind):
+    _same_schedule_when_steps_are_skipped(raw, check, name, predictor, cap_kind)
+
+
+def test_a_plan_the_guard_rejected_is_asked_for_again_at_the_next_step_of_a_jobs_power():
+    # Job 2's plan would spend more than the energy budget has left at 1 s. Job 1 draws less than predicted, so
+    # the guard's verdict turns as time passes: at job 1's step at 10 s the same plan fits. The engine calls the
+    # policy there (not at 50 s, the window's end, its next event otherwise), as a daemon deciding at every
+    # event, or a run that calls at every step, does.
+    jobs = [tj(1, 0.0, 100.0, mean_w=200.0, max_w=200.0, std_w=0.0,
+               power_series=((0.0, 150.0), (10.0, 160.0), (30.0, 150.0))),
+            tj(2, 1.0, 100.0, mean_w=200.0, max_w=200.0, std_w=0.0)]
+
+    def go(policy):
+        return Engine(platform(2), jobs, policy, cap=CapSchedule.constant(10_000.0),
+                      budgets=[EnergyBudget(0.0, 50.0, 17_000.0)], predictor=make_predictor("oracle"),
+                      options=EngineOptions(strict=False)).run()
+
+    skipping = go(make_policy("easy-pc", {"check": "mean"}))
+    every = go(_CalledAtEveryEvent(make_policy("easy-pc", {"check": "mean"})))
+    assert starts(skipping) == starts(every) == {1: 0.0, 2: 10.0}
+    assert skipping.info["plans_rejected"] == every.info["plans_rejected"] == 1
+
+
+def _same_schedule_when_steps_are_skipped(raw, check, name, predictor, cap_kind):
     from wattsched.model.response import LinearResponse
 
     raw = sorted(raw, key=lambda x: x[0])
@@ -205,19 +240,25 @@ def test_skipping_the_steps_of_jobs_power_changes_no_schedule(raw, check, name, 
                        app_class="cpu" if k % 2 else ""))
     cap_w = 6 * 100 + 3 * 150.0
     cap = {"constant": CapSchedule.constant(cap_w), "window": CapSchedule.window(5.0, 40.0, cap_w),
-           "steps": CapSchedule.window(0.0, 20.0, cap_w + 200.0)}[cap_kind]
+           "steps": CapSchedule.window(0.0, 20.0, cap_w + 200.0),
+           "budget": CapSchedule.constant(cap_w)}[cap_kind]
+    # with an energy budget the guard rejects plans that would spend more than the window has left; whether it
+    # lets a plan through moves with the energy measured so far, so a rejected plan is asked for again at steps
+    budgets = [EnergyBudget(0.0, 60.0, 60_000.0)] if cap_kind == "budget" else []
     # dvfs slows the blocked head of the cpu class (half the jobs) when power, not nodes, holds it
     plat = platform(6).with_response_classes({"cpu": LinearResponse(f=1.0)})
 
     def go(policy):
-        return Engine(plat, jobs, policy, cap=cap, predictor=make_predictor(predictor)).run()
+        return Engine(plat, jobs, policy, cap=cap, budgets=budgets, predictor=make_predictor(predictor),
+                      options=EngineOptions(strict=False)).run()
 
     skipping = go(make_policy(name, {"check": check}))
-    every = go(_CalledAtEveryStep(make_policy(name, {"check": check})))
+    every = go(_CalledAtEveryEvent(make_policy(name, {"check": check})))
     for column in ("id", "start_s", "end_s", "energy_j"):  # NaN: never started, under a cap it never fits
         assert [None if x != x else x for x in skipping.jobs[column].tolist()] == \
             [None if x != x else x for x in every.jobs[column].tolist()]
     assert skipping.timeline["power_w"].tolist() == every.timeline["power_w"].tolist()
+    assert skipping.info["plans_rejected"] <= every.info["plans_rejected"]
     assert skipping.info["policy_calls"] <= every.info["policy_calls"]
 
 

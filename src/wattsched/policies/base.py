@@ -75,7 +75,9 @@ class PolicyTags:
         queue, the nodes, the jobs' estimates and the time: in replay it is not
         called at a time when the only events were steps of jobs' power
         profiles (no submission, completion or control event), where it could
-        decide nothing new. ``False`` (the default) calls it after every event.
+        decide nothing new. After a plan the guard rejected it is called at
+        such times too: the guard's verdict moves with the energy an energy
+        budget has left. ``False`` (the default) calls it after every event.
     starts_on_free_nodes
         The policy's only actions are starts of pending jobs, each on as many
         free nodes as the job asks (``job.nodes``): in replay it is not called

@@ -114,8 +114,9 @@ class EasyPcPolicy(BasePolicy):
     def tags(self) -> PolicyTags:
         # The checks add the running jobs' predictions to the measured power of the nodes no job runs on: a step
         # of a job's measured power changes neither, and the queue order (FCFS, SAF) does not change with time.
+        # Its actions are starts on free nodes (a cap change, a control event, still calls it).
         return dataclasses.replace(super().tags(), wants_end_table=True, constraints=frozenset({"cap"}),
-                                   ignores_power_steps=True)
+                                   ignores_power_steps=True, starts_on_free_nodes=True)
 
     def __init__(self, params=None, **kwargs):
         super().__init__(params, **kwargs)

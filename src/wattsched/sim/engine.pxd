@@ -21,7 +21,7 @@ cdef class Engine:
     cdef dict __dict__
     cdef public double now, _until, _limit, _cap_now
     cdef public Py_ssize_t epoch, _events, _calls
-    cdef public bint _hold_open, _stopping, _always_call, _skip_steps, _moved, _free_starts
+    cdef public bint _hold_open, _stopping, _always_call, _skip_steps, _moved, _free_starts, _rejected
     cdef public Ledger ledger
     cdef public Intake intake
     cdef public Recorder recorder

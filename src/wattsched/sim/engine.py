@@ -142,7 +142,7 @@ class Engine:
         self._forecast_horizon_s = forecast_horizon(opts, tags.wants_forecast)
         self._until = math.inf
         self._hold_open = self._stopping = False
-        self._skip_steps = self._moved = self._free_starts = False
+        self._skip_steps = self._moved = self._free_starts = self._rejected = False
         self._gen: Iterator[None] | None = None
         self.result_: SimResult | None = None
         self.predictor = predictor
@@ -276,9 +276,10 @@ class Engine:
             self._submit_at(t)
             # A queue-only policy has nothing to do with an empty queue; control events
             # (cap changes, ticks, ...) and node-managing policies are always served. A policy
-            # that ignores power steps is not called when only jobs' power changed.
-            if (pending and (self._moved or not self._skip_steps) and self._could_start()) or control \
-                    or self._always_call:
+            # that ignores power steps is not called when only jobs' power changed, unless the guard
+            # rejected its last plan: the guard's verdict moves with the energy a budget has left.
+            if (pending and (self._moved or not self._skip_steps or self._rejected) and self._could_start()) \
+                    or control or self._always_call:
                 self._decide(t)
             self.recorder.row(t, self._cap_now)  # through self: a C call (a generator's locals are untyped)
         self._wrap_up(wall0)
@@ -420,6 +421,7 @@ class Engine:
         plan = self.policy.decide(snap, self.policy_state)
         if self.intake.pack and plan.actions:
             plan = pack_starts(snap, plan)
+        self._rejected = False
         if plan.actions or plan.power_estimate_w is not None:
             self._apply(plan)
 
@@ -571,6 +573,7 @@ class Engine:
         problems = plan_problems(self._snapshot, plan)
         if problems:
             self.stats["plans_rejected"] += 1
+            self._rejected = True
             if self.options.strict:
                 raise PlanViolation(problems)
             self.recorder.rejected(self.now, problems)
