@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -14,6 +15,7 @@ from wattsched.model import units
 from wattsched.model.job import Job, RunningJob
 from wattsched.model.platform import NodePowerModel, NodeState, Platform
 from wattsched.model.snapshot import Snapshot
+from wattsched.policies.base import BasePolicy
 from wattsched.workload.records import TraceJob
 
 SIMPLE_POWER = NodePowerModel(
@@ -105,3 +107,25 @@ def cli(*args, cwd: Path | None = None, timeout: float = 300, env: dict | None =
 def read_summary(out: Path) -> dict:
     """The summary.json of the run directory ``out``, as a dict."""
     return json.loads((Path(out) / "summary.json").read_text())
+
+
+class TagsChanged(BasePolicy):
+    """``inner`` with some of its tags changed: ``TagsChanged(policy, starts_on_free_nodes=False)`` is called
+    where ``policy`` declares it could start nothing, for a test that the skip changes no schedule."""
+
+    name = "tags-changed-test"
+
+    def __init__(self, inner, **changes):
+        super().__init__()
+        self.inner = inner
+        self.changes = changes
+        self.State = inner.State
+
+    def tags(self):
+        return dataclasses.replace(self.inner.tags(), **self.changes)
+
+    def init_state(self):
+        return self.inner.init_state()
+
+    def decide(self, snapshot, state=None):
+        return self.inner.decide(snapshot, state)

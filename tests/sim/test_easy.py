@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builders import platform, tj
+from builders import TagsChanged, platform, tj
 from wattsched.model.constraints import CapSchedule
 from wattsched.policies import make_policy
-from wattsched.policies.base import BasePolicy
 from wattsched.sim.engine import Engine, EngineOptions
 
 
@@ -196,26 +194,6 @@ def test_shadow_time_merges_this_decisions_starts_as_a_full_sort_would():
         assert shadow_time(snap, head, free, list(started)) == by_sorting(snap, head, free, started), (ends, started)
 
 
-class _CalledAtEveryBatch(BasePolicy):
-    """``inner`` with ``starts_on_free_nodes`` off: called after every batch of submissions and completions."""
-
-    name = "every-batch-test"
-
-    def __init__(self, inner):
-        super().__init__()
-        self.inner = inner
-        self.State = inner.State
-
-    def tags(self):
-        return dataclasses.replace(self.inner.tags(), starts_on_free_nodes=False)
-
-    def init_state(self):
-        return self.inner.init_state()
-
-    def decide(self, snapshot, state=None):
-        return self.inner.decide(snapshot, state)
-
-
 def test_easy_and_fcfs_declare_that_they_only_start_jobs_on_free_nodes():
     assert make_policy("easy").tags().starts_on_free_nodes and make_policy("fcfs").tags().starts_on_free_nodes
     assert not make_policy("knapsack").tags().starts_on_free_nodes  # its ranking moves with time
@@ -250,7 +228,8 @@ def test_skipping_calls_that_could_start_nothing_changes_no_schedule(raw, n_node
     params = {"order": "saf"} if name == "easy-saf" else {}
     policy = make_policy(name.removesuffix("-saf"), params)
     skipping = Engine(platform(n_nodes), jobs, policy).run()
-    every = Engine(platform(n_nodes), jobs, _CalledAtEveryBatch(make_policy(name.removesuffix("-saf"), params))).run()
+    every = TagsChanged(make_policy(name.removesuffix("-saf"), params), starts_on_free_nodes=False)
+    every = Engine(platform(n_nodes), jobs, every).run()
     for column in ("id", "start_s", "end_s", "energy_j"):
         assert skipping.jobs[column].tolist() == every.jobs[column].tolist()
     assert skipping.info["policy_calls"] <= every.info["policy_calls"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import re
 from unittest.mock import patch
@@ -12,12 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import wattsched.policies.easy as easy_module
-from builders import platform, snapshot, tj
+from builders import TagsChanged, platform, snapshot, tj
 from wattsched.model.constraints import CapSchedule, EnergyBudget
 from wattsched.model.end_table import EndTable
 from wattsched.model.job import Job, PowerEstimate
 from wattsched.policies import easy_pc, make_policy
-from wattsched.policies.base import BasePolicy
 from wattsched.policies.easy_pc import EasyPcPolicy
 from wattsched.policies.power import PowerLedger
 from wattsched.predictors import make_predictor
@@ -135,25 +133,9 @@ def test_without_a_cap_easy_pc_is_easy(raw):
     assert a == b
 
 
-class _CalledAtEveryEvent(BasePolicy):
-    """``inner`` with ``ignores_power_steps`` and ``starts_on_free_nodes`` off: called after every event, steps of
-    jobs' power included, however few nodes are free."""
-
-    name = "every-event-test"
-
-    def __init__(self, inner):
-        super().__init__()
-        self.inner = inner
-        self.State = inner.State
-
-    def tags(self):
-        return dataclasses.replace(self.inner.tags(), ignores_power_steps=False, starts_on_free_nodes=False)
-
-    def init_state(self):
-        return self.inner.init_state()
-
-    def decide(self, snapshot, state=None):
-        return self.inner.decide(snapshot, state)
+def _called_at_every_event(policy):
+    """``policy`` called after every event: steps of jobs' power included, however few nodes are free."""
+    return TagsChanged(policy, ignores_power_steps=False, starts_on_free_nodes=False)
 
 
 def test_easy_pc_and_its_family_ignore_steps_of_measured_power_and_knapsack_does_not():
@@ -183,7 +165,7 @@ def test_easy_pc_is_not_called_when_only_a_running_jobs_power_steps():
     assert starts(r) == {1: 0.0, 2: 40.0}
     assert calls == [0.0, 1.0, 40.0]
     calls.clear()
-    every = run(jobs, _CalledAtEveryEvent(Counted()), make_predictor("oracle"), n=2, cap=cap)
+    every = run(jobs, _called_at_every_event(Counted()), make_predictor("oracle"), n=2, cap=cap)
     assert calls == [0.0, 1.0, 10.0, 20.0, 30.0, 40.0]  # what the tag saves
     assert starts(every) == starts(r)
     calls.clear()
@@ -220,7 +202,7 @@ def test_a_plan_the_guard_rejected_is_asked_for_again_at_the_next_step_of_a_jobs
                       options=EngineOptions(strict=False)).run()
 
     skipping = go(make_policy("easy-pc", {"check": "mean"}))
-    every = go(_CalledAtEveryEvent(make_policy("easy-pc", {"check": "mean"})))
+    every = go(_called_at_every_event(make_policy("easy-pc", {"check": "mean"})))
     assert starts(skipping) == starts(every) == {1: 0.0, 2: 10.0}
     assert skipping.info["plans_rejected"] == every.info["plans_rejected"] == 1
 
@@ -253,7 +235,7 @@ def _same_schedule_when_steps_are_skipped(raw, check, name, predictor, cap_kind)
                       options=EngineOptions(strict=False)).run()
 
     skipping = go(make_policy(name, {"check": check}))
-    every = go(_CalledAtEveryEvent(make_policy(name, {"check": check})))
+    every = go(_called_at_every_event(make_policy(name, {"check": check})))
     for column in ("id", "start_s", "end_s", "energy_j"):  # NaN: never started, under a cap it never fits
         assert [None if x != x else x for x in skipping.jobs[column].tolist()] == \
             [None if x != x else x for x in every.jobs[column].tolist()]
