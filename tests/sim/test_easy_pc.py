@@ -184,30 +184,6 @@ step_job_strategy = st.tuples(st.integers(0, 30), st.integers(1, 25), st.integer
        st.sampled_from(["easy-pc", "easy-saf", "bf", "dvfs"]), st.sampled_from(["oracle", "history"]),
        st.sampled_from(["constant", "window", "steps", "budget"]))
 def test_skipping_the_steps_of_jobs_power_changes_no_schedule(raw, check, name, predictor, cap_kind):
-    _same_schedule_when_steps_are_skipped(raw, check, name, predictor, cap_kind)
-
-
-def test_a_plan_the_guard_rejected_is_asked_for_again_at_the_next_step_of_a_jobs_power():
-    # Job 2's plan would spend more than the energy budget has left at 1 s. Job 1 draws less than predicted, so
-    # the guard's verdict turns as time passes: at job 1's step at 10 s the same plan fits. The engine calls the
-    # policy there (not at 50 s, the window's end, its next event otherwise), as a daemon deciding at every
-    # event, or a run that calls at every step, does.
-    jobs = [tj(1, 0.0, 100.0, mean_w=200.0, max_w=200.0, std_w=0.0,
-               power_series=((0.0, 150.0), (10.0, 160.0), (30.0, 150.0))),
-            tj(2, 1.0, 100.0, mean_w=200.0, max_w=200.0, std_w=0.0)]
-
-    def go(policy):
-        return Engine(platform(2), jobs, policy, cap=CapSchedule.constant(10_000.0),
-                      budgets=[EnergyBudget(0.0, 50.0, 17_000.0)], predictor=make_predictor("oracle"),
-                      options=EngineOptions(strict=False)).run()
-
-    skipping = go(make_policy("easy-pc", {"check": "mean"}))
-    every = go(_called_at_every_event(make_policy("easy-pc", {"check": "mean"})))
-    assert starts(skipping) == starts(every) == {1: 0.0, 2: 10.0}
-    assert skipping.info["plans_rejected"] == every.info["plans_rejected"] == 1
-
-
-def _same_schedule_when_steps_are_skipped(raw, check, name, predictor, cap_kind):
     from wattsched.model.response import LinearResponse
 
     raw = sorted(raw, key=lambda x: x[0])
@@ -242,6 +218,26 @@ def _same_schedule_when_steps_are_skipped(raw, check, name, predictor, cap_kind)
     assert skipping.timeline["power_w"].tolist() == every.timeline["power_w"].tolist()
     assert skipping.info["plans_rejected"] <= every.info["plans_rejected"]
     assert skipping.info["policy_calls"] <= every.info["policy_calls"]
+
+
+def test_a_plan_the_guard_rejected_is_asked_for_again_at_the_next_step_of_a_jobs_power():
+    # Job 2's plan would spend more than the energy budget has left at 1 s. Job 1 draws less than predicted, so
+    # the guard's verdict turns as time passes: at job 1's step at 10 s the same plan fits. The engine calls the
+    # policy there (not at 50 s, the window's end, its next event otherwise), as a daemon deciding at every
+    # event, or a run that calls at every step, does.
+    jobs = [tj(1, 0.0, 100.0, mean_w=200.0, max_w=200.0, std_w=0.0,
+               power_series=((0.0, 150.0), (10.0, 160.0), (30.0, 150.0))),
+            tj(2, 1.0, 100.0, mean_w=200.0, max_w=200.0, std_w=0.0)]
+
+    def go(policy):
+        return Engine(platform(2), jobs, policy, cap=CapSchedule.constant(10_000.0),
+                      budgets=[EnergyBudget(0.0, 50.0, 17_000.0)], predictor=make_predictor("oracle"),
+                      options=EngineOptions(strict=False)).run()
+
+    skipping = go(make_policy("easy-pc", {"check": "mean"}))
+    every = go(_called_at_every_event(make_policy("easy-pc", {"check": "mean"})))
+    assert starts(skipping) == starts(every) == {1: 0.0, 2: 10.0}
+    assert skipping.info["plans_rejected"] == every.info["plans_rejected"] == 1
 
 
 @pytest.mark.parametrize("check", ["mean", "max", "gaussian_68", "gaussian_95", "gaussian_99"])
