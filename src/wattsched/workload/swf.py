@@ -391,9 +391,10 @@ class _SeenIds:
         return first
 
 
-_ODD_WHITESPACE = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")
+_ODD_WHITESPACE = (b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x1f")
 """Whitespace that ``str.split`` splits at but the fast path does not expect: such files go line by line."""
-_COMMENT_LINE = re.compile(r"^[ \t]*;[^\n]*\n?", re.MULTILINE)
+_COMMENT_LINE = re.compile(rb"^[ \t]*;[^\n]*\n?", re.MULTILINE)
+_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 FAST_MAX_BYTES = 64 * 2**20
@@ -417,28 +418,30 @@ def _fast_table(path: str):
         with open(path, "rb") as fh:
             gz = fh.read(2) == b"\x1f\x8b"
         with (gzip.open if gz else open)(path, "rb") as fh:
-            raw = fh.read(FAST_MAX_BYTES + 1)
-        if len(raw) > FAST_MAX_BYTES:  # a large trace is streamed line by line, in bounded memory
-            return None
-        text = raw.decode("utf-8-sig")
-    except (OSError, ValueError, EOFError, zlib.error):  # UnicodeDecodeError is a ValueError
+            text = fh.read(FAST_MAX_BYTES + 1)
+    except (OSError, ValueError, EOFError, zlib.error):
         return None
-    del raw
+    if len(text) > FAST_MAX_BYTES:  # a large trace is streamed line by line, in bounded memory
+        return None
+    # The bytes as read, never decoded: ASCII text is its own UTF-8 (a BOM aside), and numpy parses the bytes
+    # in chunks where a decoded text would be copied whole, four bytes a character, into the parser's buffer.
+    if text.startswith(_UTF8_BOM):
+        text = text[len(_UTF8_BOM):]
     if not text.isascii() or any(c in text for c in _ODD_WHITESPACE):
         return None
-    if "\r" in text:  # universal newlines, as the line reader sees the file
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if b"\r" in text:  # universal newlines, as the line reader sees the file
+        text = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     pos = 0
-    while text.startswith((";", "\n"), pos):  # the header
-        pos = text.find("\n", pos) + 1 or len(text)
+    while text.startswith((b";", b"\n"), pos):  # the header
+        pos = text.find(b"\n", pos) + 1 or len(text)
     text = text[pos:]
-    if ";" in text:
-        text = _COMMENT_LINE.sub("", text)
-        if ";" in text:
+    if b";" in text:
+        text = _COMMENT_LINE.sub(b"", text)
+        if b";" in text:
             return None
-    if "\n\n" in text:  # empty lines between jobs
-        text = re.sub("\n\n+", "\n", text)
-    text = text.rstrip("\n")
+    if b"\n\n" in text:  # empty lines between jobs
+        text = re.sub(b"\n\n+", b"\n", text)
+    text = text.rstrip(b"\n")
     if not text:
         table = np.empty((0, 18))
     else:
@@ -449,14 +452,16 @@ def _fast_table(path: str):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error")  # numpy's "empty input" and the like: not a table
-                if "-0" not in text:  # "-0" would read as 0, where float() reads -0.0
+                if b"-0" not in text:  # "-0" would read as 0, where float() reads -0.0
                     # most traces hold integers only, which numpy reads four times as fast as doubles;
                     # a fraction, an exponent or a value beyond 64 bits sends the file to the float parser
                     with contextlib.suppress(ValueError):
-                        table = np.loadtxt(io.StringIO(text), dtype=np.int64, comments=None, ndmin=2)
+                        table = np.loadtxt(io.BytesIO(text), dtype=np.int64, comments=None, ndmin=2,
+                                           encoding="ascii")
                 if table is None:
                     # numpy's C parser: the same doubles as float() on every field it accepts (others: None below)
-                    table = np.loadtxt(io.StringIO(text), dtype=np.float64, comments=None, ndmin=2)
+                    table = np.loadtxt(io.BytesIO(text), dtype=np.float64, comments=None, ndmin=2,
+                                       encoding="ascii")
         except (ValueError, Warning):  # a line with a different number of fields, a field not a number
             return None
         if table.shape[1] != 18:
