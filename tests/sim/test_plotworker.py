@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from wattsched.cli import main
+from wattsched.sim import plotworker
 from wattsched.sim.plotworker import PlotWorker
 from wattsched.sim.report import PLOTS, load_run, write_plots
 
@@ -150,6 +154,76 @@ def test_a_worker_killed_mid_run_is_reported_and_the_plots_drawn_anyway(run_dir,
     for name in PLOTS:
         assert (out / name).read_bytes() == (run_dir / name).read_bytes(), name
     load_run(out)
+
+
+def _through_a_pipe(message: dict, *, limit: int | None = None, monkeypatch=None):
+    """``message`` framed, written to a real pipe by a thread and read back as the worker reads it."""
+    if limit is not None:  # a kernel that takes at most ``limit`` bytes of a frame per call
+        real = os.writev
+        monkeypatch.setattr(plotworker.os, "writev", lambda fd, views: real(fd, _first_bytes(views, limit)))
+    r, w = os.pipe()
+    writer = threading.Thread(target=lambda: (plotworker._write_all(w, plotworker._frame(message)), os.close(w)))
+    writer.start()
+    with os.fdopen(r, "rb") as stream:
+        got = plotworker._read_frame(stream)
+        rest = stream.read()
+    writer.join()
+    assert rest == b""  # one frame, read to its end and no further
+    return got
+
+
+def _first_bytes(views, limit: int) -> list:
+    out, left = [], limit
+    for v in views:
+        if left <= 0:
+            break
+        out.append(v[:left])
+        left -= len(out[-1])
+    return out
+
+
+def _message() -> dict:
+    rng = np.random.default_rng(3)
+    return {
+        "jobs": {"start_s": rng.random(200_000), "id": np.arange(50_000), "user": np.array(["u1", "u22"] * 500)},
+        "timeline": {"t_s": np.linspace(0.0, 1.0, 70_001)[::2], "empty": np.empty(0)},  # a strided view
+        "info": {"trace": "KTH", "nodes": 100}, "out_dir": "/tmp/x", "tables": True,
+    }
+
+
+def _same(a, b) -> None:
+    assert type(a) is type(b)
+    if isinstance(a, dict):
+        assert list(a) == list(b)
+        for k in a:
+            _same(a[k], b[k])
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+    else:
+        assert a == b
+
+
+def test_a_request_crosses_the_pipe_whole_with_its_arrays_outside_the_pickle():
+    message = _message()
+    _same(_through_a_pipe(message), message)
+    del message["timeline"]["t_s"]  # a strided view has no memory of its own to send: it goes in the pickle
+    _, data, *buffers = plotworker._frame(message)
+    assert len(buffers) == 4  # the contiguous arrays (text ones too), each sent from its own memory
+    assert len(data) < 1_000 < 1_000_000 < sum(b.nbytes for b in buffers)  # and not copied into the pickle
+
+
+@pytest.mark.parametrize("limit", [1, 7, 4096, 65_537])
+def test_a_frame_the_kernel_takes_in_pieces_arrives_whole(monkeypatch, limit):
+    message = _message() if limit > 1 else {"small": np.arange(300), "text": "x" * 50}
+    _same(_through_a_pipe(message, limit=limit, monkeypatch=monkeypatch), message)
+
+
+@pytest.mark.parametrize("cut", [0, 5, 16, 30, -1])
+def test_a_stream_that_ends_within_a_frame_is_an_end_of_file(cut):
+    frame = b"".join(bytes(p) for p in plotworker._frame({"a": np.arange(1000), "b": "text"}))
+    stream = io.BufferedReader(io.BytesIO(frame[:cut] if cut >= 0 else frame[:-1]))
+    with pytest.raises(EOFError):
+        plotworker._read_frame(stream)
 
 
 def test_worker_without_a_request_exits_quietly():

@@ -2,8 +2,8 @@
 
 ``wattsched simulate`` starts ``python -m wattsched.sim.plotworker`` first thing,
 before it reads its config. The worker imports matplotlib and the plotting code (a fair part of a
-short run's time) while the engine runs on the other core, then reads pickled
-requests on its standard input: first, optionally, the run's workload as
+short run's time) while the engine runs on the other core, then reads requests
+on its standard input (pickled, their arrays sent apart from the pickle): first, optionally, the run's workload as
 columns, which it writes as ``workload.csv.gz`` while the engine still runs
 (under a temporary name, renamed when complete); then the columns the plots
 need (and, if asked, the whole tables, which it writes as CSV and Parquet
@@ -24,6 +24,7 @@ import contextlib
 import os
 import pickle
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -100,10 +101,11 @@ class PlotWorker:
     def _post(self, message: dict, *, last: bool) -> None:
         """Send ``message`` to the worker, after the messages before it; close its input if ``last``.
 
-        Pickled here (milliseconds), written by a thread: a full pipe then
-        blocks that thread only, without the GIL.
+        Pickled here, written by a thread: a full pipe then blocks that thread
+        only, without the GIL. The arrays go out of band (:func:`_frame`): the
+        thread writes them from their own memory, with no pickled copy made.
         """
-        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        parts = _frame(message)
         before = self._sender
 
         def write() -> None:
@@ -112,11 +114,9 @@ class PlotWorker:
             if self._send_error is not None:
                 return
             try:
-                self.proc.stdin.write(data)
+                _write_all(self.proc.stdin.fileno(), parts)
                 if last:
                     self.proc.stdin.close()
-                else:
-                    self.proc.stdin.flush()
             except (OSError, ValueError) as exc:  # the worker is gone: wait() says why
                 self._send_error = exc
 
@@ -156,6 +156,55 @@ class PlotWorker:
         self.proc.wait()
         if self.proc.stderr is not None:
             self.proc.stderr.close()
+
+
+def _frame(message: dict) -> list:
+    """``message`` as the parts of one frame: a header, the pickle (protocol 5), then each out-of-band buffer.
+
+    The header gives the pickle's length, the number of buffers and each one's
+    length (little-endian 64-bit integers). The buffers are views of the
+    arrays' own memory (a run's tables and timeline: megabytes), so nothing is
+    copied before the pipe; :func:`_read_frame` reads them back.
+    """
+    buffers: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
+    views = [b.raw() for b in buffers]
+    head = struct.pack(f"<2Q{len(views)}Q", len(data), len(views), *(v.nbytes for v in views))
+    return [head, data, *views]
+
+
+def _write_all(fd: int, parts: list) -> None:
+    """Write ``parts`` to ``fd`` with one ``writev`` call (more if the kernel takes less): the GIL is released for
+    the whole frame, where a write per part would wait for it between parts while the caller computes."""
+    views = [memoryview(p).cast("B") for p in parts]
+    while views:
+        n = os.writev(fd, views)
+        while views and n >= views[0].nbytes:
+            n -= views[0].nbytes
+            views.pop(0)
+        if views and n:
+            views[0] = views[0][n:]
+
+
+def _read_frame(stream) -> Any:
+    """The message of the next frame of ``stream`` (see :func:`_frame`); ``EOFError`` when it ends first."""
+    size, count = struct.unpack("<2Q", _read_exact(stream, 16))
+    sizes = struct.unpack(f"<{count}Q", _read_exact(stream, 8 * count))
+    data = _read_exact(stream, size)
+    return pickle.loads(data, buffers=[_read_exact(stream, n) for n in sizes])
+
+
+def _read_exact(stream, size: int) -> bytearray:
+    """``size`` bytes of ``stream``, read into one buffer; ``EOFError`` if it ends before."""
+    buf = bytearray(size)
+    view = memoryview(buf)
+    got = 0
+    while got < size:
+        n = stream.readinto(view[got:])
+        if not n:
+            raise EOFError(f"the stream ended {size - got} bytes before the end of a frame")
+        got += n
+    return buf
 
 
 def _read_to_end(stream, deadline: float) -> bytes | None:
@@ -229,10 +278,10 @@ def main(argv: list[str] | None = None) -> int:
         import pyarrow.csv
         import pyarrow.parquet  # noqa: F401
     try:
-        request = pickle.load(sys.stdin.buffer)
+        request = _read_frame(sys.stdin.buffer)
         if "workload" in request:
             _write_workload(request["workload"], Path(request["path"]))
-            request = pickle.load(sys.stdin.buffer)
+            request = _read_frame(sys.stdin.buffer)
     except EOFError:  # the parent ended without a request (the run failed): nothing to draw
         return 0
     run = LoadedRun(request["jobs"], request["timeline"], request["info"])
