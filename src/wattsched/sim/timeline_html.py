@@ -143,8 +143,19 @@ def timeline_payload(timeline: dict[str, np.ndarray], info: dict, max_rows: int 
         "power_scale": scale,
         "power_unit": unit,
         "nodes": info.get("nodes"),
-        "data": base64.b64encode(zlib.compress(packed, 1)).decode("ascii"),
+        "data": base64.b64encode(_deflated(packed)).decode("ascii"),
     }
+
+
+def _deflated(data: bytes) -> bytes:
+    """``data`` as a zlib stream (what the page's ``DecompressionStream("deflate")`` reads), run-length matches only.
+
+    On shuffled columns the matches are runs of one byte: zlib's run-length strategy finds them at level 1
+    in three fifths of the time of its default one, and packs them a little smaller (KTH-SP2's 78,615 rows:
+    7.8 ms and 455 kB against 12.8 ms and 472 kB).
+    """
+    packer = zlib.compressobj(1, zlib.DEFLATED, zlib.MAX_WBITS, 8, zlib.Z_RLE)
+    return packer.compress(data) + packer.flush()
 
 
 def _shuffled(values: np.ndarray) -> bytes:
