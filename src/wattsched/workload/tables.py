@@ -1034,7 +1034,13 @@ def write_csv_table(table, path: str | os.PathLike[str], *, compress: bool | Non
     name or time in its header, so the same table gives the same bytes.
     """
     spath = os.fspath(path)
-    _store_csv(_csv_bytes(table), spath, spath.lower().endswith(".gz") if compress is None else compress)
+    if spath.lower().endswith(".gz") if compress is None else compress:
+        _store_csv(_csv_bytes(table), spath, True)
+        return
+    import pyarrow as pa
+
+    with open(spath, "wb") as fh:  # straight to the file: no copy of the whole text in memory
+        _write_csv(table, pa.PythonFile(fh, mode="w"))
 
 
 _PLAIN_INTEGERS = 1e9
@@ -1062,14 +1068,20 @@ def _integral_columns_as_int(table):
 
 def _csv_bytes(table) -> bytes:
     import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    _write_csv(table, sink)
+    return sink.getvalue().to_pybytes()
+
+
+def _write_csv(table, sink) -> None:
+    """The CSV text of ``table`` into the Arrow output stream ``sink``: a plain header line, then the rows."""
     import pyarrow.csv as pacsv
 
     table = _integral_columns_as_int(table)
-    sink = pa.BufferOutputStream()
     sink.write((",".join(table.column_names) + "\n").encode("utf-8"))
     if table.num_rows:
         pacsv.write_csv(table, sink, pacsv.WriteOptions(include_header=False, batch_size=65536))
-    return sink.getvalue().to_pybytes()
 
 
 def _store_csv(data: bytes, path: str, compress: bool) -> None:
