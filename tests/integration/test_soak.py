@@ -604,8 +604,12 @@ def test_fault_injection_soak(cluster, daemon_config, daemon, records, tmp_path)
     assert len(soak.bypasses) >= 4
     for b in soak.bypasses:  # Slurm refused the user's release; the job then ran only through the daemon
         assert b["release_rc"] != 0 and "held state" in b["release_stderr"], b
-        assert starts_by_job.get(b["job"]), b
-        assert min(starts_by_job[b["job"]]) > b["at_s"], b
+        # An audit row's time is the daemon's decision, which may come a few milliseconds before the attempt began
+        # while the job was still held; what the job itself recorded is when it ran, after the refused release and
+        # after a start the daemon made.
+        ran = runs.get(b["job"], {}).get("starts")
+        assert ran and min(ran) > b["at_s"], b
+        assert any(a <= min(ran) + 0.5 for a in starts_by_job.get(b["job"], [])), b
     assert not [k for k in soak.kills if k["held_unknown"] or k["open_intents"]], soak.kills
     assert max_hold <= 2 * POLL_S, f"jobs held out of the daemon's queue after it was back: {soak.kills}"
     assert not above_outside, f"power above the cap outside the fail-open windows: {above_outside[:10]}"
