@@ -22,13 +22,13 @@ def test_built_jobs_equal_constructed_ones_and_stay_frozen():
     assert type(job) is Job
     assert job == Job(*values) and hash(job) == hash(Job(*values))
     assert tuple(getattr(job, f.name) for f in dataclasses.fields(Job)) == values
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):  # FrozenInstanceError as pure Python; compiled, a read-only C field
         job.nodes = 3
     running = running_job_from_fields(job, 10.0, (0, 1), 70.0, 500.0, 0.5, 2.0e9, 250.0, 4.0, 12.0)
     assert type(running) is RunningJob
     assert running == RunningJob(job, 10.0, (0, 1), 70.0, 500.0, 0.5, 2.0e9, 250.0, 4.0, 12.0)
     assert running.progress(14.0) == pytest.approx((4.0 + 2.0 * 0.5) / 60.0)
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         running.speed = 1.0
     assert dataclasses.replace(job, nodes=3).nodes == 3
 

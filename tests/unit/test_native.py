@@ -145,3 +145,38 @@ def test_a_module_lists_the_dependencies_of_the_compiled_modules_it_uses_and_com
             if dep in _native.CIMPORTS:
                 assert order.index(dep) < order.index(name), (dep, name)
                 assert set(_native.CIMPORTS[dep]) <= set(needs), (name, dep)
+
+
+def test_without_cython_installed_the_sources_run_as_pure_python(tmp_path):
+    """Cython builds wattsched but need not be installed to run it: the sources fall back to ``wattsched._shadow``,
+    the job model is slotted and frozen as pure Python, and a run schedules as the compiled core does."""
+    probe = (
+        "import sys; sys.modules['cython'] = None\n"  # an import of it raises ImportError
+        "import dataclasses\n"
+        "from wattsched.model import job\n"
+        "from wattsched.policies import easy\n"
+        "from wattsched import _shadow\n"
+        "assert job.cython is _shadow and easy.cython is _shadow\n"
+        "j = job.job_from_fields(*range(23))\n"
+        "assert type(j) is job.Job and j == job.Job(*range(23)) and job.Job.__slots__[0] == 'id'\n"
+        "try:\n"
+        "    j.nodes = 1\n"
+        "except dataclasses.FrozenInstanceError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise AssertionError('a Job can be changed')\n"
+        "from wattsched.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    out = tmp_path / "no-cython"
+    proc = subprocess.run([sys.executable, "-c", probe, "simulate", "--trace", str(BUNDLED), "--policy", "easy", "-q",
+                           "--no-report", "--out", str(out)], env=_env(**{_native.ENV_PURE: "1"}),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    ref = tmp_path / "default"
+    proc = subprocess.run([sys.executable, "-m", "wattsched", "simulate", "--trace", str(BUNDLED), "--policy", "easy",
+                           "-q", "--no-report", "--out", str(ref)], env=_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("jobs.csv", "timeline.csv"):
+        assert (out / name).read_bytes() == (ref / name).read_bytes(), name

@@ -2,8 +2,10 @@
 # The fast path that most plans take is typed: node indices and states are compared as C integers.
 cimport cython
 
+from wattsched.model.job cimport Job
+
 cdef Py_ssize_t IDLE
 
 
-@cython.locals(n=Py_ssize_t, s=Py_ssize_t, total=Py_ssize_t, k=Py_ssize_t)
+@cython.locals(job=Job, n=Py_ssize_t, s=Py_ssize_t, total=Py_ssize_t, k=Py_ssize_t)
 cpdef bint _plain_starts_ok(object snapshot, object plan) except -1

@@ -10,6 +10,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from wattsched import _shadow as cython
+
 
 class JobState(str, enum.Enum):
     """Final or current state of a job, named as Slurm names them."""
@@ -51,7 +56,7 @@ class Unit:
     mem_mb: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # slotted as pure Python below; compiled, a C type (job.pxd)
 class Job:
     """A job as submitted.
 
@@ -126,7 +131,7 @@ class Job:
         return self.walltime_s * self.nodes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # slotted as pure Python below; compiled, a C type (job.pxd)
 class RunningJob:
     """A running job as a live system knows it.
 
@@ -167,10 +172,31 @@ class RunningJob:
         return min(1.0, max(0.0, done / wall))
 
 
+_ADDED_BY_DATACLASS = frozenset({"__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__",
+                                 "__getstate__", "__setstate__", "__dataclass_fields__", "__dataclass_params__",
+                                 "__match_args__", "__weakref__", "__dict__"})
+
+
+def _slotted(cls: type) -> type:
+    """``cls`` (a frozen dataclass) made again as a frozen dataclass with ``slots=True``.
+
+    Compiled, :class:`Job` and :class:`RunningJob` are C types declared in ``job.pxd``, which Cython makes
+    dataclasses itself (it takes no ``slots``); as pure Python they are made slotted here, so that both
+    have a fixed layout and no per-instance ``__dict__``.
+    """
+    namespace = {k: v for k, v in cls.__dict__.items() if k not in _ADDED_BY_DATACLASS}
+    return dataclass(frozen=True, slots=True)(type(cls.__name__, cls.__bases__, namespace))
+
+
+if not cython.compiled:
+    Job = _slotted(Job)
+    RunningJob = _slotted(RunningJob)
+
+
 def slot_layout(cls: type) -> type:
     """A class with the slots of ``cls`` (a slotted dataclass), hence its memory layout, and nothing else.
 
-    The per-job constructors of the compiled core (:func:`job_from_fields` and the like) fill one
+    The per-job constructors of the compiled core (:func:`power_estimate` and the like) fill one
     with plain attribute stores, then make it a ``cls`` by assigning ``__class__``: a frozen
     dataclass's generated ``__init__`` sets each field through ``object.__setattr__``, at about
     three times the cost.
@@ -179,13 +205,11 @@ def slot_layout(cls: type) -> type:
 
 
 _PowerEstimateLayout = slot_layout(PowerEstimate)
-_JobLayout = slot_layout(Job)
-_RunningJobLayout = slot_layout(RunningJob)
 _new = object.__new__
 
 
 def power_estimate(mean_w: float, max_w: float, std_w: float) -> PowerEstimate:
-    """``PowerEstimate(mean_w, max_w, std_w)``, built as :func:`job_from_fields` builds a Job (per completed job)."""
+    """``PowerEstimate(mean_w, max_w, std_w)``, built on a :func:`slot_layout` (per completed job)."""
     obj = _new(_PowerEstimateLayout)
     obj.mean_w = mean_w
     obj.max_w = max_w
@@ -199,12 +223,15 @@ def job_from_fields(id, submit_s, walltime_s, nodes, user, group, account, parti
                     features, units, distinct_nodes, app) -> Job:
     """``Job(*values)`` with every field given, in field order, no default filled in: the simulator's per-job path.
 
-    The fields are set on a :func:`slot_layout` of :class:`Job`, whose class is
-    then switched to :class:`Job`: about a third of the cost of the dataclass
-    ``__init__``. The result is equal to ``Job(*values)``
+    Compiled, the fields are stored straight into a new Job's C struct; as
+    pure Python, ``Job(*values)``. The result is equal to ``Job(*values)``
     (a unit test holds the parameters to ``fields(Job)``).
     """
-    obj = _new(_JobLayout)
+    if not cython.compiled:
+        return Job(id, submit_s, walltime_s, nodes, user, group, account, partition, qos, procs, cores_per_node,
+                   gpus_per_node, mem_per_node_mb, min_nodes, max_nodes, malleable, exclusive, priority,
+                   app_class, features, units, distinct_nodes, app)
+    obj = Job.__new__(Job)
     obj.id = id
     obj.submit_s = submit_s
     obj.walltime_s = walltime_s
@@ -228,14 +255,16 @@ def job_from_fields(id, submit_s, walltime_s, nodes, user, group, account, parti
     obj.units = units
     obj.distinct_nodes = distinct_nodes
     obj.app = app
-    obj.__class__ = Job
     return obj
 
 
 def running_job_from_fields(job, start_s, nodes, expected_end_s, power_w, speed, freq_hz, cap_w, work_done_s,
                             settled_s) -> RunningJob:
     """``RunningJob(*values)`` with every field given, as :func:`job_from_fields` builds a Job."""
-    obj = _new(_RunningJobLayout)
+    if not cython.compiled:
+        return RunningJob(job, start_s, nodes, expected_end_s, power_w, speed, freq_hz, cap_w, work_done_s,
+                          settled_s)
+    obj = RunningJob.__new__(RunningJob)
     obj.job = job
     obj.start_s = start_s
     obj.nodes = nodes
@@ -246,5 +275,4 @@ def running_job_from_fields(job, start_s, nodes, expected_end_s, power_w, speed,
     obj.cap_w = cap_w
     obj.work_done_s = work_done_s
     obj.settled_s = settled_s
-    obj.__class__ = RunningJob
     return obj

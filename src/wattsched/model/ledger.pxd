@@ -3,6 +3,8 @@
 # submission, a start or an end runs. Everything else stays a Python attribute (Ledger.__dict__).
 cimport cython
 
+from wattsched.model.job cimport Job, RunningJob
+
 # node states (module constants, C integers here)
 cdef int _IDLE, _BUSY, _OFF, _SW_ON, _SW_OFF, _STATES
 
@@ -18,7 +20,9 @@ cpdef Py_ssize_t _end_position(list ends, double end_s, Py_ssize_t k, Py_ssize_t
 
 @cython.final
 cdef class Run:
-    cdef public object job, truth, response, estimate, view, nodes, job_cap_w, job_freq_hz, unit_dyn_w, pass_model
+    cdef public Job job
+    cdef public RunningJob view
+    cdef public object truth, response, estimate, nodes, job_cap_w, job_freq_hz, unit_dyn_w, pass_model
     cdef public bint dynamic, job_settings
     cdef public double idle_share_w, floor_w, energy_j, last_s, node_power_w, power_w, speed, start_s, work_done_s, work_left_s
     cdef public double est_mean_w, est_max_w, est_std_w, pass_ref_s, limit_work_s
@@ -65,16 +69,16 @@ cdef class Ledger:
     @cython.locals(n=Py_ssize_t, top=Py_ssize_t, free=list)
     cpdef give_all(self, tuple nodes)
 
-    cpdef submit(self, object job)
+    cpdef submit(self, Job job)
 
     cpdef set_estimate(self, object job_id, object est)
 
     cpdef Run start(self, object job_id, object nodes, object cap_w, object freq_hz, object truth)
 
     @cython.locals(run=Run, k=Py_ssize_t, idle=cython.double, state=list, free=list)
-    cpdef Run begin(self, object job, object nodes, object cap_w, object freq_hz, object truth, double start_s)
+    cpdef Run begin(self, Job job, object nodes, object cap_w, object freq_hz, object truth, double start_s)
 
-    @cython.locals(k=Py_ssize_t, re=list, mean_w=cython.double, max_w=cython.double, std_w=cython.double)
+    @cython.locals(job=Job, k=Py_ssize_t, re=list, mean_w=cython.double, max_w=cython.double, std_w=cython.double)
     cpdef _account_start(self, Run run, Py_ssize_t k)
 
     cpdef end(self, Run run)

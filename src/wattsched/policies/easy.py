@@ -34,6 +34,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from wattsched import _shadow as cython
+
 from wattsched.model.job import Job
 from wattsched.model.plan import Plan, Reason, Start, start_nodes
 from wattsched.model.snapshot import Snapshot
@@ -138,6 +143,7 @@ class EasyPolicy(BasePolicy):
         return dataclasses.replace(super().tags(), constraints=frozenset(),  # power-unaware
                                    ignores_power_steps=True, starts_on_free_nodes=True)
 
+    @cython.locals(job=Job, head=Job)
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         # The simulator and the daemon hand over the queue index; a snapshot made by hand gets one.
         snapshot = snapshot.with_indexes(end_table=False)
@@ -221,6 +227,7 @@ class EasyPolicy(BasePolicy):
         return plan
 
     @staticmethod
+    @cython.locals(job=Job)
     def _backfill(plan: Plan, jobs, free, end: int, now: float, shadow: float, extra: int, head_id: int) -> None:
         actions = plan.actions
         for job in jobs:

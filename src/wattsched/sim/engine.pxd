@@ -3,6 +3,7 @@
 # the recorder, the methods called once or twice per job. Everything else stays a Python attribute.
 cimport cython
 
+from wattsched.model.job cimport Job
 from wattsched.model.ledger cimport Ledger, Run
 from wattsched.model.queue_index cimport QueueIndex
 from wattsched.sim.events cimport EventHeap
@@ -65,5 +66,5 @@ cdef class Engine:
     @cython.locals(ledger=Ledger)
     cpdef _end(self, Run run)
 
-    cpdef _record(self, object job, object state, double start, double end, double energy_j=*, double work_s=*,
+    cpdef _record(self, Job job, object state, double start, double end, double energy_j=*, double work_s=*,
                   Py_ssize_t nodes=*)

@@ -2,10 +2,11 @@
 # The per-job path is typed: the submission loop, the ground truth, the ledger it submits to.
 cimport cython
 
+from wattsched.model.job cimport Job
 from wattsched.model.ledger cimport Ledger, Run
 
 
-cpdef object make_job(object tj)
+cpdef Job make_job(object tj)
 
 
 @cython.final
@@ -17,7 +18,7 @@ cdef class Intake:
     cdef public bint pack, _maps_units, _index_estimates
     cdef public Ledger ledger
 
-    @cython.locals(truth=dict, ledger=Ledger, submitted=Py_ssize_t, first_new=Py_ssize_t, hot=list)
+    @cython.locals(job=Job, truth=dict, ledger=Ledger, submitted=Py_ssize_t, first_new=Py_ssize_t, hot=list)
     cpdef list submit_until(self, double t)
 
     @cython.locals(ledger=Ledger)

@@ -2,6 +2,7 @@
 # A job's row and an event's row are typed: they are written once per job and once per event.
 cimport cython
 
+from wattsched.model.job cimport Job
 from wattsched.model.ledger cimport JobAccount, Ledger
 from wattsched.sim.rows cimport Rows
 
@@ -17,7 +18,7 @@ cdef class Recorder:
     cdef public Rows job_rows, timeline
 
     @cython.locals(acc=JobAccount)
-    cpdef job(self, object job, object state, double start, double end, double energy_j, double work_s, Py_ssize_t nodes=*)
+    cpdef job(self, Job job, object state, double start, double end, double energy_j, double work_s, Py_ssize_t nodes=*)
 
     @cython.locals(ledger=Ledger)
     cpdef row(self, double t, double cap_w)
