@@ -208,6 +208,8 @@ def _three_jobs(middle):
 
 @pytest.mark.parametrize(("middle", "named", "problem"), [
     ({"job_id": 77, "job_state": ["WHATEVER"]}, "77", "jobs[1].job_state: unknown job state 'WHATEVER'"),
+    ({"job_id": 80, "job_state": [""]}, "80", "jobs[1].job_state: empty"),
+    ({"job_id": 81, "job_state": [" ", "\t"]}, "81", "jobs[1].job_state: empty"),
     ({"job_id": 78, "job_state": ["PENDING"], "nodes": "n[1-"}, "78", "jobs[1].nodes: bad hostlist"),
     ({"job_id": 79, "job_state": ["PENDING"], "cpus": -4}, "79", "jobs[1].cpus: expected a number >= 0"),
     ({"job_state": ["PENDING"]}, "?", "jobs[1].job_id: missing"),

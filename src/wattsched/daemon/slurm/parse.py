@@ -1351,6 +1351,8 @@ def _job_state(value: Any, f: _Fields) -> tuple[str, frozenset[str]]:
             raise f.error("job_state", "empty")
         return _job_state_from_names([value])
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        if not any(v.strip() for v in value):  # [""] or ["  "]: no state named, as an empty string
+            raise f.error("job_state", "empty")
         return _job_state_from_names(value)
     raise f.error("job_state", f"expected a state string or a list of states, got {_describe(value)}")
 
