@@ -8,7 +8,7 @@ here: the simulator keeps it in its own records so that a policy cannot read it.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 try:
     import cython
@@ -177,20 +177,29 @@ _ADDED_BY_DATACLASS = frozenset({"__init__", "__repr__", "__eq__", "__hash__", "
                                  "__match_args__", "__weakref__", "__dict__"})
 
 
-def _slotted(cls: type) -> type:
-    """``cls`` (a frozen dataclass) made again as a frozen dataclass with ``slots=True``.
+def slotted(cls: type) -> type:
+    """``cls`` (a dataclass) made again as the same dataclass with ``slots=True``, for pure Python.
 
-    Compiled, :class:`Job` and :class:`RunningJob` are C types declared in ``job.pxd``, which Cython makes
-    dataclasses itself (it takes no ``slots``); as pure Python they are made slotted here, so that both
-    have a fixed layout and no per-instance ``__dict__``.
+    The compiled core declares some dataclasses as C types in ``.pxd`` files, and Cython makes those
+    dataclasses itself (it takes no ``slots``); as pure Python, such a class is passed through this after its
+    definition (``if not cython.compiled: X = slotted(X)``), so that both have a fixed layout and no
+    per-instance ``__dict__``. A method the class defines itself (say its own ``__init__``) is kept; those
+    the dataclass decorator wrote are written again.
     """
-    namespace = {k: v for k, v in cls.__dict__.items() if k not in _ADDED_BY_DATACLASS}
-    return dataclass(frozen=True, slots=True)(type(cls.__name__, cls.__bases__, namespace))
+
+    def written_by_dataclass(name: str, value) -> bool:
+        code = getattr(value, "__code__", None)
+        return name in _ADDED_BY_DATACLASS and (code is None or code.co_filename == "<string>")
+
+    namespace = {k: v for k, v in cls.__dict__.items() if not written_by_dataclass(k, v)}
+    namespace.update((f.name, f) for f in fields(cls))  # each field as declared (a default factory leaves none)
+    params = cls.__dataclass_params__
+    return dataclass(frozen=params.frozen, eq=params.eq, slots=True)(type(cls.__name__, cls.__bases__, namespace))
 
 
 if not cython.compiled:
-    Job = _slotted(Job)
-    RunningJob = _slotted(RunningJob)
+    Job = slotted(Job)
+    RunningJob = slotted(RunningJob)
 
 
 def slot_layout(cls: type) -> type:

@@ -2,6 +2,7 @@
 cimport cython
 
 from wattsched.model.job cimport Job
+from wattsched.model.plan cimport Plan, Start, start_nodes
 
 cdef long _backfill_extra(double now, double walltime_s, double shadow, long k, long extra) noexcept
 

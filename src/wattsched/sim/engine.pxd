@@ -5,6 +5,7 @@ cimport cython
 
 from wattsched.model.job cimport Job
 from wattsched.model.ledger cimport Ledger, Run
+from wattsched.model.plan cimport Plan, Start
 from wattsched.model.queue_index cimport QueueIndex
 from wattsched.sim.events cimport EventHeap
 from wattsched.sim.intake cimport Intake
@@ -59,7 +60,7 @@ cdef class Engine:
     cpdef _power_step(self, Run run)
 
     @cython.locals(run=Run, ledger=Ledger)
-    cpdef _start(self, object action)
+    cpdef _start(self, Start action)
 
     cpdef _reschedule(self)
 

@@ -4,9 +4,10 @@ cimport cython
 
 from wattsched.model.job cimport Job
 from wattsched.model.ledger cimport Ledger, Run
+from wattsched.workload.records cimport TraceJob
 
 
-cpdef Job make_job(object tj)
+cpdef Job make_job(TraceJob tj)
 
 
 @cython.final
@@ -18,7 +19,7 @@ cdef class Intake:
     cdef public bint pack, _maps_units, _index_estimates
     cdef public Ledger ledger
 
-    @cython.locals(job=Job, truth=dict, ledger=Ledger, submitted=Py_ssize_t, first_new=Py_ssize_t, hot=list)
+    @cython.locals(job=Job, nxt=TraceJob, truth=dict, ledger=Ledger, submitted=Py_ssize_t, first_new=Py_ssize_t, hot=list)
     cpdef list submit_until(self, double t)
 
     @cython.locals(ledger=Ledger)

@@ -10,10 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from wattsched.model.job import PowerEstimate, power_estimate
+from wattsched.model.job import PowerEstimate, power_estimate, slotted
+
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from wattsched import _shadow as cython
 
 
-@dataclass(slots=True)
+@dataclass  # slotted as pure Python below; compiled, a C type (records.pxd)
 class TraceJob:
     """One job of a workload.
 
@@ -77,6 +82,10 @@ class TraceJob:
         self.malleable = malleable
         self.extra = {} if extra is None else extra
         self.units = units
+
+
+if not cython.compiled:
+    TraceJob = slotted(TraceJob)
 
 
 def app_of(job: TraceJob) -> str:
