@@ -4,6 +4,8 @@
 cimport cython
 from libc.stdint cimport int64_t
 
+from wattsched.model.job cimport Job
+
 cdef double _INF
 
 
@@ -20,7 +22,7 @@ cdef class QueueIndex:
     cdef double[::1] _wall, _est_mean, _est_max, _est_std, _inc_mean, _inc_max, _inc_var
 
     @cython.locals(i=Py_ssize_t)
-    cpdef append(self, object job)
+    cpdef append(self, Job job)
 
     @cython.locals(i=Py_ssize_t)
     cpdef set_estimate(self, object job_id, object mean_w, object max_w, object std_w=*)
