@@ -51,13 +51,14 @@ COMPILED = (
 CIMPORTS = {
     "wattsched.model.ledger": ("wattsched.model.job",),
     "wattsched.model.queue_index": ("wattsched.model.job",),
-    "wattsched.model.guard": ("wattsched.model.job",),
-    "wattsched.policies.easy": ("wattsched.model.job", "wattsched.model.plan"),
+    "wattsched.model.guard": ("wattsched.model.job", "wattsched.model.plan", "wattsched.model.snapshot"),
+    "wattsched.policies.easy": ("wattsched.model.job", "wattsched.model.plan", "wattsched.model.snapshot"),
     "wattsched.sim.recorder": ("wattsched.model.job", "wattsched.sim.rows", "wattsched.model.ledger"),
     "wattsched.sim.intake": ("wattsched.model.job", "wattsched.model.ledger", "wattsched.workload.records"),
     "wattsched.sim.engine": ("wattsched.model.job", "wattsched.model.plan", "wattsched.sim.rows",
                              "wattsched.model.ledger", "wattsched.sim.recorder", "wattsched.workload.records",
-                             "wattsched.sim.intake", "wattsched.sim.events", "wattsched.model.queue_index"),
+                             "wattsched.sim.intake", "wattsched.sim.events", "wattsched.model.queue_index",
+                             "wattsched.model.snapshot"),
 }
 """Compiled modules that use another one's C type (their ``.pxd`` cimports it, or a ``.pxd`` they cimport
 does): a module whose dependency is loaded from its source is loaded from its source too (the compiled one

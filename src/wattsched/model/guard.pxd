@@ -3,9 +3,11 @@
 cimport cython
 
 from wattsched.model.job cimport Job
+from wattsched.model.plan cimport Plan
+from wattsched.model.snapshot cimport Snapshot
 
 cdef Py_ssize_t IDLE
 
 
 @cython.locals(job=Job, n=Py_ssize_t, s=Py_ssize_t, total=Py_ssize_t, k=Py_ssize_t)
-cpdef bint _plain_starts_ok(object snapshot, object plan) except -1
+cpdef bint _plain_starts_ok(Snapshot snapshot, Plan plan) except -1

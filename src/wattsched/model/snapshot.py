@@ -17,11 +17,16 @@ import numpy as np
 
 from wattsched.model.constraints import BudgetState, CapSchedule, EnergyBudget, NoticedEvent
 from wattsched.model.end_table import EndTable
-from wattsched.model.job import Job, PowerEstimate, RunningJob
+from wattsched.model.job import Job, PowerEstimate, RunningJob, slotted
 from wattsched.model.platform import NodeState, Platform
 from wattsched.model.queue_index import QueueIndex
 from wattsched.model.response import ResponseModel
 from wattsched.model.units import default_unit_estimate_w
+
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from wattsched import _shadow as cython
 
 if TYPE_CHECKING:  # model.forecast computes on snapshots; numpy.typing costs 40 ms at import
     import numpy.typing as npt
@@ -29,7 +34,7 @@ if TYPE_CHECKING:  # model.forecast computes on snapshots; numpy.typing costs 40
     from wattsched.model.forecast import Forecast
 
 
-@dataclass(slots=True)
+@dataclass  # slotted as pure Python below; compiled, a C type (snapshot.pxd)
 class Snapshot:
     """State of the cluster at ``now_s``.
 
@@ -301,6 +306,10 @@ class Snapshot:
     def usable_node_count(self) -> int:
         """Nodes that can run jobs now or later (not drained or down)."""
         return sum(1 for s in self.node_state if s < NodeState.DRAINED)
+
+
+if not cython.compiled:
+    Snapshot = slotted(Snapshot)
 
 
 def fraction_cap(platform: Platform, fraction: float) -> float:

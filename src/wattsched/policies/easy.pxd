@@ -3,6 +3,7 @@ cimport cython
 
 from wattsched.model.job cimport Job
 from wattsched.model.plan cimport Plan, Start, start_nodes
+from wattsched.model.snapshot cimport Snapshot
 
 cdef long _backfill_extra(double now, double walltime_s, double shadow, long k, long extra) noexcept
 

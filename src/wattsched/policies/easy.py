@@ -143,7 +143,7 @@ class EasyPolicy(BasePolicy):
         return dataclasses.replace(super().tags(), constraints=frozenset(),  # power-unaware
                                    ignores_power_steps=True, starts_on_free_nodes=True)
 
-    @cython.locals(job=Job, head=Job)
+    @cython.locals(snapshot=Snapshot, job=Job, head=Job)
     def decide(self, snapshot: Snapshot, state: PolicyState | None = None) -> Plan:
         # The simulator and the daemon hand over the queue index; a snapshot made by hand gets one.
         snapshot = snapshot.with_indexes(end_table=False)

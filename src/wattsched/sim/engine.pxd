@@ -7,6 +7,7 @@ from wattsched.model.job cimport Job
 from wattsched.model.ledger cimport Ledger, Run
 from wattsched.model.plan cimport Plan, Start
 from wattsched.model.queue_index cimport QueueIndex
+from wattsched.model.snapshot cimport Snapshot
 from wattsched.sim.events cimport EventHeap
 from wattsched.sim.intake cimport Intake
 from wattsched.sim.recorder cimport Recorder
@@ -31,7 +32,8 @@ cdef class Engine:
     cdef public list state, free
     cdef public dict node_cap_w, node_freq_hz, pending, running, stats
     cdef public QueueIndex qindex
-    cdef public object response, options, _snapshot, predictor, controls
+    cdef public Snapshot _snapshot
+    cdef public object response, options, predictor, controls
 
     cpdef bint _could_start(self) except -1
 
