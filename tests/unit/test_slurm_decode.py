@@ -309,3 +309,27 @@ def test_equal_values_of_another_type_are_not_taken_from_the_cache(key, same, di
     decode_squeue_json(json.dumps({"jobs": [{**job, key: same}]}), cache=cache)
     text = json.dumps({"jobs": [{**job, key: different}]})
     assert outcome(decode_squeue_json, text, cache=cache) == outcome(reference_jobs, text, strict=False)
+
+
+def _scontrol_job(state: str) -> str:
+    return f"JobId=5 JobName=x UserId=alice(1001) JobState={state} NumNodes=1\n"
+
+
+@pytest.mark.parametrize("state", ["+", "++"])
+def test_a_text_job_state_of_flag_separators_only_is_skipped_as_empty(state):
+    decoded = parse.decode_scontrol_jobs_text(_scontrol_job(state))
+    assert decoded.records == [] and decoded.skipped == ("job 5: JobState: empty",)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="+RUNINGPDCOMPLETX_", min_size=1, max_size=12))
+def test_any_text_job_state_is_read_or_skipped_never_raised(state):
+    """The class: state names that are all blank once split. scontrol's ``+``-joined text here; the JSON
+    forms (a string or a list) are drawn by test_any_value_in_any_key_read_gives_what_the_reference_gives.
+    Each gives a record or a skipped one, never an exception."""
+    decoded = parse.decode_scontrol_jobs_text(_scontrol_job(state))
+    names = [n for n in state.split("+") if n]
+    if not names:
+        assert decoded.skipped == ("job 5: JobState: empty",)
+    else:
+        assert len(decoded.records) + len(decoded.skipped) == 1

@@ -1347,18 +1347,21 @@ def _slow() -> int:
 
 def _job_state(value: Any, f: _Fields) -> tuple[str, frozenset[str]]:
     if isinstance(value, str):
-        if not value.strip():
-            raise f.error("job_state", "empty")
-        return _job_state_from_names([value])
+        value = [value]
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-        if not any(v.strip() for v in value):  # [""] or ["  "]: no state named, as an empty string
-            raise f.error("job_state", "empty")
-        return _job_state_from_names(value)
+        try:
+            return _job_state_from_names(value)
+        except ValueError as exc:
+            raise f.error("job_state", str(exc)) from None
     raise f.error("job_state", f"expected a state string or a list of states, got {_describe(value)}")
 
 
 def _job_state_from_names(names: list[str]) -> tuple[str, frozenset[str]]:
+    """The base state and the flags of a job's state names; ``ValueError("empty")`` if every name is blank
+    (``""``, ``[" "]``, scontrol's ``JobState=+``)."""
     upper = [n.strip().upper() for n in names if n.strip()]
+    if not upper:
+        raise ValueError("empty")
     base = next((n for n in upper if n in BASE_JOB_STATES), None)
     if base is None:
         # Only flags (22.05/v0.0.39 single string): derive the base from the first one.
@@ -1862,7 +1865,10 @@ def _job_from_text(r: _TextRecord) -> SlurmJob:
     job_id = r.integer("JobId", None)
     if not job_id:
         raise r.error("JobId", f"not a job id: {r.string('JobId')!r}")
-    state, flags = _job_state_from_names(r.required("JobState").split("+"))
+    try:
+        state, flags = _job_state_from_names(r.required("JobState").split("+"))
+    except ValueError as exc:
+        raise r.error("JobState", str(exc)) from None
     if state not in _JOB_STATES:
         raise r.error("JobState", f"unknown job state {state!r:.60}")
     user = r.string("UserId")
